@@ -1,0 +1,113 @@
+/**
+ * Every failure warden reports is a WardenError with a stable machine `code` (kebab-case) and an
+ * HTTP status that the server maps it to. Subclasses group failures by what a caller can do about
+ * them; the `code` says exactly which rule was broken. Codes are part of the public contract: never
+ * rename one, add a new one instead.
+ */
+export type ErrorDetails = Readonly<Record<string, string | number | boolean | null | undefined>>;
+
+export interface WardenErrorOptions {
+  readonly details?: ErrorDetails;
+  readonly cause?: unknown;
+}
+
+export class WardenError extends Error {
+  override readonly name: string = "WardenError";
+  /** Stable machine-readable code, e.g. `unsafe-storage-symlink`. */
+  readonly code: string;
+  /** HTTP status the server answers with. */
+  readonly status: number;
+  readonly details: ErrorDetails;
+
+  constructor(code: string, message: string, status = 500, options: WardenErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.status = status;
+    this.details = options.details ?? {};
+  }
+
+  toJSON(): { code: string; message: string; status: number; details: ErrorDetails } {
+    return { code: this.code, message: this.message, status: this.status, details: this.details };
+  }
+}
+
+/** The input is malformed or breaks a documented rule (400/422 family). */
+export class ValidationError extends WardenError {
+  override readonly name: string = "ValidationError";
+  constructor(code: string, message: string, options: WardenErrorOptions & { status?: number } = {}) {
+    super(code, message, options.status ?? 400, options);
+  }
+}
+
+/** The request contradicts what is already stored (409/422 family). Nothing was written. */
+export class ConflictError extends WardenError {
+  override readonly name: string = "ConflictError";
+  constructor(code: string, message: string, options: WardenErrorOptions & { status?: number } = {}) {
+    super(code, message, options.status ?? 409, options);
+  }
+}
+
+export class NotFoundError extends WardenError {
+  override readonly name: string = "NotFoundError";
+  constructor(code: string, message: string, options: WardenErrorOptions = {}) {
+    super(code, message, 404, options);
+  }
+}
+
+/** A size or capacity limit was reached (G11). New work is refused; nothing was deleted. */
+export class LimitError extends WardenError {
+  override readonly name: string = "LimitError";
+  constructor(code: string, message: string, options: WardenErrorOptions & { status?: number } = {}) {
+    super(code, message, options.status ?? 413, options);
+  }
+}
+
+/** Stored state is not safe to use (G10): symlink, hard link, foreign owner, loose mode, bad name. */
+export class UnsafeStorageError extends WardenError {
+  override readonly name: string = "UnsafeStorageError";
+  readonly path: string;
+  constructor(code: string, path: string, rule: string, options: WardenErrorOptions = {}) {
+    super(code, `unsafe storage at ${path}: ${rule}`, 500, {
+      ...options,
+      details: { path, rule, ...(options.details ?? {}) },
+    });
+    this.path = path;
+  }
+}
+
+/** Stored or received bytes do not match their digest, length or signature (G5, G8). */
+export class IntegrityError extends WardenError {
+  override readonly name: string = "IntegrityError";
+  constructor(code: string, message: string, options: WardenErrorOptions & { status?: number } = {}) {
+    super(code, message, options.status ?? 422, options);
+  }
+}
+
+/** The backing store failed (I/O error, database gone). The operation may be retried. */
+export class StorageError extends WardenError {
+  override readonly name: string = "StorageError";
+  constructor(code: string, message: string, options: WardenErrorOptions = {}) {
+    super(code, message, 503, options);
+  }
+}
+
+/** A caller is not allowed to do this (401/403). */
+export class AuthError extends WardenError {
+  override readonly name: string = "AuthError";
+  constructor(code: "unauthorized" | "forbidden", message: string) {
+    super(code, message, code === "unauthorized" ? 401 : 403);
+  }
+}
+
+export function isWardenError(value: unknown): value is WardenError {
+  return value instanceof WardenError;
+}
+
+/** Node's errno code of an fs error, or undefined. */
+export function errnoCode(error: unknown): string | undefined {
+  if (typeof error === "object" && error !== null && "code" in error) {
+    const code = (error as { code: unknown }).code;
+    return typeof code === "string" ? code : undefined;
+  }
+  return undefined;
+}

@@ -1,0 +1,4 @@
+export * from "./errors.js";
+export * from "./digest.js";
+export * from "./canonical.js";
+export * from "./limits.js";

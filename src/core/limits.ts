@@ -1,0 +1,64 @@
+import { ValidationError } from "./errors.js";
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+/** Every bound warden enforces (G11). All are configuration; these are DESIGN.md's defaults. */
+export interface Limits {
+  /** scope string, bytes */
+  readonly scopeBytes: number;
+  /** canonical request identity, bytes */
+  readonly requestBytes: number;
+  /** canonical result payload, bytes */
+  readonly resultBytes: number;
+  /** one journal line, bytes */
+  readonly journalEntryBytes: number;
+  /** one whole journal, bytes */
+  readonly journalBytes: number;
+  /** a `note` event's payload, bytes */
+  readonly noteBytes: number;
+  /** claims a store may hold (identities; payloads are pruned separately) */
+  readonly maxClaims: number;
+  readonly bundleComponents: number;
+  readonly fileBytes: number;
+  readonly bundleBytes: number;
+  readonly activeStages: number;
+  readonly stagedBytes: number;
+  readonly stageExpiryMs: number;
+  readonly chunkBytes: number;
+  readonly resultRetentionMs: number;
+}
+
+export const DEFAULT_LIMITS: Limits = Object.freeze({
+  scopeBytes: 256,
+  requestBytes: 1 * MiB,
+  resultBytes: 1 * MiB,
+  journalEntryBytes: 1 * MiB,
+  journalBytes: 64 * MiB,
+  noteBytes: 64 * KiB,
+  maxClaims: 100_000_000,
+  bundleComponents: 128,
+  fileBytes: 1 * MiB,
+  bundleBytes: 32 * MiB,
+  activeStages: 16,
+  stagedBytes: 128 * MiB,
+  stageExpiryMs: 15 * 60 * 1000,
+  chunkBytes: 8 * MiB,
+  resultRetentionMs: 30 * 24 * 60 * 60 * 1000,
+});
+
+/** Merges overrides onto the defaults, refusing non-positive or non-integer values. */
+export function resolveLimits(overrides: Partial<Limits> = {}): Limits {
+  const merged: Record<string, number> = { ...DEFAULT_LIMITS };
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value === undefined) continue;
+    if (!(key in DEFAULT_LIMITS)) throw new ValidationError("invalid-limit", `unknown limit ${key}`);
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
+      throw new ValidationError("invalid-limit", `limit ${key} must be a positive integer`);
+    }
+    merged[key] = value;
+  }
+  return Object.freeze(merged) as unknown as Limits;
+}
+
+export const UNITS = { KiB, MiB } as const;

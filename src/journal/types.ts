@@ -1,0 +1,111 @@
+/**
+ * The journal's data model (DESIGN.md "Journal") and the store interface a backend implements.
+ * The domain code (writer, verifier, inspector) depends only on these types.
+ */
+import type { Digest } from "../core/digest.js";
+import type { JsonValue } from "../core/canonical.js";
+
+export const JOURNAL_VERSION = 1 as const;
+/** Domain separation prefix of every journal signature. */
+export const JOURNAL_SIGNING_PREFIX = "warden-journal-v1\n";
+export const ZERO_HASH = "0".repeat(64);
+
+export type EffectKind = "process" | "tool" | "file" | "network" | "delegation" | "inference" | "delivery";
+export const EFFECT_KINDS: readonly EffectKind[] = ["process", "tool", "file", "network", "delegation", "inference", "delivery"];
+export type EffectOutcome = "succeeded" | "failed" | "unknown";
+export const EFFECT_OUTCOMES: readonly EffectOutcome[] = ["succeeded", "failed", "unknown"];
+export type TerminationReason = "completed" | "failed" | "cancelled" | "timeout" | "crashed";
+export const TERMINATION_REASONS: readonly TerminationReason[] = ["completed", "failed", "cancelled", "timeout", "crashed"];
+
+export interface InvocationRef {
+  readonly scope: string;
+  readonly id: string;
+  readonly request_hash: Digest;
+}
+
+export interface RunStartedEvent {
+  readonly type: "run.started";
+  readonly invocation: InvocationRef;
+  readonly agent: string;
+  readonly provider?: string;
+  readonly bundle?: JsonValue;
+}
+export interface EffectStartedEvent {
+  readonly type: "effect.started";
+  readonly effect_id: string;
+  readonly kind: EffectKind;
+  readonly name: string;
+  readonly fingerprint: string;
+}
+export interface EffectFinishedEvent {
+  readonly type: "effect.finished";
+  readonly effect_id: string;
+  readonly outcome: EffectOutcome;
+  readonly detail?: JsonValue;
+}
+/** An observation with no effect; any JSON fields beside `type`, at most 64 KiB canonical. */
+export interface NoteEvent {
+  readonly type: "note";
+  readonly [field: string]: JsonValue;
+}
+export interface RunTerminatedEvent {
+  readonly type: "run.terminated";
+  readonly reason: TerminationReason;
+  readonly result_hash?: Digest;
+}
+export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunTerminatedEvent;
+
+export interface JournalEntry {
+  readonly v: typeof JOURNAL_VERSION;
+  readonly run_id: string;
+  readonly seq: number;
+  /** lowercase hex sha256 of the previous line's bytes including its newline; 64 zeros at seq 0 */
+  readonly prev: string;
+  /** RFC 3339 UTC with milliseconds */
+  readonly ts: string;
+  readonly key_id: string;
+  readonly event: JournalEvent;
+}
+
+/** A public key the verifier trusts. */
+export interface PublicKeyRecord {
+  readonly key_id: string;
+  /** standard base64 of the raw 32-byte Ed25519 public key */
+  readonly public_key: string;
+}
+
+/**
+ * Where one run's journal lines are kept. `append` resolves only once the line is durable;
+ * implementations may share flushes between concurrent appends (group commit) but never resolve
+ * before the bytes are on disk.
+ */
+export interface JournalAppender {
+  append(line: Uint8Array): Promise<void>;
+  /** bytes durably appended so far */
+  readonly size: number;
+  close(): Promise<void>;
+}
+
+export interface JournalStore {
+  /** Creates the journal of a new run; fails if one exists for run_id. */
+  create(runId: string): Promise<JournalAppender>;
+  /** The raw bytes of a run's journal, refusing more than maxBytes; undefined when none exists. */
+  read(runId: string, maxBytes: number): Promise<Uint8Array | undefined>;
+  exists(runId: string): Promise<boolean>;
+}
+
+/** Where the node's signing keys are kept. */
+export interface KeyStore {
+  /** The active signing key, created on first use (concurrent first uses end with one key). */
+  active(): Promise<SigningKey>;
+  /** Adds a new key and makes it active; old public keys stay for verification. */
+  rotate(): Promise<SigningKey>;
+  /** Every public key ever used by this node, oldest first. */
+  publicKeys(): Promise<readonly PublicKeyRecord[]>;
+}
+
+export interface SigningKey {
+  readonly key_id: string;
+  readonly public_key: string;
+  sign(message: Uint8Array): Uint8Array;
+}

@@ -1,0 +1,2 @@
+export * from "./secure-fs.js";
+export * from "./lock.js";

@@ -1,0 +1,320 @@
+/**
+ * The secure filesystem every backend stores through (G10). Rules, enforced on every open:
+ * - directories: real directories (never symlinks), owned by the effective user, mode 0700 exactly
+ *   in group/other bits (no bit of 0o077 set);
+ * - files: opened with O_NOFOLLOW, then checked on the open descriptor (fstat, so a swap between
+ *   check and use cannot slip through): regular, owned by us, no group/other bits, exactly one
+ *   link, within a size bound;
+ * - writes are durable: data fsynced, then the parent directory fsynced;
+ * - publication is create-new: a target that exists is never overwritten.
+ * Every refusal is an UnsafeStorageError naming the path and the rule, and nothing is modified.
+ */
+import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { basename, dirname, join } from "node:path";
+import { UnsafeStorageError, StorageError, LimitError, errnoCode } from "../core/errors.js";
+
+const { O_NOFOLLOW, O_DIRECTORY, O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_APPEND } = fs.constants;
+
+export const PRIVATE_DIR_MODE = 0o700;
+export const PRIVATE_FILE_MODE = 0o600;
+
+function euid(): number {
+  return typeof process.geteuid === "function" ? process.geteuid() : -1;
+}
+
+/** Checks a directory's lstat result against the private-directory rules. */
+export function checkDirStats(path: string, st: fs.Stats): void {
+  if (st.isSymbolicLink()) throw new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
+  if (!st.isDirectory()) throw new UnsafeStorageError("unsafe-storage-not-directory", path, "is not a directory");
+  if (euid() >= 0 && st.uid !== euid()) {
+    throw new UnsafeStorageError("unsafe-storage-owner", path, `owned by uid ${st.uid}, not ${euid()}`);
+  }
+  if ((st.mode & 0o077) !== 0) {
+    throw new UnsafeStorageError(
+      "unsafe-storage-mode",
+      path,
+      `mode ${(st.mode & 0o777).toString(8)} grants group/other access (want 700)`,
+    );
+  }
+}
+
+/** Checks a file's stat result (from fstat of an O_NOFOLLOW descriptor, or lstat). */
+export function checkFileStats(path: string, st: fs.Stats, maxBytes?: number): void {
+  if (st.isSymbolicLink()) throw new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
+  if (!st.isFile()) throw new UnsafeStorageError("unsafe-storage-not-regular", path, "is not a regular file");
+  if (euid() >= 0 && st.uid !== euid()) {
+    throw new UnsafeStorageError("unsafe-storage-owner", path, `owned by uid ${st.uid}, not ${euid()}`);
+  }
+  if ((st.mode & 0o077) !== 0) {
+    throw new UnsafeStorageError(
+      "unsafe-storage-mode",
+      path,
+      `mode ${(st.mode & 0o777).toString(8)} grants group/other access (want 600)`,
+    );
+  }
+  if (st.nlink !== 1) {
+    throw new UnsafeStorageError("unsafe-storage-hard-link", path, `has ${st.nlink} hard links (want exactly 1)`);
+  }
+  if (maxBytes !== undefined && st.size > maxBytes) {
+    throw new LimitError("file-too-large", `${path} is ${st.size} bytes, over the limit of ${maxBytes}`, {
+      details: { path, size: st.size, limit: maxBytes },
+      status: 500,
+    });
+  }
+}
+
+/** Maps an fs error from an O_NOFOLLOW open to a typed error. ELOOP means a symlink was planted. */
+function openError(path: string, error: unknown): Error {
+  const code = errnoCode(error);
+  if (code === "ELOOP") return new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
+  if (code === "ENOTDIR") return new UnsafeStorageError("unsafe-storage-not-directory", path, "a parent is not a directory");
+  return error instanceof Error ? error : new StorageError("storage-io", String(error));
+}
+
+/**
+ * Makes sure `path` is a private directory. Creates it (mode 0700, parents too when `recursive`)
+ * when missing and `create` is set; an existing directory is validated, never chmod-ed.
+ */
+export function ensurePrivateDirSync(path: string, options: { create?: boolean; recursive?: boolean } = {}): void {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(path);
+  } catch (error) {
+    if (errnoCode(error) !== "ENOENT" || options.create === false) throw openError(path, error);
+    try {
+      fs.mkdirSync(path, { mode: PRIVATE_DIR_MODE, recursive: options.recursive ?? false });
+    } catch (mkdirError) {
+      if (errnoCode(mkdirError) !== "EEXIST") throw openError(path, mkdirError);
+    }
+    st = fs.lstatSync(path);
+    if (st.isDirectory() && (st.mode & 0o777) !== PRIVATE_DIR_MODE && st.uid === euid()) {
+      // mkdir applies the umask; the directory is ours and brand new, so fixing its mode is safe.
+      fs.chmodSync(path, PRIVATE_DIR_MODE);
+      st = fs.lstatSync(path);
+    }
+    if (!options.recursive) syncDirSync(dirname(path));
+  }
+  checkDirStats(path, st);
+}
+
+export async function ensurePrivateDir(path: string, options: { create?: boolean; recursive?: boolean } = {}): Promise<void> {
+  ensurePrivateDirSync(path, options);
+}
+
+/** Validates an existing directory without creating anything. */
+export function checkPrivateDirSync(path: string): void {
+  let st: fs.Stats;
+  try {
+    st = fs.lstatSync(path);
+  } catch (error) {
+    throw openError(path, error);
+  }
+  checkDirStats(path, st);
+}
+
+export function syncDirSync(path: string): void {
+  const fd = fs.openSync(path, O_RDONLY | O_DIRECTORY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export async function syncDir(path: string): Promise<void> {
+  const fh = await fsp.open(path, O_RDONLY | O_DIRECTORY);
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+export type OpenMode = "read" | "append" | "readwrite";
+
+function flagsFor(mode: OpenMode): number {
+  switch (mode) {
+    case "read":
+      return O_RDONLY | O_NOFOLLOW;
+    case "append":
+      return O_WRONLY | O_APPEND | O_NOFOLLOW;
+    case "readwrite":
+      return O_RDWR | O_NOFOLLOW;
+  }
+}
+
+/** Opens an existing private file and validates it on the descriptor. */
+export async function openPrivateFile(
+  path: string,
+  mode: OpenMode = "read",
+  maxBytes?: number,
+): Promise<fsp.FileHandle> {
+  let fh: fsp.FileHandle;
+  try {
+    fh = await fsp.open(path, flagsFor(mode));
+  } catch (error) {
+    throw openError(path, error);
+  }
+  try {
+    checkFileStats(path, await fh.stat(), maxBytes);
+    return fh;
+  } catch (error) {
+    await fh.close();
+    throw error;
+  }
+}
+
+export function openPrivateFileSync(path: string, mode: OpenMode = "read", maxBytes?: number): number {
+  let fd: number;
+  try {
+    fd = fs.openSync(path, flagsFor(mode));
+  } catch (error) {
+    throw openError(path, error);
+  }
+  try {
+    checkFileStats(path, fs.fstatSync(fd), maxBytes);
+    return fd;
+  } catch (error) {
+    fs.closeSync(fd);
+    throw error;
+  }
+}
+
+/** Creates a new private file (0600, O_EXCL|O_NOFOLLOW): fails with EEXIST rather than reuse. */
+export async function createPrivateFile(path: string, mode: "append" | "readwrite" = "readwrite"): Promise<fsp.FileHandle> {
+  const access = mode === "append" ? O_WRONLY | O_APPEND : O_RDWR;
+  try {
+    return await fsp.open(path, access | O_CREAT | O_EXCL | O_NOFOLLOW, PRIVATE_FILE_MODE);
+  } catch (error) {
+    throw openError(path, error);
+  }
+}
+
+export function createPrivateFileSync(path: string, mode: "append" | "readwrite" = "readwrite"): number {
+  const access = mode === "append" ? O_WRONLY | O_APPEND : O_RDWR;
+  try {
+    return fs.openSync(path, access | O_CREAT | O_EXCL | O_NOFOLLOW, PRIVATE_FILE_MODE);
+  } catch (error) {
+    throw openError(path, error);
+  }
+}
+
+/** Reads a whole private file, refusing one over `maxBytes`. */
+export async function readPrivateFile(path: string, maxBytes: number): Promise<Buffer> {
+  const fh = await openPrivateFile(path, "read", maxBytes);
+  try {
+    return await fh.readFile();
+  } finally {
+    await fh.close();
+  }
+}
+
+export function readPrivateFileSync(path: string, maxBytes: number): Buffer {
+  const fd = openPrivateFileSync(path, "read", maxBytes);
+  try {
+    return fs.readFileSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** A unique temp name in the same directory, recognisable at start-up recovery. */
+export function tempPathFor(target: string): string {
+  return join(dirname(target), `.tmp-${basename(target)}.${randomBytes(8).toString("hex")}`);
+}
+
+export const TEMP_PREFIX = ".tmp-";
+
+/**
+ * Atomically publishes `data` at `target` if and only if `target` does not exist yet (G7):
+ * write a private temp file, fsync it, link(2) it to the target (EEXIST if taken — link never
+ * replaces), unlink the temp, fsync the directory. Returns false when the target already existed;
+ * the temp file is removed either way.
+ */
+export async function publishNewFile(target: string, data: Uint8Array | string): Promise<boolean> {
+  const temp = tempPathFor(target);
+  const fh = await createPrivateFile(temp);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  return publishTempFile(temp, target);
+}
+
+/** Publishes an already written and fsynced temp file create-new; see publishNewFile. */
+export async function publishTempFile(temp: string, target: string): Promise<boolean> {
+  let created = true;
+  try {
+    await fsp.link(temp, target);
+  } catch (error) {
+    if (errnoCode(error) !== "EEXIST") {
+      await fsp.rm(temp, { force: true });
+      throw openError(target, error);
+    }
+    created = false;
+  }
+  await fsp.unlink(temp);
+  await syncDir(dirname(target));
+  return created;
+}
+
+export function publishNewFileSync(target: string, data: Uint8Array | string): boolean {
+  const temp = tempPathFor(target);
+  const fd = createPrivateFileSync(temp);
+  try {
+    fs.writeFileSync(fd, data);
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  let created = true;
+  try {
+    fs.linkSync(temp, target);
+  } catch (error) {
+    if (errnoCode(error) !== "EEXIST") {
+      fs.rmSync(temp, { force: true });
+      throw openError(target, error);
+    }
+    created = false;
+  }
+  fs.unlinkSync(temp);
+  syncDirSync(dirname(target));
+  return created;
+}
+
+/**
+ * Validates every entry under a private root without changing anything: directories and files
+ * must pass the private rules; `accept(relativePath, isDir)` may refuse names the caller does not
+ * own (return a rule text to refuse). Refuses the first offender with an UnsafeStorageError.
+ */
+export function auditPrivateTreeSync(
+  root: string,
+  accept?: (relativePath: string, isDirectory: boolean) => string | undefined,
+  maxEntries = 1_000_000,
+): void {
+  checkPrivateDirSync(root);
+  let seen = 0;
+  const walk = (dir: string, rel: string): void => {
+    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+      if (++seen > maxEntries) {
+        throw new UnsafeStorageError("unsafe-storage-too-many-entries", root, `more than ${maxEntries} entries`);
+      }
+      const path = join(dir, entry.name);
+      const relPath = rel === "" ? entry.name : `${rel}/${entry.name}`;
+      const st = fs.lstatSync(path);
+      const refusal = accept?.(relPath, st.isDirectory());
+      if (refusal !== undefined) throw new UnsafeStorageError("unsafe-storage-name", path, refusal);
+      if (st.isDirectory()) {
+        checkDirStats(path, st);
+        walk(path, relPath);
+      } else {
+        checkFileStats(path, st);
+      }
+    }
+  };
+  walk(root, "");
+}
