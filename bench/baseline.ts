@@ -1,0 +1,66 @@
+/** Baselines every bench compares against, measured on the same disk and core in the same run. */
+import { mkdtempSync, openSync, writeSync, fdatasyncSync, fsyncSync, closeSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export function benchDir(label: string): string {
+  // Benchmarks write where the state directory would live: the working directory's disk, not tmpfs.
+  const base = process.env.WARDEN_BENCH_DIR ?? tmpdir();
+  return mkdtempSync(join(base, `warden-bench-${label}-`));
+}
+
+/** Raw single-threaded append+fdatasync operations per second (200-byte records). */
+export function rawFdatasyncPerSec(seconds = 1.5, recordBytes = 200): number {
+  const dir = benchDir("fdatasync");
+  const fd = openSync(join(dir, "raw"), "a", 0o600);
+  const record = Buffer.alloc(recordBytes, 0x61);
+  let n = 0;
+  const end = performance.now() + seconds * 1000;
+  const start = performance.now();
+  while (performance.now() < end) {
+    writeSync(fd, record);
+    fdatasyncSync(fd);
+    n++;
+  }
+  const elapsed = (performance.now() - start) / 1000;
+  closeSync(fd);
+  rmSync(dir, { recursive: true, force: true });
+  return n / elapsed;
+}
+
+/** Writes `totalBytes` to one file in `chunkBytes` writes with sha256, then one fsync: bytes/s. */
+export function writeShaFsyncBytesPerSec(totalBytes: number, chunkBytes = 1024 * 1024): number {
+  const dir = benchDir("write");
+  const chunk = Buffer.alloc(chunkBytes, 0x5a);
+  const start = performance.now();
+  const fd = openSync(join(dir, "blob"), "w", 0o600);
+  const hash = createHash("sha256");
+  for (let written = 0; written < totalBytes; written += chunkBytes) {
+    const piece = written + chunkBytes <= totalBytes ? chunk : chunk.subarray(0, totalBytes - written);
+    hash.update(piece);
+    writeSync(fd, piece);
+  }
+  fsyncSync(fd);
+  closeSync(fd);
+  hash.digest();
+  const elapsed = (performance.now() - start) / 1000;
+  rmSync(dir, { recursive: true, force: true });
+  return totalBytes / elapsed;
+}
+
+export function fmt(n: number, digits = 0): string {
+  return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+export function ratioLine(label: string, value: number, baseline: number, unit: string, target?: number): string {
+  const ratio = value / baseline;
+  const verdict = target === undefined ? "" : ratio >= target ? `  (target >= ${target}x: met)` : `  (target >= ${target}x: NOT met)`;
+  return `${label}: ${fmt(value)} ${unit} vs baseline ${fmt(baseline)} ${unit} = ${ratio.toFixed(2)}x${verdict}`;
+}
+
+export function percentile(sortedMs: readonly number[], p: number): number {
+  if (sortedMs.length === 0) return NaN;
+  const i = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
+  return sortedMs[i]!;
+}
