@@ -68,9 +68,21 @@ export function checkFileStats(path: string, st: fs.Stats, maxBytes?: number): v
 /** Maps an fs error from an O_NOFOLLOW open to a typed error. ELOOP means a symlink was planted. */
 function openError(path: string, error: unknown): Error {
   const code = errnoCode(error);
+  if (code === "EEXIST" && isSymlink(path)) {
+    // O_CREAT|O_EXCL refuses any existing name, a planted symlink included: say which it was.
+    return new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
+  }
   if (code === "ELOOP") return new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
   if (code === "ENOTDIR") return new UnsafeStorageError("unsafe-storage-not-directory", path, "a parent is not a directory");
   return error instanceof Error ? error : new StorageError("storage-io", String(error));
+}
+
+function isSymlink(path: string): boolean {
+  try {
+    return fs.lstatSync(path).isSymbolicLink();
+  } catch {
+    return false;
+  }
 }
 
 /**
