@@ -1,0 +1,98 @@
+/**
+ * Reading source files so that what is digested is what was walked: opened with O_NOFOLLOW
+ * (a symlink swapped in after the walk is refused), checked on the descriptor, and compared
+ * (device, inode, size, mtime, ctime) before and after the read, on the descriptor and on the
+ * path. A file that changes while read is refused rather than delivered half old, half new.
+ *
+ * The executable mode bit is deliberately ignored: a manifest carries no mode, and files are
+ * materialized 0600, so the bit cannot make anything runnable on the node; content and
+ * extension decide. Hard links are allowed: on the client they are just another name for bytes
+ * the user can already read (G10's hard-link rule protects the node's own state directory).
+ */
+import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import type { BigIntStats } from "node:fs";
+import { IntegrityError, errnoCode } from "../../core/errors.js";
+import { sha256Digest } from "../../core/digest.js";
+import { sourceError, sourceRefusal } from "./walk.js";
+
+const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
+
+function sameFile(a: BigIntStats, b: BigIntStats): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+}
+
+function changed(relativePath: string): IntegrityError {
+  return new IntegrityError("compile-file-changed", `${JSON.stringify(relativePath)} changed while being compiled`, {
+    details: { path: relativePath },
+  });
+}
+
+export interface StableReadOptions {
+  /** Called after the descriptor is checked and before any byte is read (a test seam). */
+  readonly beforeRead?: () => void | Promise<void>;
+}
+
+/**
+ * Reads the whole file at `absolutePath`, which must still be the file `expected` describes
+ * (an lstat taken earlier), and must not change while read.
+ */
+export async function readStable(
+  absolutePath: string,
+  relativePath: string,
+  expected: BigIntStats,
+  options: StableReadOptions = {},
+): Promise<Buffer> {
+  let handle: fsp.FileHandle;
+  try {
+    handle = await fsp.open(absolutePath, OPEN_FLAGS);
+  } catch (error) {
+    if (errnoCode(error) === "ELOOP") {
+      throw sourceRefusal("compile-symlink", relativePath, "is a symbolic link; bundles hold regular files only");
+    }
+    throw sourceError(error, relativePath);
+  }
+  try {
+    const before = await handle.stat({ bigint: true });
+    if (!before.isFile() || !sameFile(before, expected)) throw changed(relativePath);
+    await options.beforeRead?.();
+    const size = Number(before.size);
+    // One spare byte: a file that grew is seen as longer than its stat said.
+    const buffer = Buffer.alloc(size + 1);
+    let filled = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buffer, filled, buffer.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+      if (filled === buffer.length) break;
+    }
+    const after = await handle.stat({ bigint: true });
+    if (filled !== size || !sameFile(after, before)) throw changed(relativePath);
+    const onPath = await fsp.lstat(absolutePath, { bigint: true }).catch((error: unknown) => {
+      throw sourceError(error, relativePath);
+    });
+    if (!sameFile(onPath, before)) throw changed(relativePath);
+    return buffer.subarray(0, size);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Re-reads a file for upload and checks it still has the compiled digest and length. */
+export async function readVerified(
+  absolutePath: string,
+  relativePath: string,
+  digest: string,
+  byteLength: number,
+): Promise<Uint8Array> {
+  let expected: BigIntStats;
+  try {
+    expected = await fsp.lstat(absolutePath, { bigint: true });
+  } catch (error) {
+    throw sourceError(error, relativePath);
+  }
+  if (!expected.isFile() || Number(expected.size) !== byteLength) throw changed(relativePath);
+  const bytes = await readStable(absolutePath, relativePath, expected);
+  if (sha256Digest(bytes) !== digest) throw changed(relativePath);
+  return bytes;
+}
