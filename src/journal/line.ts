@@ -1,0 +1,61 @@
+/**
+ * The journal line, byte for byte (DESIGN.md "Journal"):
+ *   {"entry":<E>,"sig":"<S>"}\n
+ * E is the RFC 8785 form of the entry; S is standard base64 of the Ed25519 signature over
+ * "warden-journal-v1\n" + E.
+ */
+import { canonicalJson } from "../core/canonical.js";
+import { sha256Hex } from "../core/digest.js";
+import { ValidationError } from "../core/errors.js";
+import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
+import { validateEntry } from "./schema.js";
+import { JOURNAL_SIGNING_PREFIX, type JournalEntry, type SigningKey } from "./types.js";
+
+const LINE_HEAD = '{"entry":';
+const SIG_HEAD = ',"sig":"';
+const LINE_END = '"}';
+const SIGNING_PREFIX = Buffer.from(JOURNAL_SIGNING_PREFIX, "utf8");
+
+/** The bytes an entry's signature covers. */
+export function signingMessage(canonicalEntry: string): Buffer {
+  const body = Buffer.from(canonicalEntry, "utf8");
+  return Buffer.concat([SIGNING_PREFIX, body], SIGNING_PREFIX.byteLength + body.byteLength);
+}
+
+/** The line's text without its newline: what a canonical line must equal. */
+export function lineText(canonicalEntry: string, signatureBase64: string): string {
+  return LINE_HEAD + canonicalEntry + SIG_HEAD + signatureBase64 + LINE_END;
+}
+
+/**
+ * RFC 8785 form of an entry. "event" sorts before every other entry field, so the canonical entry
+ * is `{"event":` + the canonical event + the canonical rest without its opening brace; a caller
+ * that already serialized the event (to bound a note) passes it instead of paying for it twice.
+ */
+export function canonicalEntry(entry: JournalEntry, canonicalEvent?: string): string {
+  const { event, ...envelope } = entry;
+  return `{"event":${canonicalEvent ?? canonicalJson(event)},${canonicalJson(envelope).slice(1)}`;
+}
+
+/**
+ * Signs an entry that has already passed validateEntry (the writer validates once, before its
+ * order checks) and returns the exact line including "\n".
+ */
+export function encodeValidatedLine(entry: JournalEntry, key: SigningKey, canonicalEvent?: string): Buffer {
+  if (entry.key_id !== key.key_id) {
+    throw new ValidationError("journal-key-mismatch", `entry names key ${entry.key_id} but is signed by ${key.key_id}`);
+  }
+  const canonical = canonicalEntry(entry, canonicalEvent);
+  const signature = Buffer.from(key.sign(signingMessage(canonical))).toString("base64");
+  return Buffer.from(lineText(canonical, signature) + "\n", "utf8");
+}
+
+/** The exact DESIGN line of `entry` signed by `key`, including its newline. */
+export function encodeLine(entry: JournalEntry, key: SigningKey, limits: Pick<Limits, "noteBytes"> = DEFAULT_LIMITS): Buffer {
+  return encodeValidatedLine(validateEntry(entry, limits), key);
+}
+
+/** Lowercase hex sha256 of a line's bytes including its newline: the next entry's `prev`. */
+export function lineHash(line: Uint8Array): string {
+  return sha256Hex(line);
+}

@@ -1,0 +1,162 @@
+/**
+ * The exact shape of a journal entry and its events (DESIGN.md "Journal"). Both the writer and the
+ * verifier go through here, so a journal the writer accepts is exactly one the verifier accepts.
+ * Unknown fields are refused everywhere except inside `note` events, which are free JSON.
+ */
+import { canonicalJson } from "../core/canonical.js";
+import { isDigest } from "../core/digest.js";
+import { LimitError, ValidationError } from "../core/errors.js";
+import type { Limits } from "../core/limits.js";
+import { isKeyId } from "./keys.js";
+import {
+  EFFECT_KINDS,
+  EFFECT_OUTCOMES,
+  JOURNAL_VERSION,
+  TERMINATION_REASONS,
+  type JournalEntry,
+  type JournalEvent,
+} from "./types.js";
+
+const UUID_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const TS_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{3}Z$/;
+const HEX64_RE = /^[0-9a-f]{64}$/;
+
+export function isUuid(value: unknown): value is string {
+  return typeof value === "string" && UUID_RE.test(value);
+}
+
+/** Proleptic Gregorian, as JavaScript's Date and RFC 3339 count. */
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
+
+/** RFC 3339 UTC with exactly three fraction digits, and a real instant (no Feb 30, no leap second). */
+export function isJournalTimestamp(value: unknown): value is string {
+  if (typeof value !== "string") return false;
+  const m = TS_RE.exec(value);
+  if (m === null) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1).map(Number) as [number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || hour > 23 || minute > 59 || second > 59) return false;
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= (month === 2 && leap ? 29 : DAYS_IN_MONTH[month - 1]!);
+}
+
+/** The `ts` form of an instant; refuses instants outside years 0000–9999 (no RFC 3339 form). */
+export function journalTimestamp(date: Date): string {
+  const year = date.getUTCFullYear();
+  if (!(year >= 0 && year <= 9999)) {
+    throw new ValidationError("journal-bad-entry", "ts: clock gave an instant RFC 3339 cannot express");
+  }
+  return date.toISOString();
+}
+
+type Fields = Record<string, unknown>;
+
+function plainObject(value: unknown, code: string, what: string): Fields {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ValidationError(code, `${what} must be a JSON object`);
+  }
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) throw new ValidationError(code, `${what} must be a plain object`);
+  return value as Fields;
+}
+
+function onlyFields(obj: Fields, required: readonly string[], optional: readonly string[], code: string, what: string): void {
+  for (const name of required) {
+    if (!Object.hasOwn(obj, name)) throw new ValidationError(code, `${what}: missing field ${name}`);
+  }
+  for (const name of Object.keys(obj)) {
+    if (!required.includes(name) && !optional.includes(name)) {
+      throw new ValidationError(code, `${what}: unknown field ${JSON.stringify(name)}`);
+    }
+  }
+}
+
+function nonEmptyString(obj: Fields, name: string, code: string, what: string): void {
+  const v = obj[name];
+  if (typeof v !== "string" || v.length === 0) throw new ValidationError(code, `${what}.${name} must be a non-empty string`);
+}
+
+function oneOf(obj: Fields, name: string, allowed: readonly string[], code: string, what: string): void {
+  const v = obj[name];
+  if (typeof v !== "string" || !allowed.includes(v)) {
+    throw new ValidationError(code, `${what}.${name} must be one of ${allowed.join(", ")}`);
+  }
+}
+
+const BAD_EVENT = "journal-bad-event";
+
+/**
+ * Checks an event's shape; returns it typed. Notes are bounded by `limits.noteBytes` of canonical
+ * JSON; a caller that already holds the event's canonical form passes its byte length.
+ */
+export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">, canonicalBytes?: number): JournalEvent {
+  const ev = plainObject(value, BAD_EVENT, "event");
+  const type = ev.type;
+  switch (type) {
+    case "run.started": {
+      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle"], BAD_EVENT, type);
+      const inv = plainObject(ev.invocation, BAD_EVENT, `${type}.invocation`);
+      onlyFields(inv, ["scope", "id", "request_hash"], [], BAD_EVENT, `${type}.invocation`);
+      nonEmptyString(inv, "scope", BAD_EVENT, `${type}.invocation`);
+      nonEmptyString(inv, "id", BAD_EVENT, `${type}.invocation`);
+      if (!isDigest(inv.request_hash)) {
+        throw new ValidationError(BAD_EVENT, `${type}.invocation.request_hash must be sha256: and 64 lowercase hex`);
+      }
+      nonEmptyString(ev, "agent", BAD_EVENT, type);
+      if (Object.hasOwn(ev, "provider")) nonEmptyString(ev, "provider", BAD_EVENT, type);
+      // `bundle` is free JSON; canonicalization of the whole entry checks it is JSON.
+      break;
+    }
+    case "effect.started":
+      onlyFields(ev, ["type", "effect_id", "kind", "name", "fingerprint"], [], BAD_EVENT, type);
+      nonEmptyString(ev, "effect_id", BAD_EVENT, type);
+      oneOf(ev, "kind", EFFECT_KINDS, BAD_EVENT, type);
+      nonEmptyString(ev, "name", BAD_EVENT, type);
+      nonEmptyString(ev, "fingerprint", BAD_EVENT, type);
+      break;
+    case "effect.finished":
+      onlyFields(ev, ["type", "effect_id", "outcome"], ["detail"], BAD_EVENT, type);
+      nonEmptyString(ev, "effect_id", BAD_EVENT, type);
+      oneOf(ev, "outcome", EFFECT_OUTCOMES, BAD_EVENT, type);
+      break;
+    case "note": {
+      const bytes = canonicalBytes ?? Buffer.byteLength(canonicalJson(ev));
+      if (bytes > limits.noteBytes) {
+        throw new LimitError("journal-note-too-large", `note is ${bytes} bytes canonical, over the limit of ${limits.noteBytes}`);
+      }
+      break;
+    }
+    case "run.terminated":
+      onlyFields(ev, ["type", "reason"], ["result_hash"], BAD_EVENT, type);
+      oneOf(ev, "reason", TERMINATION_REASONS, BAD_EVENT, type);
+      if (Object.hasOwn(ev, "result_hash") && !isDigest(ev.result_hash)) {
+        throw new ValidationError(BAD_EVENT, `${type}.result_hash must be sha256: and 64 lowercase hex`);
+      }
+      break;
+    default:
+      throw new ValidationError(BAD_EVENT, `event.type ${JSON.stringify(type)} is not a journal event type`);
+  }
+  return ev as unknown as JournalEvent;
+}
+
+const BAD_ENTRY = "journal-bad-entry";
+const ENTRY_FIELDS = ["v", "run_id", "seq", "prev", "ts", "key_id", "event"] as const;
+
+/** Checks an entry's envelope and event; returns it typed. */
+export function validateEntry(value: unknown, limits: Pick<Limits, "noteBytes">, canonicalEventBytes?: number): JournalEntry {
+  const e = plainObject(value, BAD_ENTRY, "entry");
+  onlyFields(e, ENTRY_FIELDS, [], BAD_ENTRY, "entry");
+  if (e.v !== JOURNAL_VERSION) throw new ValidationError(BAD_ENTRY, `entry.v must be ${JOURNAL_VERSION}`);
+  if (!isUuid(e.run_id)) throw new ValidationError(BAD_ENTRY, "entry.run_id must be a UUID");
+  if (typeof e.seq !== "number" || !Number.isSafeInteger(e.seq) || e.seq < 0) {
+    throw new ValidationError(BAD_ENTRY, "entry.seq must be a non-negative integer");
+  }
+  if (typeof e.prev !== "string" || !HEX64_RE.test(e.prev)) {
+    throw new ValidationError(BAD_ENTRY, "entry.prev must be 64 lowercase hex digits");
+  }
+  if (!isJournalTimestamp(e.ts)) {
+    throw new ValidationError(BAD_ENTRY, "entry.ts must be RFC 3339 UTC with milliseconds (2026-01-02T03:04:05.678Z)");
+  }
+  if (!isKeyId(e.key_id)) throw new ValidationError(BAD_ENTRY, "entry.key_id must be 16 lowercase hex digits");
+  validateEvent(e.event, limits, canonicalEventBytes);
+  return e as unknown as JournalEntry;
+}
