@@ -1,0 +1,199 @@
+/**
+ * Invocations bench (issue 3):
+ *
+ * 1. Replay `lookup` latency p50/p99 with 10,000 and with 1,000,000 recorded claims, seeded in big
+ *    transactions through EmbeddedClaimStore.importRecorded (copies of one real recorded claim,
+ *    see src/invocations/seed.ts), sampled across the whole store. Every lookup is a full replay:
+ *    row read, claim-hash check, journal read and seal check, result parse.
+ * 2. RSS of a fresh process holding the 1,000,000-claim store after 10,000 lookups.
+ * 3. open→finish invocations/s (journal: run.started, one effect, run.terminated; the whole
+ *    journal verified at finish, on the run-checker worker pool) at concurrency 1, 16 and 64,
+ *    against the raw single-threaded append+fdatasync/s of the same disk measured just before.
+ *    Measured in a child process started with UV_THREADPOOL_SIZE=64, so up to 64 journal
+ *    fdatasyncs run at once (the variable is read when libuv's pool starts, which has happened
+ *    long before a bench module runs, hence the child).
+ *
+ * The machine's load average is printed with the baseline: on a shared machine it explains most
+ * of the spread between runs.
+ */
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { rmSync } from "node:fs";
+import { availableParallelism, loadavg } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { openEmbeddedBackend, type EmbeddedBackend } from "../src/backends/embedded/index.js";
+import { Invocations, recordedCopies } from "../src/invocations/index.js";
+import type { RunChecker } from "../src/invocations/run-checker.js";
+import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
+import { benchDir, fmt, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
+
+const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
+const SCOPE = "bench";
+const REQUEST = { task: "bench" };
+const CONCURRENCY = [1, 16, 64] as const;
+const SECONDS_PER_LEVEL = 3;
+const LOOKUP_SAMPLES = 20_000;
+const LOOKUP_WARMUP = 2_000;
+
+function service(backend: EmbeddedBackend, checker?: RunChecker): Invocations {
+  return new Invocations({
+    claims: backend.claims,
+    journals: backend.journals,
+    keys: backend.keys,
+    limits: backend.limits,
+    ...(checker === undefined ? {} : { checker }),
+  });
+}
+
+async function throughput(concurrency: number, checker: RunChecker): Promise<{ perSec: number; commits: number; invocations: number }> {
+  const home = join(benchDir("invocations-tp"), "home");
+  const backend = await openEmbeddedBackend({ home });
+  const invocations = service(backend, checker);
+  const once = async (): Promise<void> => {
+    const outcome = await invocations.run(SCOPE, randomUUID(), REQUEST, "bench", async (h) => {
+      await h.effect({ kind: "tool", name: "noop", fingerprint: "bench" }, () => 1);
+      return { ok: true };
+    });
+    if (outcome.status !== "recorded" || outcome.replayed) throw new Error(`bench invocation ended ${outcome.status}`);
+  };
+  await once(); // key creation and first-use costs stay out of the figure
+  const commitsBefore = backend.claims.commits;
+  let done = 0;
+  const start = performance.now();
+  const end = start + SECONDS_PER_LEVEL * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        await once();
+        done++;
+      }
+    }),
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const commits = backend.claims.commits - commitsBefore;
+  await backend.close();
+  rmSync(join(home, ".."), { recursive: true, force: true });
+  return { perSec: done / seconds, commits, invocations: done };
+}
+
+async function lookupLatencies(invocations: Invocations, ids: readonly string[]): Promise<{ p50: number; p99: number }> {
+  const samples: number[] = [];
+  // The first LOOKUP_WARMUP lookups (JIT, page cache) are not counted.
+  for (let i = 0; i < LOOKUP_WARMUP + LOOKUP_SAMPLES; i++) {
+    const id = ids[Math.floor(Math.random() * ids.length)]!;
+    const t0 = performance.now();
+    const outcome = await invocations.lookup(SCOPE, id, REQUEST);
+    if (i >= LOOKUP_WARMUP) samples.push(performance.now() - t0);
+    if (outcome?.status !== "recorded") throw new Error(`seeded claim reads ${String(outcome?.status)}`);
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
+}
+
+/** Child: throughput at every concurrency level; prints one JSON line. */
+async function throughputChild(): Promise<void> {
+  // Journal verification runs on the worker pool, as it does in a compiled build; from source the
+  // workers need tsx registered inside them (see tsRunChecker).
+  const checker = tsRunChecker();
+  const results: Record<number, { perSec: number; commits: number; invocations: number }> = {};
+  for (const c of CONCURRENCY) results[c] = await throughput(c, checker);
+  await checker.close();
+  process.stdout.write(JSON.stringify(results) + "\n");
+}
+
+/** Child: opens the big store, does 10,000 lookups of sampled ids, prints RSS. */
+async function rssChild(home: string, idsCsv: string): Promise<void> {
+  const backend = await openEmbeddedBackend({ home });
+  const invocations = service(backend);
+  const ids = idsCsv.split(",");
+  for (let i = 0; i < 10_000; i++) {
+    const outcome = await invocations.lookup(SCOPE, ids[i % ids.length]!, REQUEST);
+    if (outcome?.status !== "recorded") throw new Error("lookup failed in the RSS child");
+  }
+  const claims = backend.claims.count();
+  const rss = process.memoryUsage().rss;
+  await backend.close();
+  process.stdout.write(JSON.stringify({ claims, rss }) + "\n");
+}
+
+function runChild(mode: string, args: string[] = [], env: Record<string, string> = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url), ...args], {
+      env: { ...process.env, ...env, [CHILD_MODE]: mode },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()));
+    child.on("exit", (code) => (code === 0 ? resolve(out.trim().split("\n").at(-1) ?? "") : reject(new Error(`bench child ${mode} exited ${code}`))));
+  });
+}
+
+function verdict(ok: boolean, target: string): string {
+  return ok ? `(target ${target}: met)` : `(target ${target}: NOT met)`;
+}
+
+export default async function (): Promise<void> {
+  const root = benchDir("invocations-lookup");
+  const home = join(root, "home");
+  try {
+    const backend = await openEmbeddedBackend({ home });
+    const invocations = service(backend);
+    const templateId = randomUUID();
+    await invocations.run(SCOPE, templateId, REQUEST, "bench", async (h) => {
+      await h.effect({ kind: "tool", name: "noop", fingerprint: "bench" }, () => 1);
+      return { ok: true, text: "a small cached result" };
+    });
+    const template = await backend.claims.get({ scope: SCOPE, id: templateId });
+    if (template === undefined) throw new Error("template claim missing");
+    const small: string[] = [];
+    const seedStart = performance.now();
+    backend.claims.importRecorded(recordedCopies(template, 9_999, () => {
+      const id = randomUUID();
+      small.push(id);
+      return id;
+    }));
+    const at10k = await lookupLatencies(invocations, small);
+    console.log(`replay lookup, ${fmt(backend.claims.count())} claims: p50 ${at10k.p50.toFixed(3)} ms, p99 ${at10k.p99.toFixed(3)} ms`);
+
+    const wide: string[] = [];
+    backend.claims.importRecorded(recordedCopies(template, 990_000, (i) => {
+      const id = randomUUID();
+      if (i % 50 === 0) wide.push(id);
+      return id;
+    }));
+    const seedSeconds = (performance.now() - seedStart) / 1000;
+    // Sampled across the whole store: the first 10k and every 50th of the rest.
+    const at1m = await lookupLatencies(invocations, [...small, ...wide]);
+    const count = backend.claims.count();
+    console.log(`replay lookup, ${fmt(count)} claims: p50 ${at1m.p50.toFixed(3)} ms, p99 ${at1m.p99.toFixed(3)} ms  (seeded in ${seedSeconds.toFixed(1)} s)`);
+    const growth = at1m.p99 / at10k.p99;
+    console.log(
+      `lookup p99 growth 10k→1M: ${growth.toFixed(2)}x ${verdict(growth <= 2, "<= 2x")}; p99 at 1M ${verdict(at1m.p99 < 1, "< 1 ms")}` +
+        `  (load average ${(loadavg()[0] ?? 0).toFixed(1)} on ${availableParallelism()} cores)`,
+    );
+    await backend.close();
+
+    const rss = JSON.parse(await runChild("rss", [home, small.slice(0, 2000).join(",")])) as { claims: number; rss: number };
+    const mb = rss.rss / (1024 * 1024);
+    console.log(`RSS of a process holding ${fmt(rss.claims)} claims (after 10,000 lookups): ${mb.toFixed(0)} MB ${verdict(mb < 200, "< 200 MB")}`);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+
+  const raw = rawFdatasyncPerSec();
+  const load = loadavg()[0] ?? 0;
+  console.log(`baseline: raw single-threaded append+fdatasync ${fmt(raw)}/s  (${availableParallelism()} cores, load average ${load.toFixed(1)})`);
+  const tp = JSON.parse(await runChild("throughput", [], { UV_THREADPOOL_SIZE: "64" })) as Record<string, { perSec: number; commits: number; invocations: number }>;
+  for (const c of CONCURRENCY) {
+    const r = tp[c]!;
+    console.log(
+      ratioLine(`open→finish at concurrency ${c}`, r.perSec, raw, "inv/s", c === 64 ? 1.0 : undefined) +
+        `  [${fmt(r.invocations / Math.max(1, r.commits), 1)} invocations per SQLite commit]`,
+    );
+  }
+}
+
+const childMode = process.env[CHILD_MODE];
+if (childMode === "throughput") await throughputChild();
+else if (childMode === "rss") await rssChild(process.argv[2]!, process.argv[3]!);

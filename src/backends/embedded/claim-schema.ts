@@ -1,0 +1,64 @@
+/**
+ * Versioned schema of the embedded claim store (`PRAGMA user_version` = number of migrations
+ * applied). Append a migration to change it; never edit a released one.
+ *
+ * Claims are indexed by their (scope, id) primary key, so a lookup is one B-tree descent however
+ * many identities the store holds. The two partial indexes cover only the rows an operator pages
+ * through (open and reconciled claims), which stay few. The claim count lives in `counters` so the
+ * capacity check is O(1) instead of a COUNT(*) over millions of rows.
+ */
+export const CLAIM_SCHEMA_MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE claims (
+    scope TEXT NOT NULL,
+    id TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    released INTEGER NOT NULL DEFAULT 0,
+    claim_hash TEXT NOT NULL,
+    result_hash TEXT,
+    result TEXT,
+    recorded_at INTEGER,
+    pruned_at INTEGER,
+    journal_entries INTEGER,
+    journal_tail TEXT,
+    journal_bytes INTEGER,
+    journal_sha256 TEXT,
+    receipt TEXT,
+    PRIMARY KEY (scope, id)
+  );
+  CREATE INDEX claims_open ON claims (scope, id) WHERE result_hash IS NULL AND receipt IS NULL;
+  CREATE INDEX claims_reconciled ON claims (scope, id) WHERE receipt IS NOT NULL;
+  CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+  INSERT INTO counters (name, value) VALUES ('claims', 0);
+  `,
+];
+
+/** Columns in the order every SELECT of a whole claim row uses. */
+export const CLAIM_COLUMNS =
+  "scope, id, request_hash, agent, run_id, owner, created_at, released, claim_hash, result_hash, result, " +
+  "recorded_at, pruned_at, journal_entries, journal_tail, journal_bytes, journal_sha256, receipt";
+
+export interface ClaimRow {
+  scope: unknown;
+  id: unknown;
+  request_hash: unknown;
+  agent: unknown;
+  run_id: unknown;
+  owner: unknown;
+  created_at: unknown;
+  released: unknown;
+  claim_hash: unknown;
+  result_hash: unknown;
+  result: unknown;
+  recorded_at: unknown;
+  pruned_at: unknown;
+  journal_entries: unknown;
+  journal_tail: unknown;
+  journal_bytes: unknown;
+  journal_sha256: unknown;
+  receipt: unknown;
+}

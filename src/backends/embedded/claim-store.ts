@@ -1,0 +1,399 @@
+/**
+ * The embedded ClaimStore: one SQLite database in the private state directory, writes grouped
+ * per event-loop turn into one durable transaction (group-commit.ts), owner liveness through
+ * per-process flock files (owner.ts).
+ */
+import { setImmediate as yieldToLoop } from "node:timers/promises";
+import { IntegrityError, LimitError, StorageError, ValidationError } from "../../core/errors.js";
+import type { Digest } from "../../core/digest.js";
+import type {
+  ClaimAttempt,
+  ClaimKey,
+  ClaimListFilter,
+  ClaimRecord,
+  ClaimState,
+  ClaimStore,
+  NewClaim,
+  StoredResult,
+} from "../../invocations/claim-store.js";
+import { CLAIM_COLUMNS, CLAIM_SCHEMA_MIGRATIONS, type ClaimRow } from "./claim-schema.js";
+import { GroupCommit } from "./group-commit.js";
+import { OwnerRegistry } from "./owner.js";
+import {
+  migrateSchema,
+  openPrivateDatabase,
+  sqliteFailure,
+  type OpenDatabaseOptions,
+  type SqliteDatabase,
+  type SqliteStatement,
+} from "./sqlite.js";
+
+export interface EmbeddedClaimStoreOptions {
+  /** the database file, inside a private directory */
+  readonly path: string;
+  /** the private directory of owner lock files */
+  readonly ownersDir: string;
+  /** identities the store may hold (Limits.maxClaims) */
+  readonly maxClaims: number;
+  readonly database?: OpenDatabaseOptions;
+}
+
+const PRUNE_CHUNK = 1000;
+const DEFAULT_IMPORT_BATCH = 50_000;
+const IMPORT_ROWS_PER_STATEMENT = 32;
+/** Page cache while importing, KiB: large batches touch much of the index. */
+const IMPORT_CACHE_KIB = 128 * 1024;
+
+type Key = [scope: string, id: string];
+
+export class EmbeddedClaimStore implements ClaimStore {
+  readonly #db: SqliteDatabase;
+  readonly #owners: OwnerRegistry;
+  readonly #writes: GroupCommit;
+  readonly #maxClaims: number;
+  readonly #select: SqliteStatement<Key, ClaimRow>;
+  readonly #insert: SqliteStatement<unknown[]>;
+  readonly #insertMany: SqliteStatement<unknown[]>;
+  readonly #count: SqliteStatement<[], number>;
+  readonly #addCount: SqliteStatement<[number]>;
+  readonly #record: SqliteStatement<unknown[]>;
+  readonly #release: SqliteStatement<unknown[]>;
+  readonly #attachReceipt: SqliteStatement<unknown[]>;
+  readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
+  readonly #pruneCandidates: SqliteStatement<[number, string, string], { scope: string; id: string }>;
+  readonly #prune: SqliteStatement<[number, string, string]>;
+  #closed = false;
+
+  private constructor(db: SqliteDatabase, owners: OwnerRegistry, maxClaims: number) {
+    this.#db = db;
+    this.#owners = owners;
+    this.#maxClaims = maxClaims;
+    this.#writes = new GroupCommit(db);
+    this.#select = db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE scope = ? AND id = ?`);
+    const placeholders = `(${CLAIM_COLUMNS.split(",").map(() => "?").join(", ")})`;
+    this.#insert = db.prepare(`INSERT INTO claims (${CLAIM_COLUMNS}) VALUES ${placeholders}`);
+    this.#insertMany = db.prepare(
+      `INSERT INTO claims (${CLAIM_COLUMNS}) VALUES ${Array<string>(IMPORT_ROWS_PER_STATEMENT).fill(placeholders).join(", ")}`,
+    );
+    this.#count = db.prepare<[], number>("SELECT value FROM counters WHERE name = 'claims'").pluck();
+    this.#addCount = db.prepare("UPDATE counters SET value = value + ? WHERE name = 'claims'");
+    this.#record = db.prepare(
+      "UPDATE claims SET result_hash = ?, result = ?, recorded_at = ?, journal_entries = ?, journal_tail = ?, " +
+        "journal_bytes = ?, journal_sha256 = ?, claim_hash = ? " +
+        "WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND released = 0 " +
+        "AND result_hash IS NULL AND receipt IS NULL",
+    );
+    this.#release = db.prepare(
+      "UPDATE claims SET released = 1 WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND result_hash IS NULL",
+    );
+    this.#attachReceipt = db.prepare(
+      "UPDATE claims SET receipt = ? WHERE scope = ? AND id = ? AND receipt IS NULL AND claim_hash = ?",
+    );
+    // Row-value comparisons let SQLite seek the index to the cursor instead of scanning up to it.
+    const page = (where: string, index: string): SqliteStatement<[string, string, number], ClaimRow> =>
+      db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims ${index} WHERE ${where} (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
+    this.#list = {
+      all: page("", ""),
+      open: page("result_hash IS NULL AND receipt IS NULL AND", "INDEXED BY claims_open"),
+      recorded: page("result_hash IS NOT NULL AND receipt IS NULL AND", ""),
+      reconciled: page("receipt IS NOT NULL AND", "INDEXED BY claims_reconciled"),
+    };
+    this.#pruneCandidates = db.prepare(
+      "SELECT scope, id FROM claims WHERE result IS NOT NULL AND recorded_at < ? " +
+        "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT " +
+        PRUNE_CHUNK,
+    );
+    this.#prune = db.prepare(
+      "UPDATE claims SET result = NULL, pruned_at = ? WHERE scope = ? AND id = ? AND result IS NOT NULL",
+    );
+  }
+
+  /** Opens (creating and migrating when needed) the store and registers this process as an owner. */
+  static open(options: EmbeddedClaimStoreOptions): EmbeddedClaimStore {
+    const db = openPrivateDatabase(options.path, options.database);
+    try {
+      migrateSchema(db, CLAIM_SCHEMA_MIGRATIONS, "claim store");
+      const owners = OwnerRegistry.open(options.ownersDir);
+      try {
+        return new EmbeddedClaimStore(db, owners, options.maxClaims);
+      } catch (error) {
+        owners.close();
+        throw error;
+      }
+    } catch (error) {
+      db.close();
+      throw sqliteFailure(error, "open the claim store");
+    }
+  }
+
+  get ownerId(): string {
+    return this.#owners.id;
+  }
+
+  /** Write transactions committed so far: concurrent writes share them (group commit). */
+  get commits(): number {
+    return this.#writes.batches;
+  }
+
+  async claim(claim: NewClaim): Promise<ClaimAttempt> {
+    this.#assertOpen();
+    // Existing claims (replays, retries) are answered from a read: no write lock, no fsync.
+    const existing = this.#read(claim.scope, claim.id);
+    if (existing !== undefined) return { created: false, claim: existing };
+    return this.#writes.submit(() => {
+      // Re-read inside the transaction: an earlier unit of this batch or another process may
+      // have created it since; the first creator wins and everyone else sees its row.
+      const raced = this.#read(claim.scope, claim.id);
+      if (raced !== undefined) return { created: false, claim: raced };
+      const count = this.#count.get() ?? 0;
+      if (count >= this.#maxClaims) {
+        throw new LimitError(
+          "capacity-exhausted",
+          `the claim store holds ${count} identities, its limit; no new claim was created and nothing was deleted`,
+          { status: 507, details: { limit: this.#maxClaims } },
+        );
+      }
+      this.#insert.run(
+        claim.scope, claim.id, claim.request_hash, claim.agent, claim.run_id, this.#owners.id, claim.created_at, 0,
+        claim.claim_hash, null, null, null, null, null, null, null, null, null,
+      );
+      this.#addCount.run(1);
+      const row = this.#read(claim.scope, claim.id);
+      if (row === undefined) throw new IntegrityError("claim-vanished", "a claim just inserted is not readable", { status: 500 });
+      return { created: true, claim: row } satisfies ClaimAttempt;
+    });
+  }
+
+  async get(key: ClaimKey): Promise<ClaimState | undefined> {
+    this.#assertOpen();
+    return this.#read(key.scope, key.id);
+  }
+
+  async record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean> {
+    this.#assertOpen();
+    return this.#writes.submit(() => {
+      const changes = this.#record.run(
+        result.hash, result.payload ?? null, result.recorded_at, result.journal.entries, result.journal.tail_hash,
+        result.journal.bytes, result.journal.sha256, claimHash, key.scope, key.id, runId, this.#owners.id,
+      ).changes;
+      return changes === 1;
+    });
+  }
+
+  async release(key: ClaimKey, runId: string): Promise<void> {
+    this.#assertOpen();
+    await this.#writes.submit(() => this.#release.run(key.scope, key.id, runId, this.#owners.id));
+  }
+
+  async attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
+    this.#assertOpen();
+    return this.#writes.submit(() => this.#attachReceipt.run(receipt, key.scope, key.id, claimHash).changes === 1);
+  }
+
+  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]> {
+    this.#assertOpen();
+    // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
+    const scope = after?.scope ?? "";
+    const id = after?.id ?? "";
+    try {
+      return this.#list[filter].all(scope, id, limit).map((row) => this.#state(row));
+    } catch (error) {
+      throw sqliteFailure(error, "list claims");
+    }
+  }
+
+  async pruneResults(olderThan: number, now: number): Promise<number> {
+    this.#assertOpen();
+    let pruned = 0;
+    let after: Key = ["", ""];
+    for (;;) {
+      const keys = this.#pruneCandidates.all(olderThan, after[0], after[1]);
+      if (keys.length === 0) return pruned;
+      pruned += await this.#writes.submit(() => {
+        let n = 0;
+        for (const k of keys) n += this.#prune.run(now, k.scope, k.id).changes;
+        return n;
+      });
+      const last = keys[keys.length - 1]!;
+      after = [last.scope, last.id];
+      await yieldToLoop();
+    }
+  }
+
+  /**
+   * Bulk import of recorded claims, for seeding benchmarks and for migrating identities from
+   * another node: rows are inserted as given (their claim hashes must already be right: every
+   * read verifies them like any other row), in transactions of `batchSize` rows. Refuses a key
+   * that exists (nothing of that transaction is written) and respects the capacity limit.
+   */
+  importRecorded(rows: Iterable<ClaimRecord>, options: { batchSize?: number } = {}): number {
+    this.#assertOpen();
+    const batchSize = options.batchSize ?? DEFAULT_IMPORT_BATCH;
+    let imported = 0;
+    let batch: ClaimRecord[] = [];
+    const insertBatch = this.#db.transaction((records: readonly ClaimRecord[]) => {
+      const count = this.#count.get() ?? 0;
+      if (count + records.length > this.#maxClaims) {
+        throw new LimitError("capacity-exhausted", "importing these claims would exceed the claim limit", {
+          status: 507,
+          details: { limit: this.#maxClaims },
+        });
+      }
+      // Many rows per statement: the per-call cost of a statement is most of a small row's insert.
+      let i = 0;
+      for (; i + IMPORT_ROWS_PER_STATEMENT <= records.length; i += IMPORT_ROWS_PER_STATEMENT) {
+        this.#insertMany.run(...records.slice(i, i + IMPORT_ROWS_PER_STATEMENT).flatMap(importValues));
+      }
+      for (; i < records.length; i++) this.#insert.run(...importValues(records[i]!));
+      this.#addCount.run(records.length);
+    });
+    const flush = (): void => {
+      // Key order turns random B-tree inserts into one ordered pass over the index per batch (a
+      // performance hint only: UTF-16 order differs from SQLite's in rare cases, which is harmless).
+      batch.sort((a, b) => (a.scope === b.scope ? compareText(a.id, b.id) : compareText(a.scope, b.scope)));
+      try {
+        insertBatch.immediate(batch);
+      } catch (error) {
+        throw sqliteFailure(error, "import claims");
+      }
+      imported += batch.length;
+      batch = [];
+    };
+    const cacheSize = this.#db.pragma("cache_size", { simple: true });
+    this.#db.pragma(`cache_size = -${IMPORT_CACHE_KIB}`);
+    try {
+      for (const row of rows) {
+        batch.push(row);
+        if (batch.length >= batchSize) flush();
+      }
+      if (batch.length > 0) flush();
+    } finally {
+      this.#db.pragma(`cache_size = ${Number(cacheSize)}`);
+    }
+    return imported;
+  }
+
+  /** Identities held (the capacity counter). */
+  count(): number {
+    this.#assertOpen();
+    return this.#count.get() ?? 0;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    // Let writes already queued commit before the connection goes away.
+    await this.#writes.submit(() => undefined).catch(() => undefined);
+    this.#closed = true;
+    try {
+      this.#db.close();
+    } finally {
+      this.#owners.close();
+    }
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StorageError("claim-store-closed", "the claim store is closed");
+  }
+
+  #read(scope: string, id: string): ClaimState | undefined {
+    let row: ClaimRow | undefined;
+    try {
+      row = this.#select.get(scope, id);
+    } catch (error) {
+      throw sqliteFailure(error, "read a claim");
+    }
+    return row === undefined ? undefined : this.#state(row);
+  }
+
+  #state(row: ClaimRow): ClaimState {
+    const record = rowToRecord(row);
+    const open = record.result === undefined && record.receipt === undefined && !record.released;
+    return { ...record, owner_alive: open && this.#owners.isAlive(record.owner) };
+  }
+}
+
+/** The INSERT values of an imported (recorded) claim, in CLAIM_COLUMNS order. */
+function importValues(r: ClaimRecord): unknown[] {
+  if (r.result === undefined) throw new ValidationError("import-not-recorded", "only recorded claims can be imported");
+  return [
+    r.scope, r.id, r.request_hash, r.agent, r.run_id, r.owner, r.created_at, r.released ? 1 : 0, r.claim_hash,
+    r.result.hash, r.result.payload ?? null, r.result.recorded_at, r.result.pruned_at ?? null,
+    r.result.journal.entries, r.result.journal.tail_hash, r.result.journal.bytes, r.result.journal.sha256,
+    r.receipt ?? null,
+  ];
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+function malformed(row: ClaimRow, column: string): IntegrityError {
+  return new IntegrityError(
+    "claim-record-malformed",
+    `claim row ${JSON.stringify([row.scope, row.id])} has an invalid ${column}; it is neither replayed nor re-run`,
+    { status: 500, details: { column } },
+  );
+}
+
+function text(row: ClaimRow, column: keyof ClaimRow): string {
+  const value = row[column];
+  if (typeof value !== "string") throw malformed(row, column);
+  return value;
+}
+
+function optionalText(row: ClaimRow, column: keyof ClaimRow): string | undefined {
+  const value = row[column];
+  if (value === null) return undefined;
+  if (typeof value !== "string") throw malformed(row, column);
+  return value;
+}
+
+function integer(row: ClaimRow, column: keyof ClaimRow): number {
+  const value = row[column];
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw malformed(row, column);
+  return value;
+}
+
+function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
+  return row[column] === null ? undefined : integer(row, column);
+}
+
+/** Maps a row to the domain record, refusing wrongly typed columns (the domain checks meaning). */
+function rowToRecord(row: ClaimRow): ClaimRecord {
+  const released = integer(row, "released");
+  if (released > 1) throw malformed(row, "released");
+  const resultHash = optionalText(row, "result_hash");
+  let result: StoredResult | undefined;
+  if (resultHash !== undefined) {
+    const payload = optionalText(row, "result");
+    const prunedAt = optionalInteger(row, "pruned_at");
+    result = {
+      hash: resultHash as Digest,
+      ...(payload === undefined ? {} : { payload }),
+      recorded_at: integer(row, "recorded_at"),
+      ...(prunedAt === undefined ? {} : { pruned_at: prunedAt }),
+      journal: {
+        entries: integer(row, "journal_entries"),
+        tail_hash: text(row, "journal_tail"),
+        bytes: integer(row, "journal_bytes"),
+        sha256: text(row, "journal_sha256") as Digest,
+      },
+    };
+  } else if (row.result !== null || row.recorded_at !== null || row.journal_sha256 !== null) {
+    throw malformed(row, "result_hash");
+  }
+  const receipt = optionalText(row, "receipt");
+  return {
+    scope: text(row, "scope"),
+    id: text(row, "id"),
+    request_hash: text(row, "request_hash") as Digest,
+    agent: text(row, "agent"),
+    run_id: text(row, "run_id"),
+    owner: text(row, "owner"),
+    created_at: integer(row, "created_at"),
+    released: released === 1,
+    claim_hash: text(row, "claim_hash") as Digest,
+    ...(result === undefined ? {} : { result }),
+    ...(receipt === undefined ? {} : { receipt }),
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * The embedded backend: all state in one private directory (DESIGN.md "Backends").
+ *
+ *   <home>/            0700
+ *     claims.sqlite    claims, results, receipts (WAL, synchronous=FULL)
+ *     journals/        one signed journal per run
+ *     keys/            the node's Ed25519 signing keys
+ *     owners/          one flock'ed lock file per living process incarnation
+ */
+import { join } from "node:path";
+import { resolveLimits, type Limits } from "../../core/limits.js";
+import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
+import { EmbeddedClaimStore } from "./claim-store.js";
+import type { EmbeddedJournalStore, JournalStoreHooks } from "./journal-store.js";
+import { EmbeddedKeyStore } from "./key-store.js";
+import { SmallReadJournalStore } from "./small-read-journal-store.js";
+import type { OpenDatabaseOptions } from "./sqlite.js";
+
+export interface EmbeddedBackendOptions {
+  readonly home: string;
+  readonly limits?: Partial<Limits>;
+  /** SQLite tuning and fault-injection seams (see sqlite.ts) */
+  readonly database?: OpenDatabaseOptions;
+  /** journal I/O fault-injection seams */
+  readonly journalHooks?: JournalStoreHooks;
+}
+
+export interface EmbeddedBackend {
+  readonly home: string;
+  readonly limits: Limits;
+  readonly claims: EmbeddedClaimStore;
+  readonly journals: EmbeddedJournalStore;
+  readonly keys: EmbeddedKeyStore;
+  /** Waits for queued writes, closes the database and ends this process's ownership. */
+  close(): Promise<void>;
+}
+
+export const CLAIMS_DATABASE = "claims.sqlite";
+
+export function embeddedPaths(home: string): { claims: string; journals: string; keys: string; owners: string } {
+  return {
+    claims: join(home, CLAIMS_DATABASE),
+    journals: join(home, "journals"),
+    keys: join(home, "keys"),
+    owners: join(home, "owners"),
+  };
+}
+
+/** Opens (creating when missing) the state directory; every part is validated first (G10). */
+export async function openEmbeddedBackend(options: EmbeddedBackendOptions): Promise<EmbeddedBackend> {
+  const limits = resolveLimits(options.limits);
+  const home = options.home;
+  ensurePrivateDirSync(home, { create: true, recursive: true });
+  const paths = embeddedPaths(home);
+  for (const dir of [paths.journals, paths.keys, paths.owners]) ensurePrivateDirSync(dir, { create: true });
+  const journals = new SmallReadJournalStore(paths.journals, options.journalHooks === undefined ? {} : { hooks: options.journalHooks });
+  const keys = new EmbeddedKeyStore(paths.keys);
+  const claims = EmbeddedClaimStore.open({
+    path: paths.claims,
+    ownersDir: paths.owners,
+    maxClaims: limits.maxClaims,
+    ...(options.database === undefined ? {} : { database: options.database }),
+  });
+  let closed = false;
+  return {
+    home,
+    limits,
+    claims,
+    journals,
+    keys,
+    async close(): Promise<void> {
+      if (closed) return;
+      closed = true;
+      await claims.close();
+    },
+  };
+}

@@ -1,0 +1,114 @@
+/**
+ * The store interface the invocations domain needs from a backend. A backend stores claim rows
+ * and answers owner liveness; every rule about what a row MEANS (outcomes, integrity, conflicts,
+ * reconciliation) lives in the domain, so all backends behave the same.
+ */
+import type { Digest } from "../core/digest.js";
+
+export interface ClaimKey {
+  readonly scope: string;
+  readonly id: string;
+}
+
+/** Where a recorded run's journal stood when its result was recorded (checked on every replay). */
+export interface JournalSeal {
+  /** verified entries */
+  readonly entries: number;
+  /** lowercase hex sha256 of the last line, incl. its newline */
+  readonly tail_hash: string;
+  /** byte length of the whole journal */
+  readonly bytes: number;
+  /** sha256 of the whole journal file */
+  readonly sha256: Digest;
+}
+
+export interface StoredResult {
+  /** canonicalDigest of the payload */
+  readonly hash: Digest;
+  /** canonical JSON of the payload; absent once retention pruned it */
+  readonly payload?: string;
+  /** ms since the epoch */
+  readonly recorded_at: number;
+  /** ms since the epoch; set when retention dropped the payload */
+  readonly pruned_at?: number;
+  readonly journal: JournalSeal;
+}
+
+/** A claim row exactly as stored. */
+export interface ClaimRecord extends ClaimKey {
+  readonly request_hash: Digest;
+  readonly agent: string;
+  readonly run_id: string;
+  /** the process incarnation (or node) that created the claim */
+  readonly owner: string;
+  /** ms since the epoch */
+  readonly created_at: number;
+  /** the owner gave the run up without a result */
+  readonly released: boolean;
+  /** digest over identity and outcome fields, as stored (see claim-hash.ts) */
+  readonly claim_hash: Digest;
+  readonly result?: StoredResult;
+  /** canonical JSON of the signed reconciliation receipt */
+  readonly receipt?: string;
+}
+
+/** A row plus its owner's liveness, answered by the backend when the row was read. */
+export interface ClaimState extends ClaimRecord {
+  /**
+   * The owner is alive and still holds the run. Only meaningful for a claim with neither result
+   * nor receipt; a backend may skip the liveness probe for the others and answer false.
+   */
+  readonly owner_alive: boolean;
+}
+
+/** Fields of a claim about to be created (its owner is the store's own owner id). */
+export interface NewClaim extends ClaimKey {
+  readonly request_hash: Digest;
+  readonly agent: string;
+  readonly run_id: string;
+  readonly created_at: number;
+  readonly claim_hash: Digest;
+}
+
+export type ClaimAttempt =
+  | { readonly created: true; readonly claim: ClaimState }
+  | { readonly created: false; readonly claim: ClaimState };
+
+/** Which rows `list` scans: open = neither result nor receipt. */
+export type ClaimListFilter = "all" | "open" | "recorded" | "reconciled";
+
+export interface ClaimStore {
+  /** The owner id this store writes on the claims it creates. */
+  readonly ownerId: string;
+
+  /**
+   * Creates the claim when `(scope, id)` has none, durably (fsynced) before resolving (G1), and
+   * refuses it with LimitError `capacity-exhausted` when the store is full (nothing deleted).
+   * Otherwise returns the existing row and writes nothing. Concurrent calls for one key resolve
+   * with exactly one `created: true`.
+   */
+  claim(claim: NewClaim): Promise<ClaimAttempt>;
+
+  /** The row for a key, without writing or taking any lock a live owner could notice. */
+  get(key: ClaimKey): Promise<ClaimState | undefined>;
+
+  /**
+   * Stores a result on an open claim this store's owner holds for `runId`. Resolves false (and
+   * writes nothing) when the claim is not in that state any more.
+   */
+  record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean>;
+
+  /** Marks an open claim of this owner as given up, so it reads `unresolved` while we live on. */
+  release(key: ClaimKey, runId: string): Promise<void>;
+
+  /** Attaches a receipt to a claim that has none and still has `claimHash`; false otherwise. */
+  attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
+
+  /** Rows after `after` in (scope, id) order. */
+  list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]>;
+
+  /** Drops payloads of results recorded before `olderThan` (ms); keeps everything else (G4). */
+  pruneResults(olderThan: number, now: number): Promise<number>;
+
+  close(): Promise<void>;
+}

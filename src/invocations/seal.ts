@@ -1,0 +1,31 @@
+/**
+ * The journal seal stored with a recorded result. A replay compares it instead of re-verifying
+ * the journal (DESIGN.md: cached replays must not re-verify whole journals): the file's length
+ * and sha256, the hash of its last line, and that this last line is the run's termination with
+ * the recorded result's hash. Hashing a few KB and parsing one line costs microseconds; a
+ * signature verification per entry would cost far more.
+ */
+import { sha256Digest, sha256Hex, type Digest } from "../core/digest.js";
+import type { JournalSeal } from "./claim-store.js";
+
+const NEWLINE = 0x0a;
+
+export function sealOf(bytes: Uint8Array, report: { readonly entries: number; readonly tail_hash: string }): JournalSeal {
+  return { entries: report.entries, tail_hash: report.tail_hash, bytes: bytes.byteLength, sha256: sha256Digest(bytes) };
+}
+
+/** True when `bytes` is still exactly the journal that was sealed with result `resultHash`. */
+export function matchesSeal(bytes: Uint8Array, seal: JournalSeal, runId: string, resultHash: Digest): boolean {
+  if (bytes.byteLength !== seal.bytes || bytes.byteLength === 0 || bytes[bytes.byteLength - 1] !== NEWLINE) return false;
+  if (sha256Digest(bytes) !== seal.sha256) return false;
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const last = buf.subarray(buf.lastIndexOf(NEWLINE, buf.byteLength - 2) + 1);
+  if (sha256Hex(last) !== seal.tail_hash) return false;
+  try {
+    const line = JSON.parse(last.toString("utf8")) as { entry?: { run_id?: unknown; event?: { type?: unknown; result_hash?: unknown } } };
+    const entry = line.entry;
+    return entry?.run_id === runId && entry.event?.type === "run.terminated" && entry.event.result_hash === resultHash;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,474 @@
+/**
+ * Exactly-once invocations (G1–G4, G6, G11) over any ClaimStore, JournalStore and KeyStore.
+ *
+ * Reading a claim is where the guarantees are enforced: a row is trusted only when its claim hash
+ * matches; a result is replayed only when its payload matches its hash and the journal still
+ * matches the seal stored with it (a length and sha256 compare — never a second signature
+ * verification); a receipt only when its signature verifies. Anything else is an IntegrityError
+ * or `unresolved`: never a replay of wrong data, never `fresh`.
+ */
+import { randomUUID } from "node:crypto";
+import { canonicalJson, type JsonValue } from "../core/canonical.js";
+import { isDigest, sha256Digest, type Digest } from "../core/digest.js";
+import { ConflictError, IntegrityError, LimitError, NotFoundError, ValidationError, isWardenError } from "../core/errors.js";
+import { resolveLimits, type Limits } from "../core/limits.js";
+import { isUuid, journalTimestamp, validateEvent } from "../journal/schema.js";
+import { ZERO_HASH, type JournalStore, type KeyStore, type PublicKeyRecord, type RunStartedEvent, type SigningKey } from "../journal/types.js";
+import type { Checkpoint } from "../journal/verify.js";
+import { JournalWriter } from "../journal/writer.js";
+import { claimHashOf } from "./claim-hash.js";
+import { matchesSeal } from "./seal.js";
+import type { ClaimKey, ClaimListFilter, ClaimState, ClaimStore } from "./claim-store.js";
+import { InvocationHandle, type HandleContext } from "./handle.js";
+import type { RunCheck } from "./run-check.js";
+import { sharedRunChecker, type RunChecker } from "./run-checker.js";
+import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
+import { parseReceipt, parseReview, sameSubmission, signReceipt, snapshotHashOf, verifyReceipt } from "./reconciliation.js";
+import type {
+  Audit,
+  ClaimSnapshot,
+  ClaimSummary,
+  ExistingOutcome,
+  ExistingStatus,
+  Inspection,
+  JournalReport,
+  ListPage,
+  ListQuery,
+  OpenOptions,
+  OpenOutcome,
+  PruneOptions,
+  ReconcileResult,
+  ReconciledOutcome,
+  ReconciliationReceipt,
+  RecordedOutcome,
+  UnresolvedOutcome,
+} from "./types.js";
+
+export interface InvocationsOptions {
+  readonly claims: ClaimStore;
+  readonly journals: JournalStore;
+  readonly keys: KeyStore;
+  readonly limits?: Limits;
+  /** clock seam for tests */
+  readonly now?: () => Date;
+  /** where journals are verified; default: the process-wide worker pool */
+  readonly checker?: RunChecker;
+}
+
+const LIST_DEFAULT = 100;
+const LIST_MAX = 1000;
+/** Room a run.started line needs beside its event (envelope and signature). */
+const ENTRY_ENVELOPE_BYTES = 1024;
+
+export class Invocations {
+  readonly limits: Limits;
+  readonly #claims: ClaimStore;
+  readonly #journals: JournalStore;
+  readonly #keys: KeyStore;
+  readonly #now: () => Date;
+  readonly #handleContext: HandleContext;
+  readonly #checker: RunChecker;
+  #signingKey: Promise<SigningKey> | undefined;
+  #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
+
+  constructor(options: InvocationsOptions) {
+    this.limits = options.limits ?? resolveLimits();
+    this.#claims = options.claims;
+    this.#journals = options.journals;
+    this.#keys = options.keys;
+    this.#now = options.now ?? (() => new Date());
+    this.#checker = options.checker ?? sharedRunChecker();
+    this.#handleContext = {
+      claims: this.#claims,
+      journals: this.#journals,
+      limits: this.limits,
+      now: this.#now,
+      checkRun: (bytes, runId, expect) => this.#checkRun(bytes, runId, expect),
+    };
+  }
+
+  /**
+   * Claims `(scope, id)` for `request`. `fresh` means this caller owns the run: the claim is
+   * durable and the journal's run.started is written. Otherwise the existing state is answered
+   * and nothing is written; a different request under the same id is a ConflictError
+   * (`idempotency-conflict`).
+   */
+  async open(scope: string, id: string, request: JsonValue, agent: string, options: OpenOptions = {}): Promise<OpenOutcome> {
+    const key = this.#key(scope, id);
+    const request_hash = requestHashOf(request, this.limits);
+    const started = this.#runStarted(key, request_hash, checkName(agent, "agent"), options);
+    // Everything that could fail before the run is settled first: a claim is never burnt by a
+    // missing key or a malformed option.
+    const signingKey = await this.#activeKey();
+    const run_id = randomUUID();
+    const created_at = this.#now().getTime();
+    const identity = { ...key, request_hash, agent: started.agent, run_id, created_at };
+    const attempt = await this.#claims.claim({ ...identity, claim_hash: claimHashOf(identity) });
+    if (!attempt.created) return this.#outcomeOf(attempt.claim, request_hash);
+
+    let writer: JournalWriter | undefined;
+    try {
+      writer = await JournalWriter.create({ store: this.#journals, key: signingKey, runId: run_id, limits: this.limits, now: this.#now });
+      await writer.append(started);
+    } catch (error) {
+      // The claim stays (it is durable and may have been seen): it reads unresolved from now on.
+      await writer?.close().catch(() => undefined);
+      await this.#claims.release(key, run_id);
+      throw error;
+    }
+    return { status: "fresh", handle: new InvocationHandle(this.#handleContext, identity, writer) };
+  }
+
+  /**
+   * The state of `(scope, id)` without creating anything; undefined when no claim exists. With
+   * `request`, a different request hash is a ConflictError, as for `open`.
+   */
+  async lookup(scope: string, id: string, request?: JsonValue): Promise<ExistingOutcome | undefined> {
+    const key = this.#key(scope, id);
+    const request_hash = request === undefined ? undefined : requestHashOf(request, this.limits);
+    const claim = await this.#claims.get(key);
+    return claim === undefined ? undefined : this.#outcomeOf(claim, request_hash);
+  }
+
+  /**
+   * Opens, runs `fn` with the handle if fresh, and finishes with its value. Returns the outcome:
+   * `recorded` with `replayed: false` for the run that just happened, or the existing state (a
+   * stored result with `replayed: true`). If `fn` throws, the claim is released (it reads
+   * unresolved) and the error is rethrown.
+   */
+  async run(
+    scope: string,
+    id: string,
+    request: JsonValue,
+    agent: string,
+    fn: (handle: InvocationHandle) => JsonValue | Promise<JsonValue>,
+    options: OpenOptions = {},
+  ): Promise<ExistingOutcome> {
+    const opened = await this.open(scope, id, request, agent, options);
+    if (opened.status !== "fresh") return opened;
+    const handle = opened.handle;
+    try {
+      return await handle.finish(await fn(handle));
+    } finally {
+      await handle.release();
+    }
+  }
+
+  /**
+   * Pages through claims in (scope, id) order, optionally of one status. The status is read
+   * cheaply from the row (no journal reads): a recorded claim whose journal was damaged later is
+   * listed as recorded, and `lookup`/`inspect` of it answer unresolved.
+   */
+  async list(query: ListQuery = {}): Promise<ListPage> {
+    const limit = query.limit ?? LIST_DEFAULT;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > LIST_MAX) {
+      throw new ValidationError("invalid-list-limit", `limit must be an integer 1–${LIST_MAX}`);
+    }
+    const filter = listFilterOf(query.status);
+    let after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    const items: ClaimSummary[] = [];
+    for (;;) {
+      const rows = await this.#claims.list(filter, after, limit);
+      for (const row of rows) {
+        after = { scope: row.scope, id: row.id };
+        const summary = this.#summaryOf(row);
+        if (query.status === undefined || summary.status === query.status) items.push(summary);
+        if (items.length === limit) return { items, cursor: encodeCursor(after) };
+      }
+      if (rows.length < limit) return { items };
+    }
+  }
+
+  /** What an operator reviews before reconciling: the claim's snapshot, its hash and a report. */
+  async inspect(scope: string, id: string): Promise<Inspection> {
+    const claim = await this.#existingClaim(this.#key(scope, id));
+    return this.#inspectClaim(claim, await this.#outcomeOf(claim));
+  }
+
+  /**
+   * Closes an unresolved claim with the operator's signed review. The same review by the same
+   * operator again answers the same receipt; anything else for a reconciled claim is a
+   * ConflictError (`reconciliation-conflict`), a review of an outdated snapshot is
+   * `snapshot-stale`, and only `unresolved` claims can be reconciled.
+   */
+  async reconcile(scope: string, id: string, review: unknown, operator: string): Promise<ReconcileResult> {
+    const key = this.#key(scope, id);
+    const parsed = parseReview(review);
+    const who = checkName(operator, "operator");
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const claim = await this.#existingClaim(key);
+      const outcome = await this.#outcomeOf(claim);
+      if (outcome.status === "reconciled") {
+        if (sameSubmission(outcome.receipt, parsed, who)) return { receipt: outcome.receipt, replayed: true };
+        throw new ConflictError("reconciliation-conflict", `${scope}/${id} was already reconciled with a different review`);
+      }
+      if (outcome.status !== "unresolved") {
+        throw new ConflictError("invocation-not-unresolved", `${scope}/${id} is ${outcome.status}; only unresolved claims can be reconciled`, {
+          details: { status: outcome.status },
+        });
+      }
+      const inspection = await this.#inspectClaim(claim, outcome);
+      if (inspection.snapshot_hash !== parsed.snapshot_hash) {
+        throw new ConflictError("snapshot-stale", `${scope}/${id} changed since it was inspected; inspect it again`, {
+          details: { snapshot_hash: inspection.snapshot_hash },
+        });
+      }
+      const receipt = signReceipt(
+        { v: 1, snapshot: inspection.snapshot, review: parsed, operator: who, recorded_at: journalTimestamp(this.#now()) },
+        await this.#activeKey(),
+      );
+      if (await this.#claims.attachReceipt(key, claim.claim_hash, canonicalJson(receipt))) return { receipt, replayed: false };
+      // Another reconciler (or a change to the claim) won the race: judge against what is stored now.
+    }
+    throw new ConflictError("reconciliation-conflict", `${scope}/${id} kept changing while it was reconciled`);
+  }
+
+  /**
+   * Retention (G4): drops the result payloads recorded before `olderThan`. Identity, request hash,
+   * outcome and result hash stay, so a late retry is answered `recorded` with `expired: true` (or
+   * refused as a conflict) and never re-run.
+   */
+  async prune(options: PruneOptions = {}): Promise<{ pruned: number }> {
+    const now = this.#now().getTime();
+    const olderThan = options.olderThan?.getTime() ?? now - this.limits.resultRetentionMs;
+    if (!Number.isFinite(olderThan)) throw new ValidationError("invalid-prune-date", "olderThan must be a valid date");
+    return { pruned: await this.#claims.pruneResults(olderThan, now) };
+  }
+
+  /** The node's public keys (journal and receipt verification), cached; `refresh` re-reads them. */
+  async publicKeys(refresh = false): Promise<readonly PublicKeyRecord[]> {
+    if (refresh || this.#publicKeys === undefined) {
+      const loading = this.#keys.publicKeys();
+      this.#publicKeys = loading;
+      loading.catch(() => {
+        if (this.#publicKeys === loading) this.#publicKeys = undefined;
+      });
+    }
+    return this.#publicKeys;
+  }
+
+  #key(scope: string, id: string): ClaimKey {
+    return { scope: checkScope(scope, this.limits), id: checkInvocationId(id) };
+  }
+
+  #runStarted(key: ClaimKey, request_hash: Digest, agent: string, options: OpenOptions): RunStartedEvent {
+    const event: RunStartedEvent = {
+      type: "run.started",
+      invocation: { scope: key.scope, id: key.id, request_hash },
+      agent,
+      ...(options.provider === undefined ? {} : { provider: options.provider }),
+      ...(options.bundle === undefined ? {} : { bundle: options.bundle }),
+    };
+    validateEvent(event, this.limits);
+    const bytes = Buffer.byteLength(canonicalJson(event), "utf8");
+    if (bytes + ENTRY_ENVELOPE_BYTES > this.limits.journalEntryBytes) {
+      throw new LimitError("run-started-too-large", `run.started would be ${bytes} bytes, too large for a journal entry`);
+    }
+    return event;
+  }
+
+  async #activeKey(): Promise<SigningKey> {
+    if (this.#signingKey === undefined) {
+      const loading = this.#keys.active();
+      this.#signingKey = loading;
+      loading.catch(() => {
+        if (this.#signingKey === loading) this.#signingKey = undefined;
+      });
+    }
+    return this.#signingKey;
+  }
+
+  async #existingClaim(key: ClaimKey): Promise<ClaimState> {
+    const claim = await this.#claims.get(key);
+    if (claim === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${key.scope}/${key.id}`);
+    return claim;
+  }
+
+  /** The outcome a stored claim stands for; see the module comment for what is checked. */
+  async #outcomeOf(claim: ClaimState, requestHash?: Digest): Promise<ExistingOutcome> {
+    checkClaimIntegrity(claim);
+    if (requestHash !== undefined && claim.request_hash !== requestHash) {
+      throw new ConflictError("idempotency-conflict", `invocation ${claim.scope}/${claim.id} was claimed for a different request`, {
+        status: 422,
+      });
+    }
+    const audit: Audit = { run_id: claim.run_id, agent: claim.agent };
+    if (claim.receipt !== undefined) return this.#reconciled(claim, audit);
+    if (claim.result !== undefined) return this.#recorded(claim, audit);
+    if (claim.owner_alive) return { status: "in_progress" };
+    return { status: "unresolved", audit: { ...audit, reasons: [claim.released ? "released" : "owner-gone"] } };
+  }
+
+  async #recorded(claim: ClaimState, audit: Audit): Promise<RecordedOutcome | UnresolvedOutcome> {
+    const result = claim.result!;
+    const seal = result.journal;
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await this.#journals.read(claim.run_id, seal.bytes);
+    } catch (error) {
+      // Grown past its sealed length: changed. Unsafe files and I/O failures are raised.
+      if (!(isWardenError(error) && error.code === "journal-too-large")) throw error;
+    }
+    if (bytes === undefined || !matchesSeal(bytes, seal, claim.run_id, result.hash)) {
+      return { status: "unresolved", audit: { ...audit, journal: seal, reasons: ["journal-changed"] } };
+    }
+    return {
+      status: "recorded",
+      audit: { ...audit, journal: seal },
+      ...(result.payload === undefined ? {} : { result: JSON.parse(result.payload) as JsonValue }),
+      result_hash: result.hash,
+      expired: result.payload === undefined,
+      replayed: true,
+    };
+  }
+
+  async #reconciled(claim: ClaimState, audit: Audit): Promise<ReconciledOutcome> {
+    let receipt: ReconciliationReceipt;
+    try {
+      receipt = parseReceipt(JSON.parse(claim.receipt!));
+    } catch (error) {
+      throw new IntegrityError("receipt-invalid", `the receipt of ${claim.scope}/${claim.id} is damaged`, { status: 500, cause: error });
+    }
+    const s = receipt.snapshot;
+    if (s.scope !== claim.scope || s.id !== claim.id || s.request_hash !== claim.request_hash || s.claim_hash !== claim.claim_hash) {
+      throw new IntegrityError("receipt-invalid", `the receipt of ${claim.scope}/${claim.id} is for another claim`, { status: 500 });
+    }
+    let verdict = verifyReceipt(receipt, await this.publicKeys(), s);
+    if (!verdict.ok && verdict.code === "receipt-unknown-key") verdict = verifyReceipt(receipt, await this.publicKeys(true), s);
+    if (!verdict.ok) {
+      throw new IntegrityError("receipt-invalid", `the receipt of ${claim.scope}/${claim.id} does not verify: ${verdict.reason}`, {
+        status: 500,
+      });
+    }
+    return { status: "reconciled", audit, receipt };
+  }
+
+  /** Verifies and inspects a journal with the node's keys, re-reading them once for an unknown key. */
+  async #checkRun(bytes: Uint8Array, runId: string, expect?: Checkpoint): Promise<RunCheck> {
+    const options = { maxBytes: this.limits.journalBytes, runId, limits: this.limits, ...(expect === undefined ? {} : { expect }) };
+    const check = await this.#checker.check(bytes, await this.publicKeys(), options);
+    if (check.first_error?.code !== "journal-unknown-key") return check;
+    return this.#checker.check(bytes, await this.publicKeys(true), options);
+  }
+
+  async #inspectClaim(claim: ClaimState, outcome: ExistingOutcome): Promise<Inspection> {
+    const bytes = await this.#journals.read(claim.run_id, this.limits.journalBytes);
+    const report = bytes === undefined ? undefined : await this.#checkRun(bytes, claim.run_id);
+    const snapshot: ClaimSnapshot = {
+      scope: claim.scope,
+      id: claim.id,
+      request_hash: claim.request_hash,
+      agent: claim.agent,
+      claim_hash: claim.claim_hash,
+      journal_hash: bytes === undefined ? null : sha256Digest(bytes),
+      audit: {
+        run_id: claim.run_id,
+        entries: report?.entries ?? 0,
+        tail_hash: report?.tail_hash ?? ZERO_HASH,
+        bytes: bytes?.byteLength ?? 0,
+      },
+    };
+    return { snapshot, snapshot_hash: snapshotHashOf(snapshot), report: { status: outcome.status, journal: journalReportOf(report) } };
+  }
+
+  /** A cheap per-row status for listings: no journal reads, no signature checks. */
+  #summaryOf(claim: ClaimState): ClaimSummary {
+    let status: ExistingStatus;
+    let problem: string | undefined;
+    try {
+      checkClaimIntegrity(claim);
+      status =
+        claim.receipt !== undefined ? "reconciled" : claim.result !== undefined ? "recorded" : claim.owner_alive ? "in_progress" : "unresolved";
+    } catch (error) {
+      status = "unresolved";
+      problem = isWardenError(error) ? error.code : "claim-record-corrupt";
+    }
+    return {
+      scope: claim.scope,
+      id: claim.id,
+      status,
+      run_id: claim.run_id,
+      agent: claim.agent,
+      created_at: new Date(claim.created_at).toISOString(),
+      ...(claim.result !== undefined ? { expired: claim.result.payload === undefined } : {}),
+      ...(problem === undefined ? {} : { problem }),
+    };
+  }
+}
+
+/** Refuses a row whose fields are malformed or do not match its claim hash. */
+function checkClaimIntegrity(claim: ClaimState): void {
+  const corrupt = (what: string): IntegrityError =>
+    new IntegrityError("claim-record-corrupt", `claim ${JSON.stringify([claim.scope, claim.id])} is damaged (${what}); it is neither replayed nor re-run`, {
+      status: 500,
+    });
+  if (!isDigest(claim.request_hash) || !isUuid(claim.run_id) || !isDigest(claim.claim_hash)) throw corrupt("malformed fields");
+  const result = claim.result;
+  if (result !== undefined) {
+    if (!isDigest(result.hash) || !isDigest(result.journal.sha256)) throw corrupt("malformed result fields");
+    if (result.payload === undefined && result.pruned_at === undefined) throw corrupt("result payload missing");
+    if (result.payload !== undefined && sha256Digest(result.payload) !== result.hash) throw corrupt("result payload does not match its hash");
+  }
+  if (claimHashOf(claim) !== claim.claim_hash) throw corrupt("claim hash mismatch");
+}
+
+function journalReportOf(report: RunCheck | undefined): JournalReport {
+  if (report === undefined) {
+    return {
+      present: false,
+      ok: false,
+      entries: 0,
+      incomplete_tail: false,
+      requires_reconciliation: true,
+      findings: [{ reason: "no-run-started", seq: 0 }],
+      open_effects: [],
+      effects: 0,
+    };
+  }
+  const inspection = report.inspection;
+  return {
+    present: true,
+    ok: report.ok,
+    entries: report.entries,
+    ...(report.first_error === undefined ? {} : { first_error: report.first_error }),
+    incomplete_tail: report.incomplete_tail,
+    requires_reconciliation: inspection.requires_reconciliation,
+    findings: inspection.reasons,
+    ...(inspection.termination === undefined ? {} : { termination: inspection.termination }),
+    ...(inspection.result_hash === undefined ? {} : { result_hash: inspection.result_hash }),
+    open_effects: inspection.open_effects,
+    effects: inspection.effects,
+  };
+}
+
+function listFilterOf(status: ExistingStatus | undefined): ClaimListFilter {
+  switch (status) {
+    case undefined:
+      return "all";
+    case "in_progress":
+    case "unresolved":
+      return "open";
+    case "recorded":
+      return "recorded";
+    case "reconciled":
+      return "reconciled";
+    default:
+      throw new ValidationError("invalid-list-status", "status must be in_progress, unresolved, recorded or reconciled");
+  }
+}
+
+function encodeCursor(key: ClaimKey): string {
+  return Buffer.from(canonicalJson([key.scope, key.id]), "utf8").toString("base64url");
+}
+
+function decodeCursor(cursor: string): ClaimKey {
+  try {
+    const value: unknown = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+    if (Array.isArray(value) && value.length === 2 && typeof value[0] === "string" && typeof value[1] === "string") {
+      return { scope: value[0], id: value[1] };
+    }
+  } catch {
+    // fall through to the refusal
+  }
+  throw new ValidationError("invalid-cursor", "cursor is not one this service returned");
+}

@@ -1,0 +1,85 @@
+/** Full storage and failing journal I/O: refused cleanly, nothing deleted, never a second run. */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { LimitError, StorageError } from "../../src/core/errors.js";
+import { openEnv, SCOPE, setup, stateDigest } from "./fixtures/env.js";
+import { withClaimsDb } from "./fixtures/tamper.js";
+
+const request = { task: "fill" };
+
+test("a full database (SQLITE_FULL) refuses new claims as capacity-exhausted and keeps every existing one", async (t) => {
+  const env = await setup(t);
+  await env.invocations.run(SCOPE, randomUUID(), request, "agent", () => ({ ok: true }));
+  await env.close();
+  const pages = withClaimsDb(env.home, (_exec, get) => (get("PRAGMA page_count") as { page_count: number }).page_count);
+  // Reopen with the database capped at its current size: the disk is "full".
+  const full = await openEnv(env.home, { database: { maxPageCount: pages } });
+  t.after(() => full.close());
+  const accepted: string[] = [];
+  let refusal: unknown;
+  for (let i = 0; i < 400 && refusal === undefined; i++) {
+    const id = randomUUID();
+    try {
+      const outcome = await full.invocations.open(SCOPE, id, request, "agent");
+      assert.equal(outcome.status, "fresh");
+      if (outcome.status === "fresh") await outcome.handle.release();
+      accepted.push(id);
+    } catch (error) {
+      refusal = error;
+    }
+  }
+  assert.ok(refusal instanceof LimitError, `expected a capacity refusal, got ${String(refusal)}`);
+  assert.equal(refusal.code, "capacity-exhausted");
+  const before = stateDigest(env.home);
+  await assert.rejects(full.invocations.open(SCOPE, randomUUID(), request, "agent"), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  assert.equal(stateDigest(env.home), before, "a refused claim changed the state directory");
+  assert.equal(full.backend.claims.count(), accepted.length + 1);
+  for (const id of accepted) assert.equal((await full.invocations.lookup(SCOPE, id, request))?.status, "unresolved");
+});
+
+test("a journal write failure mid-run leaves the claim unresolved, never fresh", async (t) => {
+  let failNextSync = false;
+  const env = await setup(t, {
+    journalHooks: {
+      beforeSync: () => {
+        if (failNextSync) {
+          failNextSync = false;
+          throw Object.assign(new Error("no space left on device"), { code: "ENOSPC" });
+        }
+      },
+    },
+  });
+  const id = randomUUID();
+  const opened = await env.invocations.open(SCOPE, id, request, "agent");
+  assert.equal(opened.status, "fresh");
+  if (opened.status !== "fresh") return;
+  let ran = false;
+  failNextSync = true;
+  await assert.rejects(
+    opened.handle.effect({ kind: "file", name: "write", fingerprint: "x" }, () => (ran = true)),
+    StorageError,
+  );
+  assert.equal(ran, false, "the effect ran although its start was not durable");
+  const finished = await opened.handle.finish({ ok: true });
+  assert.equal(finished.status, "unresolved");
+  assert.deepEqual(finished.status === "unresolved" && finished.audit.reasons, ["journal-write-failed", "released"]);
+  assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  assert.equal(inspection.report.journal.requires_reconciliation, true);
+});
+
+test("a failing journal at open burns nothing silently: the claim stays and reads unresolved", async (t) => {
+  const env = await setup(t, {
+    journalHooks: {
+      beforeWrite: () => {
+        throw Object.assign(new Error("I/O error"), { code: "EIO" });
+      },
+    },
+  });
+  const id = randomUUID();
+  await assert.rejects(env.invocations.open(SCOPE, id, request, "agent"), StorageError);
+  const answer = await env.invocations.lookup(SCOPE, id, request);
+  assert.equal(answer?.status, "unresolved");
+  assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+});

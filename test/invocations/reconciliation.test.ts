@@ -1,0 +1,193 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConflictError, IntegrityError, NotFoundError, ValidationError } from "../../src/core/errors.js";
+import { claimHashOf, verifyReceipt, type ClaimRecord } from "../../src/invocations/index.js";
+import { generateSigningKey } from "../../src/journal/keys.js";
+import { freshHandle, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
+import { claimRow, editClaim } from "./fixtures/tamper.js";
+
+const request = { task: "deploy" };
+
+async function unresolvedClaim(env: Env): Promise<{ id: string; runId: string }> {
+  const id = randomUUID();
+  const h = freshHandle(await env.invocations.open(SCOPE, id, request, "agent"));
+  await assert.rejects(h.effect({ kind: "network", name: "deploy", fingerprint: "v2" }, () => Promise.reject(new Error("timeout"))));
+  assert.equal((await h.finish({ deployed: "?" })).status, "unresolved");
+  return { id, runId: h.run_id };
+}
+
+function reviewFor(snapshot_hash: string, rationale = "checked the deployment log: v2 is live") {
+  return {
+    snapshot_hash,
+    outcome: "completed",
+    rationale,
+    evidence: [{ reference: "deploy-log-2024-06-01.txt", sha256: `sha256:${"b".repeat(64)}` }],
+    effects_stopped: true,
+  };
+}
+
+test("reconcile signs a receipt that verifies; the same review again returns the same receipt", async (t) => {
+  const env = await setup(t);
+  const { id, runId } = await unresolvedClaim(env);
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  assert.equal(inspection.report.status, "unresolved");
+  assert.equal(inspection.snapshot.audit.run_id, runId);
+  assert.equal(inspection.snapshot.audit.entries, 4);
+  assert.ok(inspection.report.journal.findings.some((f) => f.reason === "effect-outcome-unknown"));
+
+  const review = reviewFor(inspection.snapshot_hash);
+  const first = await env.invocations.reconcile(SCOPE, id, review, "alice");
+  assert.equal(first.replayed, false);
+  const keys = await env.invocations.publicKeys();
+  assert.deepEqual(verifyReceipt(first.receipt, keys, (await env.invocations.inspect(SCOPE, id)).snapshot), { ok: true });
+  assert.deepEqual(first.receipt.snapshot, inspection.snapshot);
+  assert.equal(first.receipt.operator, "alice");
+
+  const before = stateDigest(env.home);
+  const again = await env.invocations.reconcile(SCOPE, id, review, "alice");
+  assert.equal(again.replayed, true);
+  assert.deepEqual(again.receipt, first.receipt);
+  assert.equal(stateDigest(env.home), before);
+
+  const outcome = await env.invocations.open(SCOPE, id, request, "agent");
+  assert.equal(outcome.status, "reconciled");
+  assert.deepEqual(outcome.status === "reconciled" && outcome.receipt, first.receipt);
+  assert.equal((await env.invocations.inspect(SCOPE, id)).report.status, "reconciled");
+  assert.deepEqual((await env.invocations.list({ status: "reconciled" })).items.map((i) => i.id), [id]);
+});
+
+test("a different review, another operator or a stale snapshot is refused and nothing is written", async (t) => {
+  const env = await setup(t);
+  const { id } = await unresolvedClaim(env);
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  const before = stateDigest(env.home);
+  await assert.rejects(
+    env.invocations.reconcile(SCOPE, id, reviewFor(`sha256:${"c".repeat(64)}`), "alice"),
+    (e: unknown) => e instanceof ConflictError && e.code === "snapshot-stale",
+  );
+  assert.equal(stateDigest(env.home), before);
+  await env.invocations.reconcile(SCOPE, id, reviewFor(inspection.snapshot_hash), "alice");
+  const after = stateDigest(env.home);
+  for (const [review, operator] of [
+    [reviewFor(inspection.snapshot_hash, "a different rationale"), "alice"],
+    [reviewFor(inspection.snapshot_hash), "bob"],
+  ] as const) {
+    await assert.rejects(
+      env.invocations.reconcile(SCOPE, id, review, operator),
+      (e: unknown) => e instanceof ConflictError && e.code === "reconciliation-conflict",
+    );
+  }
+  assert.equal(stateDigest(env.home), after);
+});
+
+test("the snapshot goes stale when the journal changes between inspect and reconcile", async (t) => {
+  const env = await setup(t);
+  const { id, runId } = await unresolvedClaim(env);
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  appendFileSync(join(env.home, "journals", `${runId}.ndjson`), "{");
+  await assert.rejects(
+    env.invocations.reconcile(SCOPE, id, reviewFor(inspection.snapshot_hash), "alice"),
+    (e: unknown) => e instanceof ConflictError && e.code === "snapshot-stale",
+  );
+});
+
+test("only unresolved claims can be reconciled", async (t) => {
+  const env = await setup(t);
+  const running = randomUUID();
+  const opened = await env.invocations.open(SCOPE, running, request, "agent");
+  assert.equal(opened.status, "fresh");
+  const recorded = randomUUID();
+  await env.invocations.run(SCOPE, recorded, request, "agent", () => ({ ok: true }));
+  for (const id of [running, recorded]) {
+    const inspection = await env.invocations.inspect(SCOPE, id);
+    await assert.rejects(
+      env.invocations.reconcile(SCOPE, id, reviewFor(inspection.snapshot_hash), "alice"),
+      (e: unknown) => e instanceof ConflictError && e.code === "invocation-not-unresolved",
+    );
+  }
+  await assert.rejects(env.invocations.inspect(SCOPE, randomUUID()), NotFoundError);
+});
+
+test("reviews are validated strictly: each broken rule has its own code", async (t) => {
+  const env = await setup(t);
+  const { id } = await unresolvedClaim(env);
+  const { snapshot_hash } = await env.invocations.inspect(SCOPE, id);
+  const good = reviewFor(snapshot_hash);
+  const evidence = good.evidence[0]!;
+  const cases: [unknown, string][] = [
+    [{ ...good, extra: 1 }, "review-unknown-field"],
+    [{ ...good, evidence: [{ ...evidence, note: "x" }] }, "review-unknown-field"],
+    [{ ...good, snapshot_hash: "abc" }, "review-invalid-snapshot-hash"],
+    [{ ...good, outcome: "done" }, "review-invalid-outcome"],
+    [{ ...good, rationale: "" }, "review-invalid-rationale"],
+    [{ ...good, rationale: "é".repeat(4097) }, "review-invalid-rationale"],
+    [{ ...good, evidence: [] }, "review-invalid-evidence"],
+    [{ ...good, evidence: Array(33).fill(evidence) }, "review-invalid-evidence"],
+    [{ ...good, evidence: [{ ...evidence, sha256: "sha256:XYZ" }] }, "review-invalid-evidence"],
+    [{ ...good, effects_stopped: false }, "review-effects-not-stopped"],
+    [[good], "review-invalid"],
+    [{ ...good, outcome: undefined }, "review-invalid-outcome"],
+  ];
+  const before = stateDigest(env.home);
+  for (const [review, code] of cases) {
+    await assert.rejects(env.invocations.reconcile(SCOPE, id, review, "alice"), (e: unknown) => {
+      assert.ok(e instanceof ValidationError, `${code}: ${String(e)}`);
+      assert.equal(e.code, code);
+      return true;
+    });
+  }
+  await assert.rejects(env.invocations.reconcile(SCOPE, id, good, ""), (e: unknown) => e instanceof ValidationError && e.code === "invalid-operator");
+  assert.equal(stateDigest(env.home), before);
+  // The limits themselves are accepted.
+  const edge = { ...good, rationale: "é".repeat(4096), evidence: Array(32).fill(evidence) };
+  assert.equal((await env.invocations.reconcile(SCOPE, id, edge, "alice")).replayed, false);
+});
+
+test("editing the journal or the claim after reconciliation makes the receipt fail verification", async (t) => {
+  const env = await setup(t);
+  const { id, runId } = await unresolvedClaim(env);
+  const { snapshot_hash } = await env.invocations.inspect(SCOPE, id);
+  const { receipt } = await env.invocations.reconcile(SCOPE, id, reviewFor(snapshot_hash), "alice");
+  const keys = await env.invocations.publicKeys();
+  assert.equal(verifyReceipt(receipt, keys, (await env.invocations.inspect(SCOPE, id)).snapshot).ok, true);
+
+  // Tampered receipt or foreign keys.
+  assert.deepEqual(
+    verifyReceipt({ ...receipt, operator: "mallory" }, keys, receipt.snapshot),
+    { ok: false, code: "receipt-bad-signature", reason: "the receipt's signature does not verify" },
+  );
+  const foreign = generateSigningKey().key;
+  const verdictForeign = verifyReceipt(receipt, [{ key_id: foreign.key_id, public_key: foreign.public_key }], receipt.snapshot);
+  assert.equal(verdictForeign.ok === false && verdictForeign.code, "receipt-unknown-key");
+  assert.equal((verifyReceipt({ ...receipt, extra: 1 }, keys, receipt.snapshot) as { code?: string }).code, "receipt-malformed");
+
+  // The journal is edited: the current snapshot differs.
+  const journal = join(env.home, "journals", `${runId}.ndjson`);
+  const original = readFileSync(journal);
+  appendFileSync(journal, "{}\n");
+  const afterJournal = verifyReceipt(receipt, keys, (await env.invocations.inspect(SCOPE, id)).snapshot);
+  assert.equal(afterJournal.ok === false && afterJournal.code, "receipt-claim-changed");
+  writeFileSync(journal, original);
+  assert.equal(verifyReceipt(receipt, keys, (await env.invocations.inspect(SCOPE, id)).snapshot).ok, true);
+
+  // The claim row is edited naively: reading it is refused outright.
+  const row = claimRow(env.home, SCOPE, id)!;
+  editClaim(env.home, SCOPE, id, "agent = ?", "mallory");
+  await assert.rejects(env.invocations.inspect(SCOPE, id), IntegrityError);
+  await assert.rejects(env.invocations.open(SCOPE, id, request, "agent"), IntegrityError);
+  // ...or with a recomputed claim hash: the receipt no longer matches the claim.
+  const forged = {
+    scope: SCOPE, id, request_hash: row.request_hash, agent: "mallory", run_id: row.run_id, created_at: row.created_at,
+  } as unknown as ClaimRecord;
+  editClaim(env.home, SCOPE, id, "claim_hash = ?", claimHashOf(forged));
+  await assert.rejects(env.invocations.open(SCOPE, id, request, "agent"), (e: unknown) => e instanceof IntegrityError && e.code === "receipt-invalid");
+
+  // The stored receipt itself is edited: refused on read.
+  editClaim(env.home, SCOPE, id, "agent = ?, claim_hash = ?", row.agent, row.claim_hash);
+  assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "reconciled");
+  editClaim(env.home, SCOPE, id, "receipt = replace(receipt, 'alice', 'carol')");
+  await assert.rejects(env.invocations.lookup(SCOPE, id), (e: unknown) => e instanceof IntegrityError && e.code === "receipt-invalid");
+});
