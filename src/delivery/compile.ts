@@ -36,6 +36,8 @@ export interface CompiledBundle {
   readonly files: readonly CompiledFile[];
   /** `.git` / `node_modules` entries left out (relative paths), for the CLI to mention */
   readonly skipped: readonly string[];
+  /** the validated bytes by relative path, when `keepContents` was set (a push uploads exactly these) */
+  readonly contents?: ReadonlyMap<string, Uint8Array>;
 }
 
 export interface SourceFile {
@@ -57,6 +59,8 @@ export interface CompileOptions {
   readonly scope?: ComponentScope;
   readonly limits?: Limits;
   readonly hooks?: CompileHooks;
+  /** keep the bytes that were read, digested and validated (saves re-reading them for upload) */
+  readonly keepContents?: boolean;
 }
 
 function checkOptions(options: CompileOptions): void {
@@ -164,6 +168,7 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
     manifest,
     files: manifest.components.map((component, i) => ({ component, absolutePath: compiled[i]!.absolutePath })),
     skipped: walked.skipped,
+    ...(options.keepContents === true ? { contents } : {}),
   };
 }
 

@@ -1,0 +1,139 @@
+/**
+ * Commit records of the embedded backend, in the delivery database. The record and the removal
+ * of its stage's metadata are one transaction (synchronous=FULL): after a crash the bundle is
+ * either committed with its stage closed, or still staging.
+ */
+import { canonicalJson } from "../../core/canonical.js";
+import { digestEquals, type Digest } from "../../core/digest.js";
+import { IntegrityError } from "../../core/errors.js";
+import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
+import { revisionConflict } from "../../delivery/delivery-errors.js";
+import { manifestDigestOf, receiptOf, type Manifest } from "../../delivery/manifest-types.js";
+import type { DeliveryDatabase } from "./delivery-db.js";
+import { fire, type DeliveryFaults } from "./delivery-faults.js";
+
+interface CommitRow {
+  manifest_digest: string;
+  stage_id: string;
+  bundle_id: string;
+  revision: string;
+  manifest: string;
+  committed_at: number;
+  retired_at: number | null;
+}
+
+const COLUMNS = "manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at";
+
+export class EmbeddedCatalogStore implements CatalogStore {
+  readonly #db: DeliveryDatabase;
+  readonly #faults: DeliveryFaults | undefined;
+  readonly #byManifest;
+  readonly #byStage;
+  readonly #byRevision;
+  readonly #all;
+  readonly #allOfBundle;
+  readonly #insert;
+  readonly #insertBlob;
+  readonly #closeStage;
+  readonly #retire;
+  readonly #liveDigests;
+
+  constructor(db: DeliveryDatabase, faults?: DeliveryFaults) {
+    this.#db = db;
+    this.#faults = faults;
+    this.#byManifest = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE manifest_digest = ?`);
+    this.#byStage = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE stage_id = ?`);
+    this.#byRevision = db.prepare<[string, string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE bundle_id = ? AND revision = ?`);
+    this.#all = db.prepare<[], CommitRow>(`SELECT ${COLUMNS} FROM commits ORDER BY bundle_id, seq`);
+    this.#allOfBundle = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE bundle_id = ? ORDER BY seq`);
+    this.#insert = db.prepare<[string, string, string, string, string, number]>(
+      "INSERT INTO commits (manifest_digest, stage_id, bundle_id, revision, manifest, committed_at) VALUES (?, ?, ?, ?, ?, ?)",
+    );
+    this.#insertBlob = db.prepare<[string, string]>("INSERT INTO commit_blobs (manifest_digest, digest) VALUES (?, ?)");
+    this.#closeStage = db.prepare<[string]>("DELETE FROM stages WHERE stage_id = ?");
+    this.#retire = db.prepare<[number, string, string]>(
+      "UPDATE commits SET retired_at = ? WHERE bundle_id = ? AND revision = ? AND retired_at IS NULL",
+    );
+    this.#liveDigests = db
+      .prepare<[], { digest: string }>(
+        "SELECT DISTINCT b.digest FROM commit_blobs b JOIN commits c ON c.manifest_digest = b.manifest_digest WHERE c.retired_at IS NULL",
+      )
+      .pluck();
+  }
+
+  async findByManifest(manifestDigest: Digest): Promise<CatalogEntry | undefined> {
+    return toEntry(this.#byManifest.get(manifestDigest));
+  }
+
+  async findByStage(stageId: string): Promise<CatalogEntry | undefined> {
+    return toEntry(this.#byStage.get(stageId));
+  }
+
+  async get(bundleId: string, revision: string): Promise<CatalogEntry | undefined> {
+    return toEntry(this.#byRevision.get(bundleId, revision));
+  }
+
+  async manifestOf(manifestDigest: Digest): Promise<Manifest | undefined> {
+    const row = this.#byManifest.get(manifestDigest);
+    return row === undefined ? undefined : verifiedManifest(row);
+  }
+
+  async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
+    const rows = bundleId === undefined ? this.#all.all() : this.#allOfBundle.all(bundleId);
+    return rows.map((row) => toEntry(row)!);
+  }
+
+  async record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry> {
+    const recorded = this.#db.transaction((): CatalogEntry => {
+      const sameRevision = toEntry(this.#byRevision.get(entry.bundle_id, entry.revision));
+      if (sameRevision !== undefined) {
+        if (sameRevision.manifest_digest === entry.manifest_digest) {
+          this.#closeStage.run(entry.stage_id);
+          return sameRevision;
+        }
+        throw revisionConflict(entry.bundle_id, entry.revision, sameRevision.manifest_digest);
+      }
+      fire(this.#faults, "commit-record");
+      this.#insert.run(entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, canonicalJson(manifest), entry.committed_at);
+      for (const blob of entry.receipt.blobs) this.#insertBlob.run(entry.manifest_digest, blob.digest);
+      this.#closeStage.run(entry.stage_id);
+      return entry;
+    })();
+    fire(this.#faults, "commit-recorded");
+    return recorded;
+  }
+
+  async retire(bundleId: string, revision: string, now: number): Promise<boolean> {
+    if (this.#retire.run(now, bundleId, revision).changes === 1) return true;
+    return this.#byRevision.get(bundleId, revision) !== undefined;
+  }
+
+  async liveBlobDigests(): Promise<ReadonlySet<Digest>> {
+    return new Set(this.#liveDigests.all() as unknown as Digest[]);
+  }
+}
+
+function verifiedManifest(row: CommitRow): Manifest {
+  const manifest = JSON.parse(row.manifest) as Manifest;
+  if (manifest.manifest_digest !== row.manifest_digest || !digestEquals(manifestDigestOf(manifest), row.manifest_digest)) {
+    throw new IntegrityError("delivery-record-corrupt", `the commit record of ${row.bundle_id}/${row.revision} does not match its digest`, {
+      status: 500,
+      details: { bundle_id: row.bundle_id, revision: row.revision },
+    });
+  }
+  return manifest;
+}
+
+/** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
+function toEntry(row: CommitRow | undefined): CatalogEntry | undefined {
+  if (row === undefined) return undefined;
+  return {
+    bundle_id: row.bundle_id,
+    revision: row.revision,
+    manifest_digest: row.manifest_digest as Digest,
+    stage_id: row.stage_id,
+    receipt: receiptOf(verifiedManifest(row)),
+    committed_at: row.committed_at,
+    retired_at: row.retired_at,
+  };
+}

@@ -1,0 +1,409 @@
+/**
+ * The `Delivery` service: bundle upload and catalog semantics (DESIGN.md "HTTP API v1" delivery
+ * routes, G7–G11) on top of the store interfaces, for any backend. Stages are begun from a
+ * validated manifest, filled by appending chunks to durable partials, and committed whole.
+ */
+import { parseDigest, type Digest } from "../core/digest.js";
+import { ValidationError } from "../core/errors.js";
+import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
+import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
+import { bundleViews, type BundleView } from "./catalog.js";
+import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
+import { verifyForCommit } from "./commit-verify.js";
+import { checkContractAtBegin } from "./contract.js";
+import {
+  bundleNotFound,
+  chunkTooLarge,
+  guard,
+  guardStream,
+  outOfOrder,
+  overflow,
+  revisionConflict,
+  revisionNotFound,
+  revisionRetired,
+  stageBlobNotFound,
+  stageCapacityExhausted,
+  stageCommitted,
+  stagedBytesExhausted,
+  stageExpired,
+  stageNotFound,
+  throwIfIncomplete,
+} from "./delivery-errors.js";
+import { LockTable } from "./lock-table.js";
+import { parseManifest } from "./manifest.js";
+import { receiptOf, type BlobRef, type CommitReceipt, type Manifest } from "./manifest-types.js";
+import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, settleReceivedBlob, type DeliveryStores, type RecoveryReport } from "./recovery.js";
+import { isExpired, missingOf, newStageId, parseStageId, type MissingBlob, type StageRecord } from "./stage.js";
+
+export type { ChunkAccepted } from "./chunk-upload.js";
+
+/** What a backend hands the service: its three stores, and how to release them. */
+export interface DeliveryBackend extends DeliveryStores {
+  close(): Promise<void>;
+}
+
+export interface DeliveryOptions {
+  readonly limits?: Limits;
+  /** Milliseconds since the epoch; injectable so expiry can be tested without waiting. */
+  readonly clock?: () => number;
+}
+
+export interface StagingBegun {
+  readonly stage_id: string;
+  readonly manifest_digest: Digest;
+  readonly committed: false;
+  readonly missing: readonly MissingBlob[];
+}
+
+export interface CommittedBegun {
+  readonly stage_id: string;
+  readonly manifest_digest: Digest;
+  readonly committed: true;
+  readonly receipt: CommitReceipt;
+  readonly missing: readonly [];
+}
+
+export type BeginResult = StagingBegun | CommittedBegun;
+
+export interface StageStatus {
+  readonly stage_id: string;
+  readonly manifest_digest: Digest;
+  readonly missing: readonly MissingBlob[];
+  readonly committed?: true;
+  readonly receipt?: CommitReceipt;
+}
+
+/** Lock key under which `begin` and `gc` exclude each other: gc must not delete a blob begin just counted as present. */
+const STORE_KEY = "store";
+const stageKey = (stageId: string): string => `stage:${stageId}`;
+const blobKey = (stageId: string, digest: Digest): string => `blob:${stageId}:${digest}`;
+
+export class Delivery {
+  readonly limits: Limits;
+  readonly #backend: DeliveryBackend;
+  readonly #clock: () => number;
+  readonly #locks = new LockTable();
+  readonly #chunks: ChunkUpload;
+  #recovery: RecoveryReport | undefined;
+
+  constructor(backend: DeliveryBackend, options: DeliveryOptions = {}) {
+    this.#backend = backend;
+    this.limits = options.limits ?? DEFAULT_LIMITS;
+    this.#clock = options.clock ?? Date.now;
+    this.#chunks = new ChunkUpload(backend, this.limits);
+  }
+
+  /** Builds the service and runs start-up recovery (expiry, interrupted publications, GC). */
+  static async open(backend: DeliveryBackend, options: DeliveryOptions = {}): Promise<Delivery> {
+    const delivery = new Delivery(backend, options);
+    delivery.#recovery = await recoverDelivery(backend, delivery.#clock(), delivery.limits);
+    return delivery;
+  }
+
+  /** What start-up recovery did, when the service was built by `open`. */
+  get recovery(): RecoveryReport | undefined {
+    return this.#recovery;
+  }
+
+  async close(): Promise<void> {
+    await this.#backend.close();
+  }
+
+  /**
+   * Starts (or resumes) the upload of a manifest. The same manifest while staging resumes the
+   * same stage; an already committed one answers its receipt; blobs already stored are never
+   * asked for (G9). Capacity refusals delete nothing (G11).
+   */
+  async begin(input: unknown): Promise<BeginResult> {
+    return guard(async () => {
+      const manifest = parseManifest(typeof input === "string" ? parseJsonText(input) : input, this.limits);
+      checkContractAtBegin(manifest);
+      await this.#sweepExpired();
+      return this.#locks.exclusive(STORE_KEY, async () => {
+        const { catalog, stages } = this.#backend;
+        const committed = await catalog.findByManifest(manifest.manifest_digest);
+        if (committed !== undefined) {
+          if (committed.retired_at !== null) throw revisionRetired(committed.bundle_id, committed.revision);
+          return {
+            stage_id: committed.stage_id,
+            manifest_digest: committed.manifest_digest,
+            committed: true,
+            receipt: committed.receipt,
+            missing: [],
+          };
+        }
+        const sameRevision = await catalog.get(manifest.bundle_id, manifest.revision);
+        if (sameRevision !== undefined) throw revisionConflict(manifest.bundle_id, manifest.revision, sameRevision.manifest_digest);
+        const now = this.#clock();
+        const staging = await stages.findByManifest(manifest.manifest_digest);
+        const stage = staging === undefined ? await this.#createStage(manifest, now) : await this.#resume(staging, now);
+        if (stage === undefined) {
+          // The stage was committed while this begin waited for it.
+          const entry = await catalog.findByManifest(manifest.manifest_digest);
+          if (entry === undefined) throw stageNotFound(staging?.stage_id ?? "");
+          return { stage_id: entry.stage_id, manifest_digest: entry.manifest_digest, committed: true, receipt: entry.receipt, missing: [] };
+        }
+        return { stage_id: stage.stage_id, manifest_digest: manifest.manifest_digest, committed: false, missing: missingOf(stage) };
+      });
+    });
+  }
+
+  async #createStage(manifest: Manifest, now: number): Promise<StageRecord> {
+    const { blobs, stages } = this.#backend;
+    const active = await stages.list();
+    if (active.length >= this.limits.activeStages) throw stageCapacityExhausted(active.length, this.limits.activeStages);
+    const unique = receiptOf(manifest).blobs;
+    const missing: BlobRef[] = [];
+    const empty: BlobRef[] = [];
+    for (const ref of unique) {
+      if (ref.byte_len === 0) empty.push(ref);
+      else if (!(await isStoredIntact(blobs, ref))) missing.push(ref);
+    }
+    const reserved = missing.reduce((sum, ref) => sum + ref.byte_len, 0);
+    const staged = active.reduce((sum, s) => sum + s.reserved_bytes, 0);
+    if (staged + reserved > this.limits.stagedBytes) throw stagedBytesExhausted(staged, reserved, this.limits.stagedBytes);
+    // An empty blob needs no upload; publishing it verifies that its digest is the empty digest.
+    for (const ref of empty) await blobs.put(ref, new Uint8Array(0));
+    const stage: StageRecord = {
+      stage_id: newStageId(),
+      manifest,
+      created_at: now,
+      last_active_at: now,
+      reserved_bytes: reserved,
+      blobs: missing.map((ref) => ({ digest: ref.digest, byte_len: ref.byte_len, received: 0, complete: false })),
+    };
+    await stages.create(stage);
+    return stage;
+  }
+
+  /**
+   * Resumes a stage; a blob another bundle stored meanwhile is no longer asked for. Undefined
+   * when the stage closed (committed) while waiting for its lock.
+   */
+  async #resume(stage: StageRecord, now: number): Promise<StageRecord | undefined> {
+    const { blobs, stages } = this.#backend;
+    await stages.touch(stage.stage_id, now);
+    await this.#locks.shared(stageKey(stage.stage_id), async () => {
+      for (const blob of stage.blobs) {
+        if (blob.complete || blob.received === blob.byte_len || !(await blobs.has(blob.digest))) continue;
+        await this.#locks.exclusive(blobKey(stage.stage_id, blob.digest), async () => {
+          const ref = { digest: blob.digest, byte_len: blob.byte_len };
+          if (await isStoredIntact(blobs, ref)) {
+            await stages.markStored(stage.stage_id, ref);
+            this.#chunks.forget(stage.stage_id, blob.digest);
+          }
+        });
+      }
+    });
+    return stages.get(stage.stage_id);
+  }
+
+  /**
+   * Appends one chunk at `offset` of a blob's partial: streamed straight to the file with an
+   * incremental hash, fsynced, then its end recorded as the durable offset before it is
+   * acknowledged. A chunk that replays bytes already received is accepted without writing.
+   */
+  async putChunk(stageId: string, digest: string, offset: number, body: ByteSource): Promise<ChunkAccepted> {
+    return guard(async () => {
+      const id = parseStageId(stageId);
+      const blobDigest = parseDigest(digest, "blob digest");
+      if (!Number.isSafeInteger(offset) || offset < 0) {
+        throw new ValidationError("chunk-offset-invalid", "the chunk offset must be a non-negative integer", { details: { offset } });
+      }
+      if (body instanceof Uint8Array && body.byteLength > this.limits.chunkBytes) throw chunkTooLarge(body.byteLength, this.limits.chunkBytes);
+      return this.#locks.shared(stageKey(id), () =>
+        this.#locks.exclusive(blobKey(id, blobDigest), async () => {
+          const now = this.#clock();
+          const stage = await this.#liveStage(id, now);
+          const blob = stage.blobs.find((b) => b.digest === blobDigest);
+          if (blob === undefined) throw stageBlobNotFound(id, blobDigest);
+          const received = blob.complete ? blob.byte_len : blob.received;
+          if (offset < received) return this.#chunks.replay(id, blob, offset, body, now);
+          if (offset > received) throw outOfOrder(blob, received, offset);
+          if (body instanceof Uint8Array && offset + body.byteLength > blob.byte_len) throw overflow(blob, offset + body.byteLength);
+          if (received === blob.byte_len) return nothingMore(blob, body);
+          return this.#chunks.append(id, blob, body, now);
+        }),
+      );
+    });
+  }
+
+  async status(stageId: string): Promise<StageStatus> {
+    return guard(async () => {
+      const id = parseStageId(stageId);
+      const committed = await this.#backend.catalog.findByStage(id);
+      if (committed !== undefined) {
+        return { stage_id: id, manifest_digest: committed.manifest_digest, missing: [], committed: true, receipt: committed.receipt };
+      }
+      const now = this.#clock();
+      const stage = await this.#liveStage(id, now);
+      await this.#backend.stages.touch(id, now);
+      return { stage_id: id, manifest_digest: stage.manifest.manifest_digest, missing: missingOf(stage) };
+    });
+  }
+
+  /**
+   * Commits a fully uploaded stage: every blob re-read from the blob store and verified, the
+   * bundle digest recomputed over them in path order, the bundle contract checked on the bytes,
+   * then the commit record written durably in one transaction that also closes the stage.
+   * Idempotent: a committed stage id answers the same receipt, also after a restart.
+   */
+  async commit(stageId: string): Promise<CommitReceipt> {
+    return guard(async () => {
+      const id = parseStageId(stageId);
+      const { catalog } = this.#backend;
+      const done = await catalog.findByStage(id);
+      if (done !== undefined) return done.receipt;
+      return this.#locks.exclusive(stageKey(id), async () => {
+        const replay = await catalog.findByStage(id);
+        if (replay !== undefined) return replay.receipt;
+        const stage = await this.#settled(await this.#liveStage(id, this.#clock()));
+        const manifest = stage.manifest;
+        await verifyForCommit(this.#backend, stage, this.limits);
+        await this.#backend.blobs.sync(receiptOf(manifest).blobs.map((b) => b.digest));
+        const entry = await catalog.record(
+          {
+            bundle_id: manifest.bundle_id,
+            revision: manifest.revision,
+            manifest_digest: manifest.manifest_digest,
+            stage_id: id,
+            receipt: receiptOf(manifest),
+            committed_at: this.#clock(),
+            retired_at: null,
+          },
+          manifest,
+        );
+        this.#forget(id);
+        // The commit is durable: a failure to delete the stage's files must not turn it into an
+        // error. Start-up recovery removes a stage directory that has no metadata.
+        await this.#backend.stages.remove(id).catch(() => undefined);
+        return entry.receipt;
+      });
+    });
+  }
+
+  /** Refuses an incomplete stage, and publishes blobs whose publication was interrupted. */
+  async #settled(stage: StageRecord): Promise<StageRecord> {
+    throwIfIncomplete(stage);
+    const pending = stage.blobs.filter((b) => !b.complete);
+    if (pending.length === 0) return stage;
+    for (const blob of pending) await settleReceivedBlob(this.#backend, stage.stage_id, blob, this.#clock());
+    const settled = await this.#backend.stages.get(stage.stage_id);
+    if (settled === undefined) throw stageNotFound(stage.stage_id);
+    throwIfIncomplete(settled);
+    return settled;
+  }
+
+  async abort(stageId: string): Promise<void> {
+    return guard(async () => {
+      const id = parseStageId(stageId);
+      await this.#locks.exclusive(stageKey(id), async () => {
+        const stage = await this.#backend.stages.get(id);
+        if (stage === undefined) {
+          if ((await this.#backend.catalog.findByStage(id)) !== undefined) return;
+          throw stageNotFound(id);
+        }
+        this.#forget(id);
+        await this.#backend.stages.remove(id);
+      });
+    });
+  }
+
+  /** Removes stages inactive for `limits.stageExpiryMs`; returns how many. */
+  async expire(): Promise<number> {
+    return guard(async () => {
+      return this.#sweepExpired();
+    });
+  }
+
+  async #sweepExpired(): Promise<number> {
+    let removed = 0;
+    for (const candidate of await this.#backend.stages.list()) {
+      if (!isExpired(candidate, this.#clock(), this.limits.stageExpiryMs)) continue;
+      await this.#locks.exclusive(stageKey(candidate.stage_id), async () => {
+        const stage = await this.#backend.stages.get(candidate.stage_id);
+        if (stage === undefined || !isExpired(stage, this.#clock(), this.limits.stageExpiryMs)) return;
+        this.#forget(stage.stage_id);
+        await this.#backend.stages.remove(stage.stage_id);
+        removed++;
+      });
+    }
+    return removed;
+  }
+
+  async list(): Promise<BundleView[]> {
+    return guard(async () => {
+      return bundleViews(await this.#backend.catalog.list());
+    });
+  }
+
+  async show(bundleId: string): Promise<BundleView> {
+    return guard(async () => {
+      const [view] = bundleViews(await this.#backend.catalog.list(bundleId));
+      if (view === undefined) throw bundleNotFound(bundleId);
+      return view;
+    });
+  }
+
+  /** Hides a revision from new sessions; its blobs become collectable by `gc`. */
+  async retire(bundleId: string, revision: string): Promise<void> {
+    return guard(async () => {
+      if (!(await this.#backend.catalog.retire(bundleId, revision, this.#clock()))) throw revisionNotFound(bundleId, revision);
+    });
+  }
+
+  /** Deletes every blob no live revision and no active stage references; returns how many. */
+  async gc(): Promise<number> {
+    return guard(async () => {
+      await this.#sweepExpired();
+      return this.#locks.exclusive(STORE_KEY, () => collectUnreferencedBlobs(this.#backend));
+    });
+  }
+
+  /** The manifest of a committed, live revision (materialization refuses retired ones). */
+  async getManifest(bundleId: string, revision: string): Promise<Manifest> {
+    return guard(async () => {
+      const entry = await this.#backend.catalog.get(bundleId, revision);
+      if (entry === undefined) throw revisionNotFound(bundleId, revision);
+      if (entry.retired_at !== null) throw revisionRetired(bundleId, revision);
+      const manifest = await this.#backend.catalog.manifestOf(entry.manifest_digest);
+      if (manifest === undefined) throw revisionNotFound(bundleId, revision);
+      return manifest;
+    });
+  }
+
+  /** A blob's bytes, verified (digest and length) before any is returned (G8). */
+  async openBlob(ref: BlobRef): Promise<Uint8Array> {
+    return guard(async () => {
+      return readVerifiedBlob(this.#backend.blobs, ref, this.limits.fileBytes);
+    });
+  }
+
+  /** A blob as a stream that throws `blob-tampered` at its end if the bytes do not verify. */
+  openBlobStream(ref: BlobRef): AsyncIterable<Uint8Array> {
+    return guardStream(this.#backend.blobs.stream(ref));
+  }
+
+  /** A stage that exists and has not expired (expired ones are removed by the next sweep). */
+  async #liveStage(stageId: string, now: number): Promise<StageRecord> {
+    const stage = await this.#backend.stages.get(stageId);
+    if (stage === undefined) {
+      if ((await this.#backend.catalog.findByStage(stageId)) !== undefined) throw stageCommitted(stageId);
+      throw stageNotFound(stageId);
+    }
+    if (isExpired(stage, now, this.limits.stageExpiryMs)) throw stageExpired(stageId, this.limits.stageExpiryMs);
+    return stage;
+  }
+
+  #forget(stageId: string): void {
+    this.#chunks.forget(stageId);
+  }
+}
+
+function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ValidationError("manifest-json-invalid", "the manifest is not valid JSON", { cause: error });
+  }
+}

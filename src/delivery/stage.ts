@@ -1,0 +1,122 @@
+/**
+ * Stages: a manifest being uploaded. The metadata is durable (stages resume after a restart) and
+ * each blob being received has an append-only partial whose durable offset is recorded after
+ * every acknowledged chunk. This module holds the stage model and the store interface a backend
+ * implements; the upload rules themselves live in service.ts.
+ */
+import { randomBytes } from "node:crypto";
+import { DigestStream, type Digest } from "../core/digest.js";
+import { ValidationError } from "../core/errors.js";
+import type { BlobRef, Manifest } from "./manifest-types.js";
+
+/** One blob a stage must receive (it was not in the blob store when the stage began). */
+export interface StageBlob {
+  readonly digest: Digest;
+  readonly byte_len: number;
+  /** Durable offset: bytes received, fsynced and recorded. */
+  readonly received: number;
+  /** Published into the blob store; the partial is gone. */
+  readonly complete: boolean;
+}
+
+export interface StageRecord {
+  readonly stage_id: string;
+  readonly manifest: Manifest;
+  readonly created_at: number;
+  /** Last begin, chunk or status: stages expire after a period of inactivity, not of age. */
+  readonly last_active_at: number;
+  /** Bytes counted against the staged-bytes capacity: the blobs missing at begin. */
+  readonly reserved_bytes: number;
+  /** Sorted by digest. */
+  readonly blobs: readonly StageBlob[];
+}
+
+export interface MissingBlob {
+  readonly digest: Digest;
+  readonly byte_len: number;
+  /** Where the next chunk must start. */
+  readonly offset: number;
+}
+
+/** An open append-only partial. Nothing written is acknowledged until `sync` returns. */
+export interface PartialAppender {
+  append(bytes: Uint8Array): Promise<void>;
+  /** Makes every appended byte durable (fdatasync). */
+  sync(): Promise<void>;
+  /** Drops everything appended since opening (back to the durable offset) and closes. */
+  abandon(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface StageStore {
+  /** Durably records a new stage. */
+  create(stage: StageRecord): Promise<void>;
+  get(stageId: string): Promise<StageRecord | undefined>;
+  findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined>;
+  list(): Promise<readonly StageRecord[]>;
+  touch(stageId: string, now: number): Promise<void>;
+  /** Opens the blob's partial positioned at its durable offset (longer partials are cut back). */
+  openPartial(stageId: string, digest: Digest, durableOffset: number): Promise<PartialAppender>;
+  /** Length of the blob's partial file, or undefined when there is none. */
+  partialLength(stageId: string, digest: Digest): Promise<number | undefined>;
+  /** Bytes `[position, position + length)` of the partial (unverified; for replay and rehashing). */
+  readPartial(stageId: string, digest: Digest, position: number, length: number): Promise<Uint8Array>;
+  /** Durably records the blob's new durable offset. */
+  recordReceived(stageId: string, digest: Digest, received: number, now: number): Promise<void>;
+  /**
+   * Asks for a blob again from offset 0: drops any partial and records the blob missing, adding
+   * it to the stage when it was not uploaded through it (a stored blob found tampered at commit).
+   */
+  requireBlob(stageId: string, ref: BlobRef): Promise<void>;
+  /**
+   * Publishes the blob's complete partial into the blob store (create-new; an already stored blob
+   * is kept) and durably records it complete. The caller has fsynced the partial and verified its
+   * digest. The publication itself becomes durable with `BlobStore.sync` at commit. Returns true
+   * when this call created the blob, false when it was already stored.
+   */
+  promote(stageId: string, ref: BlobRef, now: number): Promise<boolean>;
+  /** Marks a blob complete because the blob store already holds it; drops any partial. */
+  markStored(stageId: string, ref: BlobRef): Promise<void>;
+  /** Removes the stage's metadata (if still present) and every file it owns. */
+  remove(stageId: string): Promise<void>;
+}
+
+const STAGE_ID_RE = /^[0-9a-f]{32}$/;
+
+/** Stage ids are 128 random bits in lowercase hex: unguessable, and safe as a file name. */
+export function newStageId(): string {
+  return randomBytes(16).toString("hex");
+}
+
+export function isStageId(value: unknown): value is string {
+  return typeof value === "string" && STAGE_ID_RE.test(value);
+}
+
+export function parseStageId(value: unknown): string {
+  if (!isStageId(value)) {
+    throw new ValidationError("stage-id-invalid", "a stage id is 32 lowercase hex digits");
+  }
+  return value;
+}
+
+/** Blobs the client still has to send, with the offset to resume each from. */
+export function missingOf(stage: StageRecord): MissingBlob[] {
+  return stage.blobs
+    .filter((b) => !b.complete && b.received < b.byte_len)
+    .map((b) => ({ digest: b.digest, byte_len: b.byte_len, offset: b.received }));
+}
+
+export function isExpired(stage: StageRecord, now: number, expiryMs: number): boolean {
+  return now - stage.last_active_at >= expiryMs;
+}
+
+const REHASH_PIECE = 1024 * 1024;
+
+/** Hashes the first `length` bytes of a partial: rebuilds a running hash lost to a restart. */
+export async function hashPartial(stages: StageStore, stageId: string, digest: Digest, length: number): Promise<DigestStream> {
+  const hash = new DigestStream();
+  for (let position = 0; position < length; position += REHASH_PIECE) {
+    hash.update(await stages.readPartial(stageId, digest, position, Math.min(REHASH_PIECE, length - position)));
+  }
+  return hash;
+}

@@ -1,0 +1,261 @@
+/**
+ * The chunk protocol of stages (DESIGN.md PATCH /v1/stages/{id}/blobs/{digest}), ported from the
+ * reference's chunk tests and extended to what warden adds: append-only partials, streamed
+ * bodies, limits with their own codes, and failures at each I/O step.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { sha256Digest } from "../../src/core/digest.js";
+import {
+  buildManifest,
+  bytesOf,
+  failOnceAt,
+  openStore,
+  rejectsWith,
+  skillManifest,
+  tempHome,
+  uploadMissing,
+} from "./store-harness.js";
+
+const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
+
+async function* streamOf(...pieces: Uint8Array[]): AsyncIterable<Uint8Array> {
+  for (const p of pieces) yield p;
+}
+
+test("out-of-order chunks are refused with the expected offset; an exact replay is accepted", async (t) => {
+  const { delivery } = await openStore(t, tempHome(t));
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing[0]!;
+  const bytes = blobs.get(digest)!;
+
+  const early = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 1, bytes.subarray(0, 5)), "chunk-out-of-order");
+  assert.equal(early.status, 409);
+  assert.equal(early.details.expected_offset, 0);
+
+  assert.deepEqual(await delivery.putChunk(begun.stage_id, digest, 0, bytes.subarray(0, 5)), { next_offset: 5 });
+  assert.deepEqual(await delivery.putChunk(begun.stage_id, digest, 0, bytes.subarray(0, 5)), { next_offset: 5 });
+
+  const resumed = await delivery.begin(manifest);
+  assert.equal(resumed.stage_id, begun.stage_id);
+  assert.deepEqual(resumed.missing.find((m) => m.digest === digest), { digest, byte_len: bytes.byteLength, offset: 5 });
+
+  const wrong = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 0, enc("wrong")), "chunk-out-of-order");
+  assert.equal(wrong.details.expected_offset, 5);
+  const gap = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 7, bytes.subarray(7, 9)), "chunk-out-of-order");
+  assert.equal(gap.details.expected_offset, 5);
+  // A replay may not run past what was received, even when its prefix matches.
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 3, bytes.subarray(3, 8)), "chunk-out-of-order");
+  assert.equal((await delivery.status(begun.stage_id)).missing.find((m) => m.digest === digest)!.offset, 5);
+});
+
+test("replay reports the exact end of each chunk after several chunks, then the blob completes", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing.find((m) => m.byte_len >= 6)!;
+  const bytes = blobs.get(digest)!;
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 0, bytes.subarray(0, 2))).next_offset, 2);
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 2, bytes.subarray(2, 4))).next_offset, 4);
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 0, bytes.subarray(0, 2))).next_offset, 2);
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 2, bytes.subarray(2, 4))).next_offset, 4);
+  const partial = opened.layout.partialPath(begun.stage_id, digest);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(partial)), bytes.subarray(0, 4));
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 4, bytes.subarray(4))).next_offset, bytes.byteLength);
+
+  // Published: the partial is gone and the blob store holds exactly the bytes.
+  assert.equal(fs.existsSync(partial), false);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), bytes);
+  // Replays after publication are compared with the stored blob.
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 2, bytes.subarray(2, 4))).next_offset, 4);
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 2, enc("xy")), "chunk-out-of-order");
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, bytes.byteLength, new Uint8Array(0))).next_offset, bytes.byteLength);
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, bytes.byteLength, enc("!")), "chunk-overflow");
+
+  await uploadMissing(delivery, { ...begun, missing: begun.missing.filter((m) => m.digest !== digest) }, blobs);
+  const receipt = await delivery.commit(begun.stage_id);
+  assert.equal(receipt.manifest_digest, manifest.manifest_digest);
+});
+
+test("a partial only grows by appends: earlier bytes and the file itself are never rewritten", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const big = bytesOf(1, 200_000);
+  const { manifest } = buildManifest([{ path: "data/big.bin", content: big }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await delivery.putChunk(begun.stage_id, digest, 0, big.subarray(0, 70_000));
+  const partial = opened.layout.partialPath(begun.stage_id, digest);
+  const before = fs.statSync(partial);
+  await delivery.putChunk(begun.stage_id, digest, 70_000, streamOf(big.subarray(70_000, 100_000), big.subarray(100_000, 140_000)));
+  const after = fs.statSync(partial);
+  assert.equal(after.ino, before.ino, "same file, not a rewritten copy");
+  assert.equal(after.size, 140_000);
+  assert.equal(after.mode & 0o777, 0o600);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(partial)), big.subarray(0, 140_000));
+  assert.equal(fs.statSync(path.dirname(partial)).mode & 0o777, 0o700);
+});
+
+test("a streamed chunk is accepted piece by piece and checked against the blob's length", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const data = bytesOf(2, 50_000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+  const overflow = await rejectsWith(
+    delivery.putChunk(begun.stage_id, digest, 10_000, streamOf(data.subarray(10_000, 30_000), new Uint8Array(30_001))),
+    "chunk-overflow",
+  );
+  assert.equal(overflow.status, 413);
+  // The refused chunk's first piece was written, then cut back: nothing of it stays.
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000);
+  const next = await delivery.putChunk(begun.stage_id, digest, 10_000, streamOf(data.subarray(10_000, 30_000), data.subarray(30_000)));
+  assert.equal(next.next_offset, data.byteLength);
+  assert.ok(fs.existsSync(opened.layout.blobPath(digest)));
+});
+
+test("limits: an oversized chunk has its own code, and a chunk past byte_len writes nothing", async (t) => {
+  const opened = await openStore(t, tempHome(t), { limits: { chunkBytes: 1000 } });
+  const { delivery } = opened;
+  const data = bytesOf(3, 5000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  const tooLarge = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 1001)), "chunk-too-large");
+  assert.equal(tooLarge.status, 413);
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 0, streamOf(data.subarray(0, 600), data.subarray(600, 1200))), "chunk-too-large");
+  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, digest)), false, "a refused first chunk leaves no partial");
+
+  for (let offset = 0; offset < 4500; offset += 500) await delivery.putChunk(begun.stage_id, digest, offset, data.subarray(offset, offset + 500));
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 4500, new Uint8Array(501)), "chunk-overflow");
+  assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 4500);
+});
+
+test("a completed blob whose digest mismatches is refused (422) and restarts at offset 0", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing[0]!;
+  const tampered = new Uint8Array(blobs.get(digest)!);
+  tampered[0]! ^= 1;
+  await delivery.putChunk(begun.stage_id, digest, 0, tampered.subarray(0, 10));
+  const error = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10, tampered.subarray(10)), "blob-digest-mismatch");
+  assert.equal(error.status, 422);
+  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, digest)), false);
+  assert.equal(fs.existsSync(opened.layout.blobPath(digest)), false, "nothing was published");
+  assert.equal((await delivery.status(begun.stage_id)).missing.find((m) => m.digest === digest)!.offset, 0);
+  await uploadMissing(delivery, await delivery.begin(manifest), blobs);
+  assert.equal((await delivery.commit(begun.stage_id)).bundle_id, "review-tools");
+});
+
+test("unknown stages, foreign digests and bad offsets each have their own code", async (t) => {
+  const { delivery } = await openStore(t, tempHome(t));
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing[0]!;
+  const bytes = blobs.get(digest)!;
+  const unknown = await rejectsWith(delivery.putChunk("0".repeat(32), digest, 0, bytes), "stage-not-found");
+  assert.equal(unknown.status, 404);
+  await rejectsWith(delivery.status("0".repeat(32)), "stage-not-found");
+  await rejectsWith(delivery.putChunk("../../etc", digest, 0, bytes), "stage-id-invalid");
+  await rejectsWith(delivery.putChunk(begun.stage_id, sha256Digest("other"), 0, bytes), "stage-blob-not-found");
+  await rejectsWith(delivery.putChunk(begun.stage_id, "sha256:XYZ", 0, bytes), "invalid-digest");
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, -1, bytes), "chunk-offset-invalid");
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 0.5, bytes), "chunk-offset-invalid");
+});
+
+test("an unsafe partial path (directory or symlink) is refused and nothing is written through it", async (t) => {
+  const home = tempHome(t);
+  const opened = await openStore(t, home);
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const [first, second] = begun.missing;
+  const dirPartial = opened.layout.partialPath(begun.stage_id, first!.digest);
+  fs.mkdirSync(path.dirname(dirPartial), { mode: 0o700 });
+  fs.mkdirSync(dirPartial, { mode: 0o700 });
+  await rejectsWith(delivery.putChunk(begun.stage_id, first!.digest, 0, blobs.get(first!.digest)!), "unsafe-storage-not-regular");
+  assert.ok(fs.statSync(dirPartial).isDirectory(), "the planted directory is left alone");
+
+  const outside = path.join(home, "outside.txt");
+  fs.writeFileSync(outside, "precious", { mode: 0o600 });
+  const linkPartial = opened.layout.partialPath(begun.stage_id, second!.digest);
+  fs.symlinkSync(outside, linkPartial);
+  await rejectsWith(delivery.putChunk(begun.stage_id, second!.digest, 0, blobs.get(second!.digest)!), "unsafe-storage-symlink");
+  assert.equal(fs.readFileSync(outside, "utf8"), "precious");
+  assert.ok(fs.lstatSync(linkPartial).isSymbolicLink());
+  // Fails closed every time, not just once.
+  await rejectsWith(delivery.putChunk(begun.stage_id, second!.digest, 0, blobs.get(second!.digest)!), "unsafe-storage-symlink");
+});
+
+test("a failure right after creating a partial removes it, and the exact retry succeeds", async (t) => {
+  const opened = await openStore(t, tempHome(t), { faults: failOnceAt("partial-created", true).faults });
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing[0]!;
+  const error = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 0, blobs.get(digest)!), "delivery-storage-failed");
+  assert.equal(error.status, 503);
+  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, digest)), false);
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 0, blobs.get(digest)!)).next_offset, blobs.get(digest)!.byteLength);
+  await uploadMissing(delivery, { ...begun, missing: begun.missing.slice(1) }, blobs);
+  await delivery.commit(begun.stage_id);
+});
+
+for (const point of ["chunk-written", "partial-sync", "offset-record"] as const) {
+  test(`a failure at ${point} acknowledges nothing; the partial is cut back and the retry continues`, async (t) => {
+    const fault = failOnceAt(point);
+    const opened = await openStore(t, tempHome(t), { faults: fault.faults });
+    const { delivery } = opened;
+    const data = bytesOf(4, 30_000);
+    const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+    const begun = await delivery.begin(manifest);
+    const digest = begun.missing[0]!.digest;
+    await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+    fault.arm();
+    await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000)), "delivery-storage-failed");
+    assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "durable offset unchanged");
+    assert.ok(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size <= 20_000);
+    // The client retries the same chunk at the same offset.
+    assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000))).next_offset, 20_000);
+    assert.equal((await delivery.putChunk(begun.stage_id, digest, 20_000, data.subarray(20_000))).next_offset, 30_000);
+    assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
+    await delivery.commit(begun.stage_id);
+  });
+}
+
+test("a failed fdatasync of a blob's last chunk publishes nothing and asks for the blob again", async (t) => {
+  const fault = failOnceAt("partial-sync");
+  const opened = await openStore(t, tempHome(t), { faults: fault.faults });
+  const { delivery } = opened;
+  const data = bytesOf(5, 30_000);
+  const { manifest, blobs } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+  fault.arm();
+  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000)), "delivery-storage-failed");
+  assert.equal(fs.existsSync(opened.layout.blobPath(digest)), false, "bytes not known durable are not published");
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 0);
+  await uploadMissing(delivery, await delivery.begin(manifest), blobs);
+  await delivery.commit(begun.stage_id);
+});
+
+test("chunks of several blobs of one stage may arrive concurrently; a duplicated chunk is a replay", async (t) => {
+  const { delivery } = await openStore(t, tempHome(t));
+  const files = [0, 1, 2, 3].map((i) => ({ path: `data/f${i}.bin`, content: bytesOf(10 + i, 40_000 + i) }));
+  const { manifest, blobs } = buildManifest(files);
+  const begun = await delivery.begin(manifest);
+  await Promise.all(begun.missing.map((m) => uploadMissing(delivery, { ...begun, missing: [m] }, blobs, 7000)));
+  const first = begun.missing[0]!;
+  const again = await Promise.all([1, 2].map(() => delivery.putChunk(begun.stage_id, first.digest, 0, blobs.get(first.digest)!.subarray(0, 7000))));
+  assert.deepEqual(again, [{ next_offset: 7000 }, { next_offset: 7000 }]);
+  await delivery.commit(begun.stage_id);
+});

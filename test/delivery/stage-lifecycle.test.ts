@@ -1,0 +1,184 @@
+/**
+ * Stage lifecycle: begin/resume, durable metadata across restarts (warden resumes where
+ * gate4agent forgot), expiry by inactivity (not by age), abort, and capacity limits that refuse
+ * new work with distinct codes while deleting nothing.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import {
+  buildManifest,
+  bytesOf,
+  dataFilesOf,
+  openStore,
+  partlyUploaded,
+  rejectsWith,
+  skillManifest,
+  tempHome,
+  uploadMissing,
+} from "./store-harness.js";
+
+test("begin asks for every unique blob once, sorted by digest, each from offset 0", async (t) => {
+  const { delivery } = await openStore(t, tempHome(t));
+  const same = bytesOf(5, 3000);
+  const { manifest } = buildManifest([
+    { path: "a/one.md", content: same },
+    { path: "a/two.md", content: same },
+    { path: "b/three.md", content: bytesOf(6, 100) },
+  ]);
+  const begun = await delivery.begin(manifest);
+  assert.equal(begun.committed, false);
+  assert.equal(begun.manifest_digest, manifest.manifest_digest);
+  assert.match(begun.stage_id, /^[0-9a-f]{32}$/);
+  assert.equal(begun.missing.length, 2);
+  assert.ok(begun.missing[0]!.digest < begun.missing[1]!.digest);
+  assert.deepEqual(begun.missing.map((m) => m.offset), [0, 0]);
+  assert.deepEqual(begun.missing.map((m) => m.byte_len).sort((a, b) => a - b), [100, 3000]);
+  // The manifest may also arrive as JSON text; invalid text has its own code.
+  assert.equal((await delivery.begin(JSON.stringify(manifest))).stage_id, begun.stage_id);
+  await rejectsWith(delivery.begin("{not json"), "manifest-json-invalid");
+});
+
+test("stages survive a restart and resume from the last durable offset", async (t) => {
+  const home = tempHome(t);
+  const data = bytesOf(7, 300_000);
+  const { manifest, blobs } = buildManifest([
+    { path: "data/big.bin", content: data },
+    { path: "data/small.md", content: "small\n" },
+  ]);
+  const first = await openStore(t, home);
+  const begun = await first.delivery.begin(manifest);
+  const big = begun.missing.find((m) => m.byte_len === data.byteLength)!;
+  for (let offset = 0; offset < 120_000; offset += 40_000) {
+    await first.delivery.putChunk(begun.stage_id, big.digest, offset, data.subarray(offset, offset + 40_000));
+  }
+  await first.delivery.close();
+
+  const second = await openStore(t, home);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.stage_id, begun.stage_id);
+  assert.deepEqual(resumed.missing.find((m) => m.digest === big.digest), { digest: big.digest, byte_len: data.byteLength, offset: 120_000 });
+  assert.deepEqual((await second.delivery.status(begun.stage_id)).missing, resumed.missing);
+  const sent = await uploadMissing(second.delivery, resumed, blobs, 50_000);
+  assert.equal(sent, data.byteLength - 120_000 + "small\n".length, "only the missing bytes travel");
+  const receipt = await second.delivery.commit(begun.stage_id);
+  assert.equal(receipt.manifest_digest, manifest.manifest_digest);
+});
+
+test("a partial longer than its durable offset (a crash mid-write) is cut back on reopen", async (t) => {
+  const { home, manifest, blobs, stageId, digest, data, partial } = await partlyUploaded(t, 8, 100_000, 30_000);
+  // Bytes a crashed writer appended but never acknowledged, and wrong ones at that.
+  fs.appendFileSync(partial, new Uint8Array(5000).fill(0xee));
+
+  const second = await openStore(t, home);
+  assert.equal(second.repairs.truncatedPartials, 1);
+  assert.equal(fs.statSync(partial).size, 30_000);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.missing[0]!.offset, 30_000);
+  // The running hash is rebuilt from the partial: the final digest check passes.
+  await uploadMissing(second.delivery, resumed, blobs, 40_000);
+  await second.delivery.commit(stageId);
+  assert.deepEqual(new Uint8Array(await second.delivery.openBlob({ digest, byte_len: data.byteLength })), data);
+});
+
+test("a partial shorter than its durable offset lost acknowledged bytes: the blob restarts at 0", async (t) => {
+  const { home, manifest, blobs, stageId, partial } = await partlyUploaded(t, 9, 50_000, 30_000);
+  fs.truncateSync(partial, 1000);
+  const second = await openStore(t, home);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.missing[0]!.offset, 0);
+  await uploadMissing(second.delivery, resumed, blobs);
+  await second.delivery.commit(stageId);
+});
+
+test("stages expire after inactivity, not after creation", async (t) => {
+  let now = 1_000_000;
+  const expiry = 15 * 60 * 1000;
+  const opened = await openStore(t, tempHome(t), { clock: () => now });
+  const { delivery } = opened;
+  const data = bytesOf(10, 10_000);
+  const { manifest, blobs } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  // Activity every 10 minutes keeps the stage alive well past 15 minutes of age.
+  for (let i = 0; i < 4; i++) {
+    now += 10 * 60 * 1000;
+    await delivery.putChunk(begun.stage_id, digest, i * 1000, data.subarray(i * 1000, (i + 1) * 1000));
+  }
+  now += 10 * 60 * 1000;
+  await delivery.status(begun.stage_id);
+  now += expiry - 1;
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 4000, "status is activity too");
+  now += expiry;
+  const expired = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 4000, data.subarray(4000, 5000)), "stage-expired");
+  assert.equal(expired.status, 404);
+  assert.equal(await delivery.expire(), 1);
+  await rejectsWith(delivery.status(begun.stage_id), "stage-not-found");
+  assert.deepEqual(dataFilesOf(opened), [], "the expired stage's partial is removed");
+
+  const fresh = await delivery.begin(manifest);
+  assert.notEqual(fresh.stage_id, begun.stage_id);
+  assert.equal(fresh.missing[0]!.offset, 0);
+  await uploadMissing(delivery, fresh, blobs);
+  await delivery.commit(fresh.stage_id);
+});
+
+test("expiry also applies across a restart (inactivity is measured on the clock)", async (t) => {
+  const home = tempHome(t);
+  let now = 5_000_000;
+  const { manifest } = skillManifest();
+  const first = await openStore(t, home, { clock: () => now });
+  const begun = await first.delivery.begin(manifest);
+  await first.delivery.close();
+  now += 16 * 60 * 1000;
+  const second = await openStore(t, home, { clock: () => now });
+  assert.equal(second.delivery.recovery?.expiredStages, 1);
+  await rejectsWith(second.delivery.status(begun.stage_id), "stage-not-found");
+});
+
+test("abort removes the stage and its partials; unknown stages are not found; a committed stage aborts as a no-op", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  const { digest } = begun.missing[0]!;
+  await delivery.putChunk(begun.stage_id, digest, 0, blobs.get(digest)!.subarray(0, 3));
+  assert.ok(fs.existsSync(opened.layout.stageDir(begun.stage_id)));
+  await delivery.abort(begun.stage_id);
+  assert.equal(fs.existsSync(opened.layout.stageDir(begun.stage_id)), false);
+  await rejectsWith(delivery.status(begun.stage_id), "stage-not-found");
+  await rejectsWith(delivery.abort(begun.stage_id), "stage-not-found");
+
+  const again = await delivery.begin(manifest);
+  assert.notEqual(again.stage_id, begun.stage_id);
+  await uploadMissing(delivery, again, blobs);
+  const receipt = await delivery.commit(again.stage_id);
+  await delivery.abort(again.stage_id);
+  assert.deepEqual(await delivery.commit(again.stage_id), receipt);
+});
+
+test("capacity: active stages and staged bytes refuse with distinct codes and delete nothing", async (t) => {
+  const opened = await openStore(t, tempHome(t), { limits: { activeStages: 2, stagedBytes: 100_000 } });
+  const { delivery } = opened;
+  const a = buildManifest([{ path: "data/a.bin", content: bytesOf(11, 40_000) }], "bundle-a");
+  const b = buildManifest([{ path: "data/b.bin", content: bytesOf(12, 40_000) }], "bundle-b");
+  const c = buildManifest([{ path: "data/c.bin", content: bytesOf(13, 30_000) }], "bundle-c");
+  const big = buildManifest([{ path: "data/big.bin", content: bytesOf(14, 70_000) }], "bundle-big");
+  const stageA = await delivery.begin(a.manifest);
+  await delivery.putChunk(stageA.stage_id, stageA.missing[0]!.digest, 0, a.blobs.get(stageA.missing[0]!.digest)!.subarray(0, 1000));
+
+  const bytes = await rejectsWith(delivery.begin(big.manifest), "staged-bytes-exhausted");
+  assert.equal(bytes.status, 429);
+  const stageB = await delivery.begin(b.manifest);
+  const stages = await rejectsWith(delivery.begin(c.manifest), "stage-capacity-exhausted");
+  assert.equal(stages.status, 429);
+  assert.notEqual(stages.code, bytes.code);
+
+  // Nothing was deleted: both stages are intact, and resuming them is not new work.
+  assert.equal((await delivery.status(stageA.stage_id)).missing[0]!.offset, 1000);
+  assert.equal((await delivery.begin(b.manifest)).stage_id, stageB.stage_id);
+  await uploadMissing(delivery, await delivery.begin(a.manifest), a.blobs);
+  await delivery.commit(stageA.stage_id);
+  // A committed stage frees its capacity.
+  assert.equal((await delivery.begin(c.manifest)).committed, false);
+});
