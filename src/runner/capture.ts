@@ -1,0 +1,129 @@
+/**
+ * Captures one output stream of an agent process: every byte goes to a private file (0600,
+ * create-new) and through a running sha256, a bounded tail is kept for the result, and complete
+ * lines are handed to a callback for event parsing. Memory stays bounded whatever the agent
+ * prints: the file write queue pauses the source, and a line longer than the bound is reported
+ * as oversized instead of being buffered.
+ */
+import type { Readable } from "node:stream";
+import type { FileHandle } from "node:fs/promises";
+import { DigestStream, type Digest } from "../core/digest.js";
+import { createPrivateFile } from "../storage/secure-fs.js";
+
+const HIGH_WATER = 1024 * 1024;
+
+export interface CaptureSummary {
+  readonly sha256: Digest;
+  readonly bytes: number;
+}
+
+export interface CaptureOptions {
+  readonly path: string;
+  readonly tailBytes: number;
+  readonly maxLineBytes: number;
+  /** complete lines (without the newline); `oversized` when one exceeded maxLineBytes (dropped) */
+  readonly onLine?: (line: string) => void;
+  readonly onOversizedLine?: () => void;
+}
+
+export class OutputCapture {
+  readonly path: string;
+  readonly #fh: FileHandle;
+  readonly #hash = new DigestStream();
+  readonly #options: CaptureOptions;
+  #tail: Buffer = Buffer.alloc(0);
+  #line: Buffer[] = [];
+  #lineBytes = 0;
+  #skippingLine = false;
+  #queue: Promise<void> = Promise.resolve();
+  #queued = 0;
+  #error: unknown;
+
+  private constructor(fh: FileHandle, options: CaptureOptions) {
+    this.#fh = fh;
+    this.path = options.path;
+    this.#options = options;
+  }
+
+  static async create(options: CaptureOptions): Promise<OutputCapture> {
+    return new OutputCapture(await createPrivateFile(options.path, "append"), options);
+  }
+
+  /** Consumes `stream` until it ends. */
+  attach(stream: Readable): Promise<void> {
+    return new Promise((resolve, reject) => {
+      stream.on("data", (chunk: Buffer) => {
+        this.#take(chunk);
+        if (this.#queued > HIGH_WATER) {
+          stream.pause();
+          void this.#queue.then(() => stream.resume());
+        }
+      });
+      stream.on("end", resolve);
+      // A destroyed stream closes without 'end'; either way nothing more will come.
+      stream.on("close", resolve);
+      stream.on("error", reject);
+    });
+  }
+
+  #take(chunk: Buffer): void {
+    this.#hash.update(chunk);
+    this.#queued += chunk.byteLength;
+    this.#queue = this.#queue.then(async () => {
+      if (this.#error !== undefined) return;
+      try {
+        await this.#fh.write(chunk);
+      } catch (error) {
+        this.#error = error;
+      }
+      this.#queued -= chunk.byteLength;
+    });
+    const tailBytes = this.#options.tailBytes;
+    this.#tail = Buffer.concat([this.#tail, chunk]);
+    if (this.#tail.byteLength > tailBytes) this.#tail = this.#tail.subarray(this.#tail.byteLength - tailBytes);
+    if (this.#options.onLine !== undefined) this.#splitLines(chunk);
+  }
+
+  #splitLines(chunk: Buffer): void {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(0x0a, start);
+      const piece = chunk.subarray(start, nl === -1 ? chunk.byteLength : nl);
+      if (!this.#skippingLine) {
+        this.#lineBytes += piece.byteLength;
+        if (this.#lineBytes > this.#options.maxLineBytes) {
+          this.#skippingLine = true;
+          this.#line = [];
+          this.#options.onOversizedLine?.();
+        } else {
+          this.#line.push(piece);
+        }
+      }
+      if (nl === -1) return;
+      if (!this.#skippingLine) this.#options.onLine?.(Buffer.concat(this.#line).toString("utf8"));
+      this.#line = [];
+      this.#lineBytes = 0;
+      this.#skippingLine = false;
+      start = nl + 1;
+    }
+  }
+
+  /** Flushes the file durably and returns its digest; a last line without newline is delivered. */
+  async finish(): Promise<CaptureSummary> {
+    if (this.#line.length > 0 && !this.#skippingLine) this.#options.onLine?.(Buffer.concat(this.#line).toString("utf8"));
+    this.#line = [];
+    await this.#queue;
+    try {
+      if (this.#error !== undefined) throw this.#error;
+      await this.#fh.sync();
+    } finally {
+      await this.#fh.close();
+    }
+    return { sha256: this.#hash.digest(), bytes: this.#hash.length };
+  }
+
+  /** The last `tailBytes` bytes, decoded as UTF-8 (a character cut at the start is replaced). */
+  tail(): string {
+    return this.#tail.toString("utf8");
+  }
+}

@@ -1,0 +1,3 @@
+export * from "./request.js";
+export * from "./events.js";
+export * from "./runner.js";

@@ -1,0 +1,81 @@
+/**
+ * The invocation request (DESIGN.md "HTTP API v1": `{provider, prompt, bundle?, workspace?,
+ * timeout_s?}`), checked completely before a claim is opened for it, so a request that could
+ * never run does not burn its idempotency id.
+ */
+import { ValidationError } from "../core/errors.js";
+import { isPlainObject } from "../delivery/plain-object.js";
+import { isProviderName, type BundleRef, type ProviderName } from "../providers/types.js";
+
+export interface InvokeRequest {
+  readonly provider: ProviderName;
+  readonly prompt: string;
+  readonly bundle?: BundleRef;
+  readonly workspace?: string;
+  readonly timeout_s?: number;
+}
+
+export interface RequestBounds {
+  readonly maxPromptBytes: number;
+  readonly maxTimeoutS: number;
+}
+
+const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s"];
+const BUNDLE_FIELDS = ["bundle_id", "revision"];
+
+function bad(code: string, message: string, field: string): never {
+  throw new ValidationError(code, message, { details: { field }, status: 422 });
+}
+
+function onlyFields(value: Record<string, unknown>, allowed: readonly string[], prefix: string): void {
+  for (const key of Object.keys(value)) {
+    if (!allowed.includes(key)) bad("invoke-request-unknown-field", `unknown field ${JSON.stringify(prefix + key)}`, prefix + key);
+  }
+}
+
+/** A prompt travels as one argv element of the provider CLI. */
+function checkPrompt(prompt: unknown, bounds: RequestBounds): string {
+  if (typeof prompt !== "string" || prompt.length === 0) bad("invoke-prompt-invalid", "prompt must be a non-empty string", "prompt");
+  if (prompt.includes("\0")) bad("invoke-prompt-invalid", "prompt must not contain NUL (it is passed as a process argument)", "prompt");
+  const bytes = Buffer.byteLength(prompt, "utf8");
+  if (bytes > bounds.maxPromptBytes) {
+    bad("invoke-prompt-too-large", `prompt is ${bytes} bytes, over the limit of ${bounds.maxPromptBytes}`, "prompt");
+  }
+  // The CLIs parse their argv: a prompt starting with '-' would be read as an option.
+  if (prompt.startsWith("-")) bad("invoke-prompt-option-like", "prompt must not start with '-' (the provider CLI would read it as an option)", "prompt");
+  return prompt;
+}
+
+/** Parses untrusted input into a request, refusing each broken rule with its own code. */
+export function parseInvokeRequest(input: unknown, bounds: RequestBounds): InvokeRequest {
+  if (!isPlainObject(input)) bad("invoke-request-invalid", "request must be a JSON object", "");
+  onlyFields(input, REQUEST_FIELDS, "");
+  const provider = input.provider;
+  if (!isProviderName(provider)) bad("provider-unknown", `provider must be one of claude, codex, kimi`, "provider");
+  const prompt = checkPrompt(input.prompt, bounds);
+  let bundle: BundleRef | undefined;
+  if (input.bundle !== undefined) {
+    const b = input.bundle;
+    if (!isPlainObject(b)) bad("invoke-bundle-invalid", "bundle must be {bundle_id, revision}", "bundle");
+    onlyFields(b, BUNDLE_FIELDS, "bundle.");
+    if (typeof b.bundle_id !== "string" || typeof b.revision !== "string") {
+      bad("invoke-bundle-invalid", "bundle.bundle_id and bundle.revision must be strings", "bundle");
+    }
+    bundle = { bundle_id: b.bundle_id, revision: b.revision };
+  }
+  const workspace = input.workspace;
+  if (workspace !== undefined && (typeof workspace !== "string" || workspace.length === 0)) {
+    bad("invoke-workspace-invalid", "workspace must be a non-empty string", "workspace");
+  }
+  const timeout = input.timeout_s;
+  if (timeout !== undefined && (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > bounds.maxTimeoutS)) {
+    bad("invoke-timeout-invalid", `timeout_s must be an integer 1–${bounds.maxTimeoutS}`, "timeout_s");
+  }
+  return {
+    provider,
+    prompt,
+    ...(bundle === undefined ? {} : { bundle }),
+    ...(workspace === undefined ? {} : { workspace }),
+    ...(timeout === undefined ? {} : { timeout_s: timeout }),
+  };
+}

@@ -1,0 +1,343 @@
+/**
+ * Runs a provider CLI under an exactly-once claim (DESIGN.md G1, G2, G6, G8):
+ *
+ *   check the request (provider, prompt, workspace, bundle binding) — nothing claimed yet
+ *   open the claim                    durable, run.started journaled with provider and bundle
+ *   materialize the bundle            session = run id; journaled as a note
+ *   effect.started (process)          durable before the spawn
+ *   revalidate the tree byte for byte drift → the agent is never launched (recorded failure)
+ *   spawn in its own process group    stdout/stderr to private files, sha256 as they stream
+ *   tool calls from the event stream  each its own effect.started / effect.finished
+ *   effect.finished (process)         exit code, signal, output digests
+ *   finish                            recorded only if the journal is clean; timeout, a signal,
+ *                                     a tool call left open or a journal failure → unresolved
+ *   cleanup the materialization
+ *
+ * A run whose node dies at any point reads `unresolved` (its claim's owner is gone) and is never
+ * launched again: only an operator's reconciliation closes it.
+ */
+import * as fs from "node:fs";
+import { isAbsolute, join } from "node:path";
+import { canonicalDigest, type JsonValue } from "../core/canonical.js";
+import { sha256Digest } from "../core/digest.js";
+import { NotFoundError, ValidationError, isWardenError, type WardenError } from "../core/errors.js";
+import { ensurePrivateDirSync } from "../storage/secure-fs.js";
+import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
+import type { Materializer } from "../providers/materializer.js";
+import { expandPromptArgs, resolveProfiles, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
+import type { BundleRef, Materialization, ProviderName } from "../providers/types.js";
+import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
+import { OutputCapture, type CaptureSummary } from "./capture.js";
+import { eventReader } from "./events.js";
+import { parseInvokeRequest, type InvokeRequest } from "./request.js";
+import { ToolEffects } from "./tool-effects.js";
+
+export interface RunnerHooks {
+  /** After the bundle is materialized, before it is revalidated and the agent launched. */
+  afterMaterialize?(materialization: Materialization): void | Promise<void>;
+  /** Right after the agent process started. */
+  afterLaunch?(pid: number): void | Promise<void>;
+}
+
+export interface RunnerOptions {
+  readonly invocations: Invocations;
+  /** needed for requests that name a bundle */
+  readonly materializer?: Materializer;
+  /** workspace id → absolute directory the agent runs in */
+  readonly workspaces: Readonly<Record<string, string>>;
+  /** the workspace of requests that name none; without it such requests are refused */
+  readonly defaultWorkspace?: string;
+  /** private directory for the captured stdout/stderr of every run */
+  readonly outputDir: string;
+  readonly profiles?: ProviderProfiles;
+  /** base environment of agents (default: this process's, without WARDEN_TOKEN) */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly defaultTimeoutS?: number;
+  readonly maxTimeoutS?: number;
+  /** between SIGTERM and SIGKILL of a timed-out agent's process group */
+  readonly killGraceMs?: number;
+  readonly maxPromptBytes?: number;
+  /** how much of the end of stdout the result keeps */
+  readonly outputTailBytes?: number;
+  /** longest stdout line read for events; a longer one makes the run unresolved */
+  readonly maxEventLineBytes?: number;
+  readonly hooks?: RunnerHooks;
+}
+
+export interface InvokeInput {
+  readonly scope: string;
+  readonly id: string;
+  readonly request: unknown;
+}
+
+/** What the runner records for a run: the replayed result of its invocation. */
+export interface RunResult {
+  readonly [key: string]: JsonValue;
+  readonly exit_code: number | null;
+  readonly output_sha256: string;
+  readonly output_tail: string;
+}
+
+export type StartOutcome =
+  | { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> }
+  | ExistingOutcome;
+
+const EMPTY_SHA256 = sha256Digest(new Uint8Array(0));
+const PROCESS_EFFECT = "process";
+
+export class Runner {
+  readonly #invocations: Invocations;
+  readonly #materializer: Materializer | undefined;
+  readonly #workspaces: ReadonlyMap<string, string>;
+  readonly #defaultWorkspace: string | undefined;
+  readonly #outputDir: string;
+  readonly #profiles: ProviderProfiles;
+  readonly #env: Readonly<Record<string, string | undefined>>;
+  readonly #defaultTimeoutS: number;
+  readonly #maxTimeoutS: number;
+  readonly #killGraceMs: number;
+  readonly #maxPromptBytes: number;
+  readonly #tailBytes: number;
+  readonly #maxLineBytes: number;
+  readonly #hooks: RunnerHooks;
+
+  constructor(options: RunnerOptions) {
+    this.#invocations = options.invocations;
+    this.#materializer = options.materializer;
+    this.#workspaces = checkWorkspaces(options.workspaces);
+    this.#defaultWorkspace = options.defaultWorkspace;
+    if (this.#defaultWorkspace !== undefined && !this.#workspaces.has(this.#defaultWorkspace)) {
+      throw new ValidationError("workspace-unknown", `default workspace ${JSON.stringify(this.#defaultWorkspace)} is not configured`);
+    }
+    this.#outputDir = options.outputDir;
+    ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
+    this.#profiles = options.profiles ?? resolveProfiles();
+    const { WARDEN_TOKEN: _token, ...inherited } = process.env;
+    this.#env = options.env ?? inherited;
+    this.#defaultTimeoutS = options.defaultTimeoutS ?? 3600;
+    this.#maxTimeoutS = options.maxTimeoutS ?? 24 * 3600;
+    this.#killGraceMs = options.killGraceMs ?? 5000;
+    this.#maxPromptBytes = options.maxPromptBytes ?? 100_000;
+    this.#tailBytes = options.outputTailBytes ?? 4096;
+    this.#maxLineBytes = options.maxEventLineBytes ?? 8 * 1024 * 1024;
+    this.#hooks = options.hooks ?? {};
+  }
+
+  /** Runs the invocation to its end (or answers its existing state without launching anything). */
+  async invoke(input: InvokeInput): Promise<ExistingOutcome> {
+    const started = await this.start(input);
+    return started.status === "started" ? started.done : started;
+  }
+
+  /**
+   * Claims the invocation and, when this caller owns it, starts the run in the background:
+   * `done` settles with its outcome. Any existing state is answered at once, nothing launched.
+   */
+  async start(input: InvokeInput): Promise<StartOutcome> {
+    const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
+    const cwd = this.#workspaceOf(request);
+    if (request.bundle !== undefined) {
+      if (this.#materializer === undefined) {
+        throw new ValidationError("invoke-bundles-unavailable", "this runner has no materializer; requests cannot name a bundle", { status: 422 });
+      }
+      await this.#materializer.check(request.provider, request.bundle);
+    }
+    const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
+      provider: request.provider,
+      ...(request.bundle === undefined ? {} : { bundle: { bundle_id: request.bundle.bundle_id, revision: request.bundle.revision } }),
+    });
+    if (opened.status !== "fresh") return opened;
+    const handle = opened.handle;
+    const done = this.#run(handle, request, cwd);
+    done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
+    return { status: "started", run_id: handle.run_id, done };
+  }
+
+  #workspaceOf(request: InvokeRequest): string {
+    const id = request.workspace ?? this.#defaultWorkspace;
+    if (id === undefined) throw new ValidationError("workspace-required", "the request names no workspace and none is the default", { status: 422 });
+    const path = this.#workspaces.get(id);
+    if (path === undefined) {
+      throw new NotFoundError("workspace-unknown", `workspace ${JSON.stringify(id)} is not configured on this node`, { details: { workspace: id } });
+    }
+    return path;
+  }
+
+  async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string): Promise<ExistingOutcome> {
+    let materialization: Materialization | undefined;
+    try {
+      if (request.bundle !== undefined) {
+        try {
+          materialization = await this.#materialize(handle, request.provider, request.bundle);
+        } catch (error) {
+          if (!isWardenError(error)) throw error;
+          // The agent was never launched: a clean, recorded failure that says why.
+          return await handle.finish(notLaunched(error), { failed: true });
+        }
+      }
+      return await this.#launch(handle, request, cwd, materialization);
+    } catch (error) {
+      await handle.release({ reason: "crashed" }).catch(() => undefined);
+      throw error;
+    } finally {
+      if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
+    }
+  }
+
+  async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef): Promise<Materialization> {
+    const materialization = await (this.#materializer as Materializer).materialize({ provider, bundle, session: handle.run_id });
+    await handle.journal.append({
+      type: "note",
+      materialization: { session: materialization.session, manifest_digest: materialization.bundle.manifest_digest, files: materialization.files },
+    });
+    await this.#hooks.afterMaterialize?.(materialization);
+    return materialization;
+  }
+
+  async #launch(handle: InvocationHandle, request: InvokeRequest, cwd: string, materialization: Materialization | undefined): Promise<ExistingOutcome> {
+    const profile = this.#profiles[request.provider];
+    const args = [...expandPromptArgs(profile, request.prompt), ...(materialization?.args ?? [])];
+    await handle.journal.append({
+      type: "effect.started",
+      effect_id: PROCESS_EFFECT,
+      kind: "process",
+      name: profile.command,
+      fingerprint: canonicalDigest({ command: profile.command, args, cwd, env: materialization?.env ?? {} }),
+    });
+    if (materialization !== undefined) {
+      try {
+        // Right before the spawn: what the agent reads is exactly what was verified (G8).
+        await (this.#materializer as Materializer).revalidate(materialization.session);
+      } catch (error) {
+        if (!isWardenError(error)) throw error;
+        await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: error.code } });
+        return await handle.finish(notLaunched(error), { failed: true });
+      }
+    }
+    const followed = await this.#follow(handle, profile, {
+      command: profile.command,
+      args,
+      cwd,
+      env: { ...this.#env, ...(materialization?.env ?? {}) },
+      timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
+      killGraceMs: this.#killGraceMs,
+    });
+    return this.#conclude(handle, profile, followed);
+  }
+
+  /** Spawns the agent and journals what it does until it is gone. */
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, spawn: AgentSpawn): Promise<Followed> {
+    let agent: AgentProcess | undefined;
+    // An effect the journal cannot record must not happen unrecorded: stop the agent.
+    const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    const read = eventReader(profile.events);
+    let streamIncomplete = false;
+    const stdout = await OutputCapture.create({
+      path: join(this.#outputDir, `${handle.run_id}.stdout`),
+      tailBytes: this.#tailBytes,
+      maxLineBytes: this.#maxLineBytes,
+      ...(read === undefined
+        ? {}
+        : {
+            onLine: (line: string) => read(line).forEach((e) => tools.apply(e)),
+            onOversizedLine: () => {
+              streamIncomplete = true;
+            },
+          }),
+    });
+    const stderr = await OutputCapture.create({ path: join(this.#outputDir, `${handle.run_id}.stderr`), tailBytes: 0, maxLineBytes: 0 });
+    agent = await AgentProcess.start(spawn);
+    const { stdout: outStream, stderr: errStream } = agent.child;
+    const streams = outStream !== null && errStream !== null ? Promise.all([stdout.attach(outStream), stderr.attach(errStream)]) : Promise.resolve();
+    if (agent.pid !== undefined) {
+      tools.append({ type: "note", process: { pid: agent.pid } });
+      await this.#hooks.afterLaunch?.(agent.pid);
+    }
+    const exit = await agent.exited();
+    await streams.catch(() => undefined);
+    const out = await stdout.finish();
+    const err = await stderr.finish();
+    tools.closeOpen({ reason: exit.timed_out ? "timeout" : exit.signal !== null ? `signal ${exit.signal}` : "the agent exited without reporting it" });
+    if (streamIncomplete) {
+      // Part of the event stream could not be read: tool calls may have gone unjournaled.
+      tools.append({ type: "effect.started", effect_id: "event-stream", kind: "tool", name: "unread events", fingerprint: out.sha256 });
+      tools.append({ type: "effect.finished", effect_id: "event-stream", outcome: "unknown", detail: { reason: "an event line exceeded the bound" } });
+    }
+    await tools.settled();
+    const journaled = await handle.journal
+      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: processOutcome(exit, tools.lost), detail: processDetail(exit, out, err) })
+      .then(
+        () => !tools.lost,
+        () => false,
+      );
+    return { exit, out, tail: stdout.tail(), journaled };
+  }
+
+  /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
+  async #conclude(handle: InvocationHandle, profile: ProviderProfile, run: Followed): Promise<ExistingOutcome> {
+    const { exit, out } = run;
+    if (!run.journaled || exit.timed_out || (exit.spawned && exit.exit_code === null)) {
+      await handle.release({ reason: exit.timed_out ? "timeout" : "crashed" });
+      return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
+    }
+    if (!exit.spawned) {
+      const error = { code: "agent-spawn-failed", message: `${profile.command}: ${exit.spawn_error ?? "not started"}` };
+      return handle.finish({ exit_code: null, output_sha256: out.sha256, output_tail: "", error }, { failed: true });
+    }
+    const result: RunResult = { exit_code: exit.exit_code, output_sha256: out.sha256, output_tail: run.tail };
+    return handle.finish(result, { failed: exit.exit_code !== 0 });
+  }
+}
+
+interface Followed {
+  readonly exit: AgentExit;
+  readonly out: CaptureSummary;
+  readonly tail: string;
+  /** every entry of the run reached the journal */
+  readonly journaled: boolean;
+}
+
+function checkWorkspaces(workspaces: Readonly<Record<string, string>>): ReadonlyMap<string, string> {
+  const out = new Map<string, string>();
+  for (const [id, path] of Object.entries(workspaces)) {
+    if (!isAbsolute(path)) throw new ValidationError("workspace-invalid", `workspace ${JSON.stringify(id)}: ${path} is not an absolute path`);
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(path);
+    } catch {
+      throw new ValidationError("workspace-invalid", `workspace ${JSON.stringify(id)}: ${path} does not exist`);
+    }
+    if (!st.isDirectory()) throw new ValidationError("workspace-invalid", `workspace ${JSON.stringify(id)}: ${path} is not a directory`);
+    out.set(id, path);
+  }
+  return out;
+}
+
+function requestJson(request: InvokeRequest): JsonValue {
+  return JSON.parse(JSON.stringify(request)) as JsonValue;
+}
+
+function notLaunched(error: WardenError): RunResult {
+  return { exit_code: null, output_sha256: EMPTY_SHA256, output_tail: "", error: { code: error.code, message: error.message } };
+}
+
+/**
+ * The process's own outcome: exiting by itself is known (0 succeeded, else failed); a timeout or
+ * a signal leaves what it was doing unknown, and so does a run the journal stopped following.
+ */
+function processOutcome(exit: AgentExit, journalLost: boolean): "succeeded" | "failed" | "unknown" {
+  if (!exit.spawned) return "failed";
+  if (journalLost || exit.timed_out || exit.exit_code === null) return "unknown";
+  return exit.exit_code === 0 ? "succeeded" : "failed";
+}
+
+function processDetail(exit: AgentExit, out: CaptureSummary, err: CaptureSummary): JsonValue {
+  return {
+    exit_code: exit.exit_code,
+    signal: exit.signal,
+    timed_out: exit.timed_out,
+    ...(exit.spawn_error === undefined ? {} : { spawn_error: exit.spawn_error }),
+    stdout: { sha256: out.sha256, bytes: out.bytes },
+    stderr: { sha256: err.sha256, bytes: err.bytes },
+  };
+}

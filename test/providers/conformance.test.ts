@@ -1,0 +1,144 @@
+/**
+ * Conformance with the real CLIs (DESIGN.md "Providers": a tree is correct when the real CLIs
+ * accept it). Runs when `claude` and `codex` are on PATH (`.ci/run` installs them); each runs
+ * offline with a private HOME, and every network setting points at a closed loopback port.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { spawnSync } from "node:child_process";
+import { Materializer } from "../../src/providers/materializer.js";
+import type { Materialization } from "../../src/providers/types.js";
+import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
+
+function onPath(command: string): boolean {
+  return spawnSync("sh", ["-c", `command -v ${command}`], { stdio: "ignore" }).status === 0;
+}
+
+const missing = ["claude", "codex"].filter((c) => !onPath(c));
+const skip = missing.length > 0 ? `not on PATH: ${missing.join(", ")} (install with npm i -g @anthropic-ai/claude-code @openai/codex)` : false;
+
+const LOOPBACK = "http://127.0.0.1:9";
+
+interface Ran {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+describe("real CLIs accept the materialized trees", { skip }, () => {
+  let dir: string;
+  let home: string;
+  let claude: Materialization;
+  let codex: Materialization;
+
+  const run = (command: string, args: string[], extraEnv: Record<string, string> = {}): Ran => {
+    const r = spawnSync(command, args, {
+      cwd: home,
+      encoding: "utf8",
+      timeout: 60_000,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: {
+        PATH: process.env.PATH ?? "/usr/bin:/bin",
+        HOME: home,
+        XDG_CONFIG_HOME: path.join(home, ".config"),
+        ANTHROPIC_BASE_URL: LOOPBACK,
+        OPENAI_BASE_URL: `${LOOPBACK}/v1`,
+        HTTPS_PROXY: LOOPBACK,
+        HTTP_PROXY: LOOPBACK,
+        https_proxy: LOOPBACK,
+        http_proxy: LOOPBACK,
+        NO_PROXY: "",
+        DISABLE_AUTOUPDATER: "1",
+        DISABLE_TELEMETRY: "1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+        ...extraEnv,
+      },
+    });
+    return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+  };
+
+  before(async () => {
+    dir = tempDir("providers-conformance");
+    home = path.join(dir, "home");
+    fs.mkdirSync(home, { mode: 0o700 });
+    const source = new MemorySource();
+    source.add("review-tools", "r1", fullBundleFiles());
+    const mat = new Materializer({ root: path.join(dir, "mat"), source });
+    const bundle = { bundle_id: "review-tools", revision: "r1" };
+    claude = await mat.materialize({ provider: "claude", bundle, session: "conf-claude" });
+    codex = await mat.materialize({ provider: "codex", bundle, session: "conf-codex" });
+  });
+  after(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it("claude plugin validate --strict accepts <root>/bundle (manifest and skills)", () => {
+    const bundleDir = claude.args[1] as string;
+    const r = run("claude", ["plugin", "validate", "--strict", bundleDir]);
+    assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+    assert.ok(r.stdout.includes(path.join(bundleDir, ".claude-plugin", "plugin.json")), r.stdout);
+    assert.match(r.stdout, /Validation passed/);
+    // validate prints only what it checked and found wrong; the inventory comes from `details`.
+    assert.doesNotMatch(r.stdout, /warning|error/i);
+  });
+
+  it("claude plugin validate reads the skills too: a broken SKILL.md in a copy of the tree fails it", () => {
+    const copy = path.join(dir, "broken-copy");
+    fs.cpSync(claude.args[1] as string, copy, { recursive: true });
+    fs.writeFileSync(path.join(copy, "skills", "lint", "SKILL.md"), "---\nname: [broken\n---\n");
+    const r = run("claude", ["plugin", "validate", copy]);
+    assert.equal(r.status, 1, r.stdout);
+    assert.ok(r.stdout.includes(`Validating skill: ${path.join(copy, "skills", "lint", "SKILL.md")}`), r.stdout);
+    assert.match(r.stdout, /Validation failed/);
+  });
+
+  it("claude loads the plugin dir with both skills and both MCP servers", () => {
+    const details = run("claude", [...claude.args, "plugin", "details", "review-tools"]);
+    assert.equal(details.status, 0, `${details.stdout}\n${details.stderr}`);
+    assert.match(details.stdout, /Source: review-tools@inline/);
+    assert.match(details.stdout, /Skills \(2\)\s+lint, review/);
+    assert.match(details.stdout, /MCP servers \(2\)\s+files, web/);
+
+    const list = run("claude", [...claude.args, "plugin", "list", "--json"]);
+    assert.equal(list.status, 0, list.stderr);
+    const plugins = JSON.parse(list.stdout) as Array<{ id: string; installPath: string; mcpServers: Record<string, unknown> }>;
+    const plugin = plugins.find((p) => p.id === "review-tools@inline");
+    assert.ok(plugin, list.stdout);
+    assert.equal(plugin.installPath, claude.args[1]);
+    assert.deepEqual(Object.keys(plugin.mcpServers).sort(), ["files", "web"]);
+  });
+
+  it("codex debug prompt-input lists the skills of CODEX_HOME", () => {
+    const r = run("codex", ["debug", "prompt-input"], { ...codex.env });
+    assert.equal(r.status, 0, r.stderr);
+    const text = r.stdout;
+    for (const [name, skill] of [["lint", LINT_SKILL], ["review", REVIEW_SKILL]] as const) {
+      const description = /description: (.*)/.exec(skill)?.[1] as string;
+      assert.ok(text.includes(`${name}: ${description}`), `prompt input lacks skill ${name}`);
+    }
+  });
+
+  it("codex mcp list shows both servers exactly as translated", () => {
+    const plain = run("codex", ["mcp", "list"], { ...codex.env });
+    assert.equal(plain.status, 0, plain.stderr);
+    assert.match(plain.stdout, /^files\s+files-mcp\s+--root \./m);
+    assert.match(plain.stdout, /^web\s+http:\/\/127\.0\.0\.1:9\/mcp\s+WEB_TOKEN/m);
+
+    const r = run("codex", ["mcp", "list", "--json"], { ...codex.env });
+    assert.equal(r.status, 0, r.stderr);
+    const servers = JSON.parse(r.stdout) as Array<{ name: string; enabled: boolean; transport: Record<string, unknown> }>;
+    assert.deepEqual(servers.map((s) => s.name).sort(), ["files", "web"]);
+    const files = servers.find((s) => s.name === "files")?.transport;
+    assert.equal(files?.type, "stdio");
+    assert.equal(files?.command, "files-mcp");
+    assert.deepEqual(files?.args, ["--root", "."]);
+    assert.deepEqual(files?.env, { LOG_LEVEL: "debug" });
+    assert.deepEqual(files?.env_vars, ["FILES_TOKEN"]);
+    const web = servers.find((s) => s.name === "web")?.transport;
+    assert.equal(web?.type, "streamable_http");
+    assert.equal(web?.url, "http://127.0.0.1:9/mcp");
+    assert.equal(web?.bearer_token_env_var, "WEB_TOKEN");
+    assert.deepEqual(web?.http_headers, { "X-Client": "warden" });
+    assert.deepEqual(web?.env_http_headers, { "X-Tenant": "WEB_TENANT" });
+  });
+});

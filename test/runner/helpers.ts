@@ -1,0 +1,145 @@
+/**
+ * A complete node for runner tests: embedded backend (claims, journals, keys), the real delivery
+ * service holding a pushed bundle, a materializer on it, and a runner whose provider commands
+ * are the fixture agents. Shared by the in-process tests and the child script of the kill -9 test.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { sha256Digest } from "../../src/core/digest.js";
+import { openEmbeddedBackend, type EmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
+import type { JournalStoreHooks } from "../../src/backends/embedded/journal-store.js";
+import type { Delivery } from "../../src/delivery/service.js";
+import { Invocations } from "../../src/invocations/index.js";
+import { Materializer } from "../../src/providers/materializer.js";
+import { resolveProfiles } from "../../src/providers/profiles.js";
+import { Runner, type RunnerHooks } from "../../src/runner/runner.js";
+import { verifyJournal } from "../../src/journal/verify.js";
+import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
+import type { JournalEntry } from "../../src/journal/types.js";
+import { MemorySource, bytesOf, type BundleFile } from "../providers/helpers.js";
+
+export const AGENTS = fileURLToPath(new URL("../fixtures/agents/", import.meta.url));
+export const SCOPE = "runner-test";
+
+export interface RunnerEnv {
+  readonly root: string;
+  readonly backend: EmbeddedBackend;
+  readonly delivery: Delivery;
+  readonly invocations: Invocations;
+  readonly materializer: Materializer;
+  readonly runner: Runner;
+  readonly startsFile: string;
+  readonly workspace: string;
+  readonly matRoot: string;
+  readonly outputDir: string;
+  close(): Promise<void>;
+}
+
+export interface RunnerEnvOptions {
+  readonly hooks?: RunnerHooks;
+  readonly killGraceMs?: number;
+  readonly commands?: Partial<Record<"claude" | "codex" | "kimi", string>>;
+  readonly journalHooks?: JournalStoreHooks;
+}
+
+/** Opens (or reopens, after a crash) the node under `root`. */
+export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}): Promise<RunnerEnv> {
+  const home = path.join(root, "home");
+  const workspace = path.join(root, "workspace");
+  fs.mkdirSync(workspace, { recursive: true });
+  const startsFile = path.join(root, "starts.log");
+  const backend = await openEmbeddedBackend({ home, ...(options.journalHooks === undefined ? {} : { journalHooks: options.journalHooks }) });
+  const { delivery } = await openEmbeddedDelivery(home);
+  const invocations = new Invocations({ claims: backend.claims, journals: backend.journals, keys: backend.keys, limits: backend.limits });
+  const matRoot = path.join(home, "materializations");
+  const materializer = new Materializer({ root: matRoot, source: delivery });
+  await materializer.sweep();
+  const outputDir = path.join(home, "outputs");
+  const cmd = (name: "claude" | "codex" | "kimi"): string => options.commands?.[name] ?? path.join(AGENTS, `${name}.mjs`);
+  const runner = new Runner({
+    invocations,
+    materializer,
+    workspaces: { main: workspace },
+    defaultWorkspace: "main",
+    outputDir,
+    profiles: resolveProfiles({ claude: { command: cmd("claude") }, codex: { command: cmd("codex") }, kimi: { command: cmd("kimi") } }),
+    env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile },
+    killGraceMs: options.killGraceMs ?? 300,
+    ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+  });
+  return {
+    root,
+    backend,
+    delivery,
+    invocations,
+    materializer,
+    runner,
+    startsFile,
+    workspace,
+    matRoot,
+    outputDir,
+    async close() {
+      await delivery.close();
+      await backend.close();
+    },
+  };
+}
+
+/** Uploads and commits a bundle through the real delivery protocol. */
+export async function pushBundle(delivery: Delivery, bundleId: string, revision: string, files: readonly BundleFile[]): Promise<void> {
+  const manifest = new MemorySource().add(bundleId, revision, files);
+  const byDigest = new Map(files.map((f) => [sha256Digest(bytesOf(f.content)), bytesOf(f.content)] as const));
+  const begun = await delivery.begin(manifest);
+  if (begun.committed) return;
+  for (const missing of begun.missing) {
+    await delivery.putChunk(begun.stage_id, missing.digest, missing.offset, (byDigest.get(missing.digest) as Uint8Array).subarray(missing.offset));
+  }
+  await delivery.commit(begun.stage_id);
+}
+
+export interface StartRecord {
+  readonly provider: string;
+  readonly pid: number;
+  readonly argv: string[];
+  readonly cwd: string;
+}
+
+export function starts(file: string): StartRecord[] {
+  if (!fs.existsSync(file)) return [];
+  return fs.readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as StartRecord);
+}
+
+/** Verifies a run's journal with the node's keys and inspects it. */
+export async function journalOf(env: RunnerEnv, runId: string): Promise<{ ok: boolean; entries: readonly JournalEntry[]; inspection: RunInspection }> {
+  const bytes = await env.backend.journals.read(runId, env.backend.limits.journalBytes);
+  if (bytes === undefined) throw new Error(`no journal for ${runId}`);
+  const report = verifyJournal(bytes, await env.backend.keys.publicKeys(), { runId });
+  return { ok: report.ok, entries: report.valid, inspection: inspectRun(report) };
+}
+
+/** True while `pid` runs; a zombie (dead, not yet reaped by its new parent) counts as dead. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until `pid` is dead (a signal's delivery is asynchronous); false if it outlives `ms`. */
+export async function diesWithin(pid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return true;
+}
