@@ -28,6 +28,11 @@ function euid(): number {
 export function checkDirStats(path: string, st: fs.Stats): void {
   if (st.isSymbolicLink()) throw new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
   if (!st.isDirectory()) throw new UnsafeStorageError("unsafe-storage-not-directory", path, "is not a directory");
+  checkOwnerAndMode(path, st, "700");
+}
+
+/** Ours, and nothing for group or other: the rule shared by private files and directories. */
+function checkOwnerAndMode(path: string, st: fs.Stats, wanted: "600" | "700"): void {
   if (euid() >= 0 && st.uid !== euid()) {
     throw new UnsafeStorageError("unsafe-storage-owner", path, `owned by uid ${st.uid}, not ${euid()}`);
   }
@@ -35,7 +40,7 @@ export function checkDirStats(path: string, st: fs.Stats): void {
     throw new UnsafeStorageError(
       "unsafe-storage-mode",
       path,
-      `mode ${(st.mode & 0o777).toString(8)} grants group/other access (want 700)`,
+      `mode ${(st.mode & 0o777).toString(8)} grants group/other access (want ${wanted})`,
     );
   }
 }
@@ -44,16 +49,7 @@ export function checkDirStats(path: string, st: fs.Stats): void {
 export function checkFileStats(path: string, st: fs.Stats, maxBytes?: number): void {
   if (st.isSymbolicLink()) throw new UnsafeStorageError("unsafe-storage-symlink", path, "is a symbolic link");
   if (!st.isFile()) throw new UnsafeStorageError("unsafe-storage-not-regular", path, "is not a regular file");
-  if (euid() >= 0 && st.uid !== euid()) {
-    throw new UnsafeStorageError("unsafe-storage-owner", path, `owned by uid ${st.uid}, not ${euid()}`);
-  }
-  if ((st.mode & 0o077) !== 0) {
-    throw new UnsafeStorageError(
-      "unsafe-storage-mode",
-      path,
-      `mode ${(st.mode & 0o777).toString(8)} grants group/other access (want 600)`,
-    );
-  }
+  checkOwnerAndMode(path, st, "600");
   if (st.nlink !== 1) {
     throw new UnsafeStorageError("unsafe-storage-hard-link", path, `has ${st.nlink} hard links (want exactly 1)`);
   }
