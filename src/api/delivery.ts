@@ -1,0 +1,131 @@
+/** Delivery routes: stages, chunk upload, commit, bundles, materializations. */
+import { Type, type Static } from "typebox";
+import { COMPONENT_KINDS, COMPONENT_SCOPES } from "../delivery/manifest-types.js";
+import { PROVIDER_NAMES } from "../providers/types.js";
+import { BlobRef, Count, Digest, List, Timestamp } from "./common.js";
+
+export const Component = Type.Object(
+  {
+    kind: Type.Enum(COMPONENT_KINDS),
+    scope: Type.Enum(COMPONENT_SCOPES),
+    relative_path: Type.String(),
+    blob: BlobRef,
+  },
+  { additionalProperties: false },
+);
+export type Component = Static<typeof Component>;
+
+/**
+ * Bundle manifest v2 (DESIGN.md "Bundle manifest"). The route checks every rule of it (paths,
+ * order, digests, limits, contract) with the delivery module's own parser, which names each
+ * broken rule with its own `manifest-*` code.
+ */
+export const Manifest = Type.Object(
+  {
+    bundle_id: Type.String(),
+    revision: Type.String(),
+    bundle_digest: Digest,
+    manifest_digest: Digest,
+    components: List(Component),
+  },
+  { additionalProperties: false },
+);
+export type Manifest = Static<typeof Manifest>;
+
+export const CommitReceipt = Type.Object({
+  bundle_id: Type.String(),
+  revision: Type.String(),
+  bundle_digest: Digest,
+  manifest_digest: Digest,
+  blobs: List(BlobRef),
+});
+export type CommitReceipt = Static<typeof CommitReceipt>;
+
+export const MissingBlob = Type.Object({ digest: Digest, byte_len: Count, offset: Count });
+export type MissingBlob = Static<typeof MissingBlob>;
+
+/** 201: a stage to upload into (new or resumed). */
+export const StageBegun = Type.Object({
+  stage_id: Type.String(),
+  manifest_digest: Digest,
+  missing: List(MissingBlob),
+});
+export type StageBegun = Static<typeof StageBegun>;
+
+/** 200: the manifest is already committed. */
+export const StageCommitted = Type.Object({
+  stage_id: Type.String(),
+  manifest_digest: Digest,
+  committed: Type.Literal(true),
+  receipt: CommitReceipt,
+  missing: List(MissingBlob, { maxItems: 0 }),
+});
+export type StageCommitted = Static<typeof StageCommitted>;
+
+export const StageStatus = Type.Object({
+  stage_id: Type.String(),
+  manifest_digest: Digest,
+  missing: List(MissingBlob),
+  committed: Type.Optional(Type.Literal(true)),
+  receipt: Type.Optional(CommitReceipt),
+});
+export type StageStatus = Static<typeof StageStatus>;
+
+export const CommitReply = Type.Object({ receipt: CommitReceipt });
+export type CommitReply = Static<typeof CommitReply>;
+
+export const StageParams = Type.Object({ stage_id: Type.String({ pattern: "^[0-9a-f]{32}$" }) }, { additionalProperties: false });
+export type StageParams = Static<typeof StageParams>;
+
+export const ChunkParams = Type.Object(
+  { stage_id: Type.String({ pattern: "^[0-9a-f]{32}$" }), digest: Digest },
+  { additionalProperties: false },
+);
+export type ChunkParams = Static<typeof ChunkParams>;
+
+export const UPLOAD_OFFSET_HEADER = "upload-offset";
+export const CHUNK_CONTENT_TYPE = "application/octet-stream";
+
+export const ChunkHeaders = Type.Object({
+  "upload-offset": Type.String({ pattern: "^(0|[1-9][0-9]{0,15})$", description: "byte offset of this chunk in the blob" }),
+});
+export type ChunkHeaders = Static<typeof ChunkHeaders>;
+
+export const RevisionView = Type.Object({
+  revision: Type.String(),
+  manifest_digest: Digest,
+  committed_at: Timestamp,
+  retired: Type.Boolean(),
+  retired_at: Type.Optional(Timestamp),
+  receipt: CommitReceipt,
+});
+export type RevisionView = Static<typeof RevisionView>;
+
+export const BundleView = Type.Object({ bundle_id: Type.String(), revisions: List(RevisionView) });
+export type BundleView = Static<typeof BundleView>;
+
+export const BundleList = Type.Object({ bundles: List(BundleView) });
+export type BundleList = Static<typeof BundleList>;
+
+export const BundleParams = Type.Object({ bundle_id: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
+export type BundleParams = Static<typeof BundleParams>;
+
+export const RevisionParams = Type.Object(
+  { bundle_id: Type.String({ minLength: 1, maxLength: 128 }), revision: Type.String({ minLength: 1, maxLength: 128 }) },
+  { additionalProperties: false },
+);
+export type RevisionParams = Static<typeof RevisionParams>;
+
+export const ProviderName = Type.Enum(PROVIDER_NAMES);
+export type ProviderName = Static<typeof ProviderName>;
+
+export const MaterializationBody = Type.Object({ provider: ProviderName }, { additionalProperties: false });
+export type MaterializationBody = Static<typeof MaterializationBody>;
+
+export const MaterializationReply = Type.Object({
+  session: Type.String(),
+  root: Type.String(),
+  args: List(Type.String()),
+  env: Type.Record(Type.String(), Type.String()),
+});
+export type MaterializationReply = Static<typeof MaterializationReply>;

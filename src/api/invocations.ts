@@ -1,0 +1,183 @@
+/** Invocation routes: idempotent runs, lookup, listing, inspection and reconciliation. */
+import { Type, type Static } from "typebox";
+import { Count, Digest, Hex64, Json, List, Timestamp, Uuid } from "./common.js";
+import { ProviderName } from "./delivery.js";
+
+export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+export const IDEMPOTENCY_REPLAYED_HEADER = "idempotency-replayed";
+/** A UUID, bare or as an RFC 8941 sf-string (the IETF draft's form). */
+export const IDEMPOTENCY_KEY_PATTERN =
+  '^(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")$';
+
+export const BundleRef = Type.Object(
+  { bundle_id: Type.String({ minLength: 1 }), revision: Type.String({ minLength: 1 }) },
+  { additionalProperties: false },
+);
+export type BundleRef = Static<typeof BundleRef>;
+
+/** The request of an invocation. Its canonical JSON is the request identity. */
+export const InvokeBody = Type.Object(
+  {
+    provider: ProviderName,
+    prompt: Type.String({ minLength: 1 }),
+    bundle: Type.Optional(BundleRef),
+    workspace: Type.Optional(Type.String({ minLength: 1 })),
+    timeout_s: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { additionalProperties: false },
+);
+export type InvokeBody = Static<typeof InvokeBody>;
+
+export const InvokeHeaders = Type.Object({
+  "idempotency-key": Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN, description: "UUID naming this invocation within the caller's scope" }),
+  prefer: Type.Optional(Type.String({ description: "`wait=<seconds>`: answer with the result if the run ends within that time" })),
+});
+export type InvokeHeaders = Static<typeof InvokeHeaders>;
+
+export const JournalSeal = Type.Object({ entries: Count, tail_hash: Hex64, bytes: Count, sha256: Digest });
+export const Finding = Type.Object({
+  reason: Type.String(),
+  effect_id: Type.Optional(Type.String()),
+  seq: Type.Optional(Count),
+});
+
+export const SnapshotAudit = Type.Object({ run_id: Uuid, entries: Count, tail_hash: Hex64, bytes: Count });
+export const ClaimSnapshot = Type.Object({
+  scope: Type.String(),
+  id: Type.String(),
+  request_hash: Digest,
+  agent: Type.String(),
+  claim_hash: Digest,
+  journal_hash: Type.Union([Digest, Type.Null()]),
+  audit: SnapshotAudit,
+});
+export type ClaimSnapshot = Static<typeof ClaimSnapshot>;
+
+export const Evidence = Type.Object({ reference: Type.String({ minLength: 1 }), sha256: Digest }, { additionalProperties: false });
+
+/** An operator's review of an unresolved invocation. */
+export const Review = Type.Object(
+  {
+    snapshot_hash: Digest,
+    outcome: Type.Union([Type.Literal("completed"), Type.Literal("failed"), Type.Literal("no_effects")]),
+    rationale: Type.String({ minLength: 1 }),
+    evidence: List(Evidence, { minItems: 1, maxItems: 32 }),
+    effects_stopped: Type.Literal(true),
+  },
+  { additionalProperties: false },
+);
+export type Review = Static<typeof Review>;
+
+export const ReconciliationReceipt = Type.Object({
+  v: Type.Literal(1),
+  snapshot: ClaimSnapshot,
+  review: Review,
+  operator: Type.String(),
+  recorded_at: Timestamp,
+  key_id: Type.String(),
+  sig: Type.String(),
+});
+export type ReconciliationReceipt = Static<typeof ReconciliationReceipt>;
+
+export const InvocationStatus = Type.Union([
+  Type.Literal("running"),
+  Type.Literal("in_progress"),
+  Type.Literal("unresolved"),
+  Type.Literal("recorded"),
+  Type.Literal("reconciled"),
+]);
+export type InvocationStatus = Static<typeof InvocationStatus>;
+
+/**
+ * An invocation as the API shows it. `running` is the answer to the caller that just started
+ * the run (202); everyone else sees `in_progress` until it ends.
+ */
+export const InvocationView = Type.Object({
+  scope: Type.String(),
+  id: Type.String(),
+  status: InvocationStatus,
+  run_id: Type.Optional(Uuid),
+  agent: Type.Optional(Type.String()),
+  /** the recorded result (absent when retention pruned it: `expired: true`) */
+  result: Type.Optional(Json),
+  result_hash: Type.Optional(Digest),
+  expired: Type.Optional(Type.Boolean()),
+  journal: Type.Optional(JournalSeal),
+  reasons: Type.Optional(List(Type.String())),
+  findings: Type.Optional(List(Finding)),
+  receipt: Type.Optional(ReconciliationReceipt),
+});
+export type InvocationView = Static<typeof InvocationView>;
+
+export const InvocationParams = Type.Object(
+  { scope: Type.String({ minLength: 1, maxLength: 256 }), id: Type.String({ pattern: "^[0-9a-fA-F-]{36}$" }) },
+  { additionalProperties: false },
+);
+export type InvocationParams = Static<typeof InvocationParams>;
+
+export const ListStatus = Type.Union([
+  Type.Literal("in_progress"),
+  Type.Literal("unresolved"),
+  Type.Literal("recorded"),
+  Type.Literal("reconciled"),
+]);
+
+export const InvocationListQuery = Type.Object(
+  {
+    status: Type.Optional(ListStatus),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  },
+  { additionalProperties: false },
+);
+export type InvocationListQuery = Static<typeof InvocationListQuery>;
+
+export const InvocationSummary = Type.Object({
+  scope: Type.String(),
+  id: Type.String(),
+  status: ListStatus,
+  run_id: Uuid,
+  agent: Type.String(),
+  created_at: Timestamp,
+  expired: Type.Optional(Type.Boolean()),
+  problem: Type.Optional(Type.String()),
+});
+export type InvocationSummary = Static<typeof InvocationSummary>;
+
+export const InvocationList = Type.Object({
+  items: List(InvocationSummary),
+  /** pass as `cursor` to get the next page; absent on the last one */
+  cursor: Type.Optional(Type.String()),
+});
+export type InvocationList = Static<typeof InvocationList>;
+
+export const VerifyErrorView = Type.Object({
+  seq: Type.Union([Count, Type.Null()]),
+  line: Type.Integer({ minimum: 1 }),
+  code: Type.String(),
+  reason: Type.String(),
+});
+
+export const JournalReport = Type.Object({
+  present: Type.Boolean(),
+  ok: Type.Boolean(),
+  entries: Count,
+  first_error: Type.Optional(VerifyErrorView),
+  incomplete_tail: Type.Boolean(),
+  requires_reconciliation: Type.Boolean(),
+  findings: List(Finding),
+  termination: Type.Optional(Type.String()),
+  result_hash: Type.Optional(Digest),
+  open_effects: List(Type.String()),
+  effects: Count,
+});
+
+export const Inspection = Type.Object({
+  snapshot: ClaimSnapshot,
+  snapshot_hash: Digest,
+  report: Type.Object({ status: ListStatus, journal: JournalReport }),
+});
+export type Inspection = Static<typeof Inspection>;
+
+export const ReconcileReply = Type.Object({ receipt: ReconciliationReceipt });
+export type ReconcileReply = Static<typeof ReconcileReply>;

@@ -1,0 +1,59 @@
+/**
+ * Turns JSON Schema validation errors (TypeBox's, which follow Ajv's shape) into one finding a
+ * person can act on: what kind of rule broke and at which field. Shared by the server (request
+ * validation) and the configuration loader, so both name failures the same way.
+ */
+export interface SchemaErrorLike {
+  readonly keyword: string;
+  readonly instancePath: string;
+  readonly params?: Readonly<Record<string, unknown>>;
+  readonly message?: string;
+}
+
+export type SchemaRule = "unknown-field" | "missing-field" | "field-type" | "field-invalid";
+
+export interface SchemaFinding {
+  readonly rule: SchemaRule;
+  /** dotted path of the offending field ("" for the whole value) */
+  readonly field: string;
+  readonly message: string;
+}
+
+/** The keyword TypeBox reports for a property that `additionalProperties: false` forbids. */
+const SHADOW_KEYWORDS = new Set(["boolean", "anyOf", "oneOf"]);
+
+function fieldOf(pointer: string): string {
+  return pointer
+    .split("/")
+    .slice(1)
+    .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
+    .join(".");
+}
+
+function join(base: string, name: string): string {
+  return base === "" ? name : `${base}.${name}`;
+}
+
+/** The most telling error: unknown field, then missing field, then the first other one. */
+export function schemaFinding(errors: readonly SchemaErrorLike[]): SchemaFinding {
+  const unknown = errors.find((e) => e.keyword === "additionalProperties");
+  if (unknown !== undefined) {
+    const names = unknown.params?.additionalProperties;
+    const name = Array.isArray(names) && typeof names[0] === "string" ? names[0] : "?";
+    const field = join(fieldOf(unknown.instancePath), name);
+    return { rule: "unknown-field", field, message: `unknown field ${JSON.stringify(field)}` };
+  }
+  const missing = errors.find((e) => e.keyword === "required");
+  if (missing !== undefined) {
+    const names = missing.params?.requiredProperties ?? missing.params?.missingProperty;
+    const name = Array.isArray(names) && typeof names[0] === "string" ? names[0] : typeof names === "string" ? names : "?";
+    const field = join(fieldOf(missing.instancePath), name);
+    return { rule: "missing-field", field, message: `missing field ${JSON.stringify(field)}` };
+  }
+  const first = errors.find((e) => !SHADOW_KEYWORDS.has(e.keyword)) ?? errors[0];
+  if (first === undefined) return { rule: "field-invalid", field: "", message: "invalid value" };
+  const field = fieldOf(first.instancePath);
+  const rule: SchemaRule = first.keyword === "type" ? "field-type" : "field-invalid";
+  const where = field === "" ? "value" : JSON.stringify(field);
+  return { rule, field, message: `${where} ${first.message ?? "is invalid"}` };
+}

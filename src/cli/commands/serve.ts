@@ -1,0 +1,73 @@
+/** `warden serve`: run the node until SIGINT/SIGTERM, then shut down gracefully. */
+import type { Command } from "commander";
+import { loadServeConfig, type ServeFlags } from "../../config/serve-config.js";
+import type { CliContext } from "../context.js";
+
+interface ServeOptions {
+  home?: string;
+  listen?: string;
+  workspace: string[];
+  provider: string[];
+  logLevel?: string;
+  postgres?: string;
+  json?: boolean;
+}
+
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
+export function registerServeCommand(program: Command, ctx: CliContext): void {
+  program
+    .command("serve")
+    .description("run the warden node (HTTP API v1) on the embedded backend, or on a shared PostgreSQL with --postgres")
+    .option("--home <dir>", "state directory (default $WARDEN_HOME or ./.warden)")
+    .option("--listen <host:port>", "listen address; port 0 picks a free port (default 127.0.0.1:7420)")
+    .option("--workspace <id=/abs/path>", "a workspace agents may run in (repeatable)", collect, [])
+    .option("--provider <name=command>", "the command of a provider: claude, codex or kimi (repeatable)", collect, [])
+    .option("--postgres <url>", "keep claims, journals, keys and bundles on this PostgreSQL database, shared by a fleet (default $WARDEN_POSTGRES_URL)")
+    .option("--log-level <level>", "fatal, error, warn, info, debug, trace or silent (default info, or $WARDEN_LOG_LEVEL)")
+    .option("--json", "print the listening line as JSON {url, pid, home}")
+    .action(async (options: ServeOptions) => {
+      ctx.exitCode = await serve(ctx, options);
+    });
+}
+
+async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
+  const flags: ServeFlags = {
+    workspace: options.workspace,
+    provider: options.provider,
+    ...(options.home === undefined ? {} : { home: options.home }),
+    ...(options.listen === undefined ? {} : { listen: options.listen }),
+    ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
+    ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
+  };
+  const config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
+  if (config.generatedToken !== undefined) {
+    ctx.io.stderr(`warden: no token was configured; an operator token was written to ${config.generatedToken}\n`);
+  }
+  // Loaded here, not at the top: fastify and the server cost every other command ~1 s to import.
+  const { startNode } = await import("../../server/node.js");
+  const node = await startNode(config, { logStream: process.stderr });
+  const stop = waitForSignal();
+  ctx.io.stdout(options.json === true ? `${JSON.stringify({ url: node.url, pid: process.pid, home: config.home })}\n` : `warden listening on ${node.url}\n`);
+  const signal = await stop;
+  ctx.io.stderr(`warden: ${signal}: shutting down\n`);
+  await node.close();
+  return 0;
+}
+
+/** Resolves with the first SIGINT/SIGTERM; a second one exits at once. */
+function waitForSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const first = (signal: NodeJS.Signals): void => {
+      process.off("SIGINT", first);
+      process.off("SIGTERM", first);
+      process.once("SIGINT", () => process.exit(130));
+      process.once("SIGTERM", () => process.exit(143));
+      resolve(signal);
+    };
+    process.on("SIGINT", first);
+    process.on("SIGTERM", first);
+  });
+}

@@ -1,0 +1,73 @@
+/**
+ * `<home>/warden.json`: the node's configuration file. Keys follow the library's own names
+ * (Limits, ProviderProfile) so one spelling is used everywhere. Unknown keys are refused.
+ */
+import { Type, type Static } from "typebox";
+import { DEFAULT_LIMITS } from "../core/limits.js";
+import { EVENT_FORMATS } from "../providers/profiles.js";
+import { PROVIDER_NAMES } from "../providers/types.js";
+
+export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+const PositiveInt = Type.Integer({ minimum: 1 });
+
+export const LimitsConfig = Type.Object(
+  Object.fromEntries(Object.keys(DEFAULT_LIMITS).map((key) => [key, Type.Optional(PositiveInt)])),
+  { additionalProperties: false },
+);
+
+export const ProviderConfig = Type.Union([
+  Type.String({ minLength: 1, description: "the provider's command (PATH name or path)" }),
+  Type.Object(
+    {
+      command: Type.Optional(Type.String({ minLength: 1 })),
+      promptArgs: Type.Optional(Type.Array(Type.String())),
+      bundleArgs: Type.Optional(Type.Array(Type.String())),
+      bundleEnv: Type.Optional(Type.Record(Type.String(), Type.String())),
+      events: Type.Optional(Type.Enum(EVENT_FORMATS)),
+    },
+    { additionalProperties: false },
+  ),
+]);
+
+export const TokenEntry = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9][A-Za-z0-9._@-]*$" }),
+    role: Type.Union([Type.Literal("operator"), Type.Literal("observer")]),
+    sha256: Type.String({ pattern: "^(sha256:)?[0-9a-f]{64}$", description: "sha256 of the token" }),
+  },
+  { additionalProperties: false },
+);
+export type TokenEntry = Static<typeof TokenEntry>;
+
+export const TokensFile = Type.Object({ tokens: Type.Array(TokenEntry) }, { additionalProperties: false });
+export type TokensFile = Static<typeof TokensFile>;
+
+export const ConfigFile = Type.Object(
+  {
+    listen: Type.Optional(Type.String({ minLength: 1 })),
+    workspaces: Type.Optional(Type.Record(Type.String(), Type.String())),
+    defaultWorkspace: Type.Optional(Type.String({ minLength: 1 })),
+    providers: Type.Optional(
+      Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(ProviderConfig)])), { additionalProperties: false }),
+    ),
+    limits: Type.Optional(LimitsConfig),
+    logLevel: Type.Optional(Type.Enum(LOG_LEVELS)),
+    /** upper bound of `Prefer: wait=<s>` */
+    maxWaitS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
+    /** how long running agents may finish at shutdown before they are killed */
+    shutdownGraceS: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
+    defaultTimeoutS: Type.Optional(PositiveInt),
+    maxTimeoutS: Type.Optional(PositiveInt),
+    killGraceMs: Type.Optional(PositiveInt),
+    maxPromptBytes: Type.Optional(PositiveInt),
+    /** largest JSON request body */
+    jsonBodyBytes: Type.Optional(PositiveInt),
+    /** caller names of the env tokens */
+    operatorName: Type.Optional(TokenEntry.properties.name),
+    observerName: Type.Optional(TokenEntry.properties.name),
+  },
+  { additionalProperties: false },
+);
+export type ConfigFile = Static<typeof ConfigFile>;

@@ -1,0 +1,174 @@
+/**
+ * The configuration of `warden serve`: flags over environment over `<home>/warden.json` over
+ * defaults (home `./.warden` or `$WARDEN_HOME`, listen `127.0.0.1:7420`).
+ */
+import { isAbsolute, join, resolve } from "node:path";
+import { errnoCode, ValidationError } from "../core/errors.js";
+import { resolveLimits, type Limits } from "../core/limits.js";
+import type { ProviderProfile } from "../providers/profiles.js";
+import { isProviderName, type ProviderName } from "../providers/types.js";
+import { ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
+import type { WardenOptions } from "../warden.js";
+import { checkAgainst } from "./check.js";
+import { DEFAULT_LISTEN, parseListen, type ListenAddress } from "./listen.js";
+import { ConfigFile, LOG_LEVELS, type LogLevel } from "./schema.js";
+import { loadTokens, type TokenRecord } from "./tokens.js";
+
+export const CONFIG_FILE = "warden.json";
+const MAX_CONFIG_BYTES = 1024 * 1024;
+
+export interface ServeFlags {
+  readonly home?: string;
+  readonly listen?: string;
+  /** `ID=/abs/path`, repeatable */
+  readonly workspace?: readonly string[];
+  /** `NAME=COMMAND`, repeatable */
+  readonly provider?: readonly string[];
+  readonly logLevel?: string;
+  /** `postgresql://…`: run on the shared PostgreSQL backend (else $WARDEN_POSTGRES_URL, else embedded) */
+  readonly postgres?: string;
+}
+
+/** What the HTTP layer needs besides the Warden. */
+export interface ServerSettings {
+  readonly tokens: readonly TokenRecord[];
+  /** upper bound of `Prefer: wait=<s>` */
+  readonly maxWaitS: number;
+  /** largest JSON request body, bytes */
+  readonly jsonBodyBytes: number;
+  readonly logLevel: LogLevel;
+}
+
+export interface ServeConfig {
+  readonly home: string;
+  readonly listen: ListenAddress;
+  readonly warden: WardenOptions;
+  readonly server: ServerSettings;
+  readonly shutdownGraceMs: number;
+  /** set when this start generated `<home>/token` */
+  readonly generatedToken?: string;
+}
+
+export const DEFAULT_MAX_WAIT_S = 60;
+export const DEFAULT_JSON_BODY_BYTES = 2 * 1024 * 1024;
+export const DEFAULT_SHUTDOWN_GRACE_S = 10;
+
+export function resolveServeHome(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
+  const chosen = flag !== undefined && flag !== "" ? flag : env.WARDEN_HOME !== undefined && env.WARDEN_HOME !== "" ? env.WARDEN_HOME : ".warden";
+  return resolve(cwd, chosen);
+}
+
+/**
+ * Loads everything `serve` needs; creates the home (0700) and, when no token is configured at
+ * all, generates the operator token file.
+ */
+export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, string | undefined>>, cwd: string): ServeConfig {
+  const home = resolveServeHome(flags.home, env, cwd);
+  ensurePrivateDirSync(home, { create: true, recursive: true });
+  const file = readConfigFile(join(home, CONFIG_FILE));
+  const limits: Limits = resolveLimits((file.limits ?? {}) as Partial<Limits>);
+  const workspaces: Record<string, string> = { ...(file.workspaces ?? {}) };
+  for (const [id, path] of Object.entries(workspaces)) workspaces[id] = checkWorkspace(id, path);
+  for (const spec of flags.workspace ?? []) {
+    const [id, path] = splitPair(spec, "--workspace", "ID=/abs/path");
+    workspaces[id] = checkWorkspace(id, path);
+  }
+  const providers: Partial<Record<ProviderName, Partial<ProviderProfile>>> = {};
+  for (const [name, value] of Object.entries(file.providers ?? {})) {
+    if (value === undefined || !isProviderName(name)) continue;
+    const profile: Partial<ProviderProfile> = typeof value === "string" ? { command: value } : { ...value };
+    providers[name] = profile.command === undefined ? profile : { ...profile, command: commandPath(profile.command, cwd) };
+  }
+  for (const spec of flags.provider ?? []) {
+    const [name, command] = splitPair(spec, "--provider", "NAME=COMMAND");
+    if (!isProviderName(name)) throw new ValidationError("config-provider-invalid", `--provider ${name}: unknown provider (claude, codex, kimi)`);
+    providers[name] = { ...(providers[name] ?? {}), command: commandPath(command, cwd) };
+  }
+  const logLevel = checkLogLevel(flags.logLevel ?? env.WARDEN_LOG_LEVEL ?? file.logLevel ?? "info");
+  const loaded = loadTokens({
+    home,
+    ...(env.WARDEN_TOKEN === undefined ? {} : { operatorToken: env.WARDEN_TOKEN }),
+    ...(env.WARDEN_OBSERVER_TOKEN === undefined ? {} : { observerToken: env.WARDEN_OBSERVER_TOKEN }),
+    ...(file.operatorName === undefined ? {} : { operatorName: file.operatorName }),
+    ...(file.observerName === undefined ? {} : { observerName: file.observerName }),
+  });
+  const warden: WardenOptions = {
+    home,
+    limits,
+    workspaces,
+    providers,
+    ...(file.defaultWorkspace === undefined ? {} : { defaultWorkspace: file.defaultWorkspace }),
+    ...(file.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: file.defaultTimeoutS }),
+    ...(file.maxTimeoutS === undefined ? {} : { maxTimeoutS: file.maxTimeoutS }),
+    ...(file.killGraceMs === undefined ? {} : { killGraceMs: file.killGraceMs }),
+    ...(file.maxPromptBytes === undefined ? {} : { maxPromptBytes: file.maxPromptBytes }),
+    ...postgresOf(flags, env),
+  };
+  return {
+    home,
+    listen: parseListen(flags.listen ?? file.listen ?? `${DEFAULT_LISTEN.host}:${DEFAULT_LISTEN.port}`),
+    warden,
+    server: {
+      tokens: loaded.tokens,
+      maxWaitS: file.maxWaitS ?? DEFAULT_MAX_WAIT_S,
+      jsonBodyBytes: file.jsonBodyBytes ?? DEFAULT_JSON_BODY_BYTES,
+      logLevel,
+    },
+    shutdownGraceMs: (file.shutdownGraceS ?? DEFAULT_SHUTDOWN_GRACE_S) * 1000,
+    ...(loaded.generated === undefined ? {} : { generatedToken: loaded.generated }),
+  };
+}
+
+/** The fleet database, from `--postgres` or $WARDEN_POSTGRES_URL; none means the embedded backend. */
+function postgresOf(flags: ServeFlags, env: Readonly<Record<string, string | undefined>>): Pick<WardenOptions, "postgres"> {
+  const url = flags.postgres !== undefined && flags.postgres !== "" ? flags.postgres : env.WARDEN_POSTGRES_URL;
+  if (url === undefined || url === "") return {};
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    throw new ValidationError("config-postgres-invalid", "--postgres / WARDEN_POSTGRES_URL must be a postgresql:// URL");
+  }
+  return { postgres: { url } };
+}
+
+function readConfigFile(path: string): ConfigFile {
+  let text: string;
+  try {
+    text = readPrivateFileSync(path, MAX_CONFIG_BYTES).toString("utf8");
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") return {};
+    throw error;
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw new ValidationError("config-file-invalid", `${path}: not valid JSON`);
+  }
+  return checkAgainst(ConfigFile, json, "config-file-invalid", path);
+}
+
+function splitPair(spec: string, flag: string, shape: string): [string, string] {
+  const at = spec.indexOf("=");
+  if (at <= 0 || at === spec.length - 1) throw new ValidationError("config-flag-invalid", `${flag} ${JSON.stringify(spec)}: expected ${shape}`);
+  return [spec.slice(0, at), spec.slice(at + 1)];
+}
+
+const WORKSPACE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+function checkWorkspace(id: string, path: string): string {
+  if (!WORKSPACE_ID_RE.test(id)) {
+    throw new ValidationError("config-workspace-invalid", `workspace id ${JSON.stringify(id)}: 1–64 of A-Z a-z 0-9 . _ -`);
+  }
+  if (!isAbsolute(path)) throw new ValidationError("config-workspace-invalid", `workspace ${id}: ${JSON.stringify(path)} is not an absolute path`);
+  return path;
+}
+
+/** A command with a slash is a path (made absolute from the cwd); a bare name is looked up on PATH. */
+function commandPath(command: string, cwd: string): string {
+  return command.includes("/") ? resolve(cwd, command) : command;
+}
+
+function checkLogLevel(level: string): LogLevel {
+  const levels: readonly string[] = LOG_LEVELS;
+  if (!levels.includes(level)) throw new ValidationError("config-log-level-invalid", `log level ${JSON.stringify(level)}: one of ${levels.join(", ")}`);
+  return level as LogLevel;
+}

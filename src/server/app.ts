@@ -1,0 +1,116 @@
+/**
+ * The HTTP node (DESIGN.md "HTTP API v1"): a fastify app over a Warden. Validation, OpenAPI and
+ * the client's types all come from the schemas in src/api. `createServer` returns the app ready
+ * to `listen` (or to `inject` in tests); it never closes the Warden, its owner does.
+ */
+import { randomUUID } from "node:crypto";
+import Fastify from "fastify";
+import swagger from "@fastify/swagger";
+import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
+import type { ServerSettings } from "../config/serve-config.js";
+import type { Warden } from "../warden.js";
+import { TokenAuthority } from "./auth.js";
+import type { App, RouteContext } from "./context.js";
+import { createNodeMetrics } from "./metrics.js";
+import { problemOf, sendProblem } from "./problem.js";
+import { bundleRoutes } from "./routes/bundles.js";
+import { healthRoutes } from "./routes/health.js";
+import { invocationRoutes } from "./routes/invocations.js";
+import { runRoutes } from "./routes/runs.js";
+import { stageRoutes } from "./routes/stages.js";
+
+const INVOCATIONS_PREFIX = "/v1/invocations";
+
+export interface CreateServerOptions {
+  /** where logs go (default stdout); `warden serve` sends them to stderr */
+  readonly logStream?: NodeJS.WritableStream;
+  readonly version?: string;
+}
+
+export async function createServer(warden: Warden, settings: ServerSettings, options: CreateServerOptions = {}): Promise<App> {
+  const app: App = Fastify({
+    logger: {
+      level: settings.logLevel,
+      // Tokens never reach a log line, whatever a serializer is later taught to print.
+      redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization"], censor: "[redacted]" },
+      ...(options.logStream === undefined ? {} : { stream: options.logStream }),
+    },
+    genReqId: () => randomUUID(),
+    bodyLimit: settings.jsonBodyBytes,
+    return503OnClosing: false,
+  }).withTypeProvider();
+  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  // Replies are plain JSON.stringify: the response schemas document and type them, and never
+  // silently drop a field the way a schema-driven serializer would.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.removeContentTypeParser("text/plain");
+
+  const authority = new TokenAuthority(settings.tokens);
+  const ctx: RouteContext = {
+    warden,
+    settings,
+    metrics: createNodeMetrics({
+      activeStages: () => ctx.stages.size,
+      activeRuns: () => warden.activeRuns,
+      journalAppends: () => warden.journals.appends,
+    }),
+    stages: new Set(),
+    closers: new Set(),
+  };
+
+  app.decorateRequest("caller", null);
+  // Callback-style hooks: they run on every request, and a promise per hook is measurable there.
+  app.addHook("onRequest", (request, reply, done) => {
+    reply.header("x-request-id", request.id);
+    // Before auth, so even a 401 on an invocation route is never cached.
+    if (request.routeOptions.url?.startsWith(INVOCATIONS_PREFIX) === true) reply.header("cache-control", "no-store");
+    if (request.routeOptions.config.public === true) return done();
+    try {
+      const caller = authority.authenticate(request.headers.authorization);
+      authority.authorize(caller, request.method);
+      request.caller = caller;
+    } catch (error) {
+      return done(error as Error);
+    }
+    done();
+  });
+  app.addHook("onResponse", (request, reply, done) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    ctx.metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    ctx.metrics.requestSeconds.inc({ route }, reply.elapsedTime / 1000);
+    done();
+  });
+  app.addHook("preClose", async () => {
+    for (const close of [...ctx.closers]) close();
+  });
+  app.setErrorHandler((error, request, reply) => {
+    const spec = problemOf(error, request.routeOptions.config?.bodyCodes);
+    if (spec.status >= 500) request.log.error({ err: error }, "request failed");
+    else request.log.info({ code: spec.code }, "request refused");
+    return sendProblem(reply, spec, request);
+  });
+  app.setNotFoundHandler((request, reply) =>
+    sendProblem(reply, { status: 404, code: "route-not-found", detail: `no route ${request.method} ${request.url.split("?")[0]}` }, request),
+  );
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "warden node",
+        version: options.version ?? "1",
+        description: "HTTP API v1 of a warden node: bundle delivery, exactly-once invocations, signed run journals.",
+      },
+      components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
+      security: [{ bearer: [] }],
+    },
+  });
+  await app.register(healthRoutes(ctx));
+  await app.register(stageRoutes(ctx));
+  await app.register(bundleRoutes(ctx));
+  await app.register(invocationRoutes(ctx));
+  await app.register(runRoutes(ctx));
+  // Public: it describes the API, holds no state, and clients fetch it before they have a token.
+  app.get("/openapi.json", { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
+  return app;
+}

@@ -1,0 +1,38 @@
+/** What every route module receives: the node, its settings, metrics and live streams. */
+import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from "fastify";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import type { ServerSettings } from "../config/serve-config.js";
+import type { Warden } from "../warden.js";
+import type { Caller } from "./auth.js";
+import type { NodeMetrics } from "./metrics.js";
+
+export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
+
+export interface RouteContext {
+  readonly warden: Warden;
+  readonly settings: ServerSettings;
+  readonly metrics: NodeMetrics;
+  /** stage ids begun through this process and not yet closed (for the active-stages gauge) */
+  readonly stages: Set<string>;
+  /** called at shutdown: end event streams, stop waiting for runs (so closing is not held up) */
+  readonly closers: Set<() => void>;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** set by the auth hook on every authenticated request */
+    caller: Caller | null;
+  }
+  interface FastifyContextConfig {
+    /** no bearer token required (/healthz, /openapi.json) */
+    public?: boolean;
+    /** prefix of the codes of body schema violations (default "request") */
+    bodyCodes?: string;
+  }
+}
+
+/** The authenticated caller; the auth hook guarantees one on every non-public route. */
+export function callerOf(request: { caller: Caller | null }): Caller {
+  if (request.caller === null) throw new TypeError("route reached without an authenticated caller");
+  return request.caller;
+}

@@ -1,0 +1,98 @@
+/**
+ * A run's journal as Server-Sent Events: every entry already written, then each one as it is
+ * appended (the journal tap signals durable appends; the file is re-read from where the stream
+ * stands, so what is sent is exactly what is stored). One message per entry — `id: <seq>`,
+ * `data: <the signed line>` — and a final `event: end` when the run terminated, when no process
+ * is writing it any more (a cut run), or at shutdown. `Last-Event-ID` resumes after that seq.
+ */
+import { PassThrough, type Readable } from "node:stream";
+import type { Warden } from "../warden.js";
+
+const HEARTBEAT_MS = 15_000;
+const NEWLINE = 0x0a;
+
+export interface JournalEventStream {
+  readonly stream: Readable;
+  /** ends the stream with `event: end` and `reason` */
+  end(reason: string): void;
+}
+
+export function journalEventStream(warden: Warden, runId: string, afterSeq: number): JournalEventStream {
+  const out = new PassThrough();
+  let sentBytes = 0;
+  let pumping = false;
+  let again = false;
+  let ended = false;
+
+  const write = (text: string): void => {
+    if (!ended) out.write(text);
+  };
+  const end = (reason: string): void => {
+    if (ended) return;
+    write(`event: end\ndata: ${JSON.stringify({ reason })}\n\n`);
+    ended = true;
+    cleanup();
+    out.end();
+  };
+  const heartbeat = setInterval(() => write(": keep-alive\n\n"), HEARTBEAT_MS);
+  heartbeat.unref();
+  const unsubscribe = warden.journals.subscribe(runId, () => void pump());
+  const cleanup = (): void => {
+    clearInterval(heartbeat);
+    unsubscribe();
+  };
+  out.on("close", () => {
+    ended = true;
+    cleanup();
+  });
+
+  async function pump(): Promise<void> {
+    if (pumping) {
+      again = true;
+      return;
+    }
+    pumping = true;
+    try {
+      do {
+        again = false;
+        // Liveness first: if no writer is open now, the read below sees every line there will be.
+        const live = warden.journals.isLive(runId);
+        const bytes = await warden.journals.read(runId, warden.limits.journalBytes);
+        if (bytes === undefined) return end("not-found");
+        const last = bytes.lastIndexOf(NEWLINE);
+        if (last >= sentBytes) {
+          const text = Buffer.from(bytes.buffer, bytes.byteOffset + sentBytes, last + 1 - sentBytes).toString("utf8");
+          sentBytes = last + 1;
+          for (const line of text.split("\n")) {
+            if (line === "") continue;
+            if (sendLine(line)) return end("terminated");
+          }
+        }
+        if (!live) return end("not-running");
+      } while (again && !ended);
+    } catch {
+      end("error");
+    } finally {
+      pumping = false;
+    }
+  }
+
+  /** Sends one line; true when it is the run's last entry. */
+  function sendLine(line: string): boolean {
+    let seq: number | undefined;
+    let terminated = false;
+    try {
+      const parsed = JSON.parse(line) as { entry?: { seq?: unknown; event?: { type?: unknown } } };
+      seq = typeof parsed.entry?.seq === "number" ? parsed.entry.seq : undefined;
+      terminated = parsed.entry?.event?.type === "run.terminated";
+    } catch {
+      // A damaged line is still sent as stored; verification is what judges it.
+    }
+    if (seq !== undefined && seq <= afterSeq) return terminated;
+    write(`${seq === undefined ? "" : `id: ${seq}\n`}data: ${line}\n\n`);
+    return terminated;
+  }
+
+  void pump();
+  return { stream: out, end };
+}

@@ -1,0 +1,105 @@
+/**
+ * The node's counters and gauges, rendered in the Prometheus text exposition format (0.0.4).
+ * Deliberately tiny: a handful of series with low-cardinality labels, no dependency.
+ */
+type Labels = Readonly<Record<string, string>>;
+
+interface Family {
+  readonly name: string;
+  readonly help: string;
+  readonly type: "counter" | "gauge";
+  readonly series: Map<string, { labels: Labels; value: number }>;
+  /** gauges read at scrape time */
+  readonly read?: () => number;
+}
+
+function labelKey(labels: Labels): string {
+  return Object.keys(labels)
+    .sort()
+    .map((k) => `${k}="${escapeLabel(labels[k] as string)}"`)
+    .join(",");
+}
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/"/g, '\\"');
+}
+
+export class MetricsRegistry {
+  readonly #families = new Map<string, Family>();
+
+  counter(name: string, help: string): Counter {
+    return new Counter(this.#family(name, help, "counter"));
+  }
+
+  /** A series whose value is read when scraped (a gauge, or a counter kept elsewhere). */
+  observe(name: string, help: string, type: "counter" | "gauge", read: () => number): void {
+    this.#families.set(name, { name, help, type, series: new Map(), read });
+  }
+
+  render(): string {
+    const out: string[] = [];
+    for (const f of this.#families.values()) {
+      out.push(`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`);
+      if (f.read !== undefined) {
+        out.push(`${f.name} ${f.read()}`);
+        continue;
+      }
+      for (const [key, s] of f.series) out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
+    }
+    return out.join("\n") + "\n";
+  }
+
+  #family(name: string, help: string, type: "counter" | "gauge"): Family {
+    const family = { name, help, type, series: new Map<string, { labels: Labels; value: number }>() };
+    this.#families.set(name, family);
+    return family;
+  }
+}
+
+export class Counter {
+  readonly #family: Family;
+  constructor(family: Family) {
+    this.#family = family;
+  }
+
+  inc(labels: Labels = {}, by = 1): void {
+    const key = labelKey(labels);
+    const series = this.#family.series.get(key);
+    if (series === undefined) this.#family.series.set(key, { labels, value: by });
+    else series.value += by;
+  }
+}
+
+/** The series warden exports. */
+export interface NodeMetrics {
+  readonly registry: MetricsRegistry;
+  readonly requests: Counter;
+  readonly requestSeconds: Counter;
+  readonly bytesReceived: Counter;
+  readonly invocations: Counter;
+  readonly stages: Counter;
+  readonly runs: Counter;
+}
+
+export interface GaugeSources {
+  activeStages(): number;
+  activeRuns(): number;
+  journalAppends(): number;
+}
+
+export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
+  const registry = new MetricsRegistry();
+  const metrics: NodeMetrics = {
+    registry,
+    requests: registry.counter("warden_http_requests_total", "HTTP requests answered, by method, route and status"),
+    requestSeconds: registry.counter("warden_http_request_seconds_total", "Time spent answering HTTP requests, by route"),
+    bytesReceived: registry.counter("warden_delivery_bytes_received_total", "Blob bytes received in chunk uploads"),
+    invocations: registry.counter("warden_invocations_total", "Invocation requests by outcome"),
+    stages: registry.counter("warden_stages_total", "Stage operations by event (begun, resumed, committed, aborted)"),
+    runs: registry.counter("warden_runs_total", "Runs started over HTTP that ended, by outcome (recorded, unresolved, error)"),
+  };
+  registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
+  registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
+  registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
+  return metrics;
+}

@@ -1,0 +1,33 @@
+/**
+ * `<home>/node.json` = `{url, pid}` while a node serves from that home, so the CLI on the same
+ * machine finds it. Written create-new (a stale file of a node that was killed is replaced: only
+ * one node can hold a home's stores at a time) and removed on clean shutdown.
+ */
+import * as fs from "node:fs";
+import { join } from "node:path";
+import { errnoCode } from "../core/errors.js";
+import { publishNewFile, readPrivateFileSync } from "../storage/secure-fs.js";
+
+export const NODE_FILE = "node.json";
+
+export interface NodeFile {
+  readonly url: string;
+  readonly pid: number;
+}
+
+export async function writeNodeFile(home: string, record: NodeFile): Promise<void> {
+  const path = join(home, NODE_FILE);
+  fs.rmSync(path, { force: true });
+  await publishNewFile(path, `${JSON.stringify(record)}\n`);
+}
+
+/** Removes the file if it is still this process's. */
+export function removeNodeFile(home: string, pid = process.pid): void {
+  const path = join(home, NODE_FILE);
+  try {
+    const current = JSON.parse(readPrivateFileSync(path, 4096).toString("utf8")) as Partial<NodeFile>;
+    if (current.pid === pid) fs.rmSync(path, { force: true });
+  } catch (error) {
+    if (errnoCode(error) !== "ENOENT") throw error;
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * A running node: the Warden opened on the configured home, the HTTP server listening, and
+ * `<home>/node.json` published. `close` is the graceful shutdown: stop accepting and finish
+ * in-flight requests (chunk writes included), end event streams, let running agents finish
+ * within the grace period (runs cut after it read `unresolved` and are never re-run), close the
+ * stores, remove node.json.
+ */
+import type { AddressInfo } from "node:net";
+import type { ServeConfig } from "../config/serve-config.js";
+import { urlOf } from "../config/listen.js";
+import { openWarden, type Warden } from "../warden.js";
+import { createServer, type CreateServerOptions } from "./app.js";
+import type { App } from "./context.js";
+import { removeNodeFile, writeNodeFile } from "./node-file.js";
+
+export interface RunningNode {
+  readonly url: string;
+  readonly warden: Warden;
+  readonly app: App;
+  close(): Promise<void>;
+}
+
+export async function startNode(config: ServeConfig, options: CreateServerOptions = {}): Promise<RunningNode> {
+  const warden = await openWarden(config.warden);
+  let app: App | undefined;
+  try {
+    app = await createServer(warden, config.server, options);
+    await app.listen({ host: config.listen.host, port: config.listen.port });
+    const address = app.server.address() as AddressInfo;
+    const url = urlOf({ host: config.listen.host, port: address.port });
+    await writeNodeFile(config.home, { url, pid: process.pid });
+    const served = app;
+    let closing: Promise<void> | undefined;
+    return {
+      url,
+      warden,
+      app: served,
+      close() {
+        closing ??= (async () => {
+          try {
+            await served.close();
+          } finally {
+            try {
+              await warden.close({ graceMs: config.shutdownGraceMs });
+            } finally {
+              removeNodeFile(config.home);
+            }
+          }
+        })();
+        return closing;
+      },
+    };
+  } catch (error) {
+    await app?.close().catch(() => undefined);
+    await warden.close({ graceMs: 0 }).catch(() => undefined);
+    throw error;
+  }
+}

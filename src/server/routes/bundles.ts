@@ -1,0 +1,37 @@
+/** The bundle catalog (observers may read it) and materializations for a provider. */
+import { ProblemResponse } from "../../api/problem.js";
+import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationReply, RevisionParams } from "../../api/delivery.js";
+import type { App, RouteContext } from "../context.js";
+
+export function bundleRoutes(ctx: RouteContext) {
+  const { warden } = ctx;
+
+  return async function bundlesPlugin(app: App): Promise<void> {
+    app.get("/v1/bundles", { schema: { summary: "Committed bundles with their revisions and receipts", response: { 200: BundleList } } }, async () => ({
+      bundles: await warden.delivery.list(),
+    }));
+
+    app.get(
+      "/v1/bundles/:bundle_id",
+      { schema: { summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
+      async (request) => warden.delivery.show(request.params.bundle_id),
+    );
+
+    app.post(
+      "/v1/bundles/:bundle_id/:revision/materializations",
+      {
+        config: { bodyCodes: "materialization" },
+        schema: {
+          summary: "Materialize a committed revision for a provider",
+          params: RevisionParams,
+          body: MaterializationBody,
+          response: { 201: MaterializationReply, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const m = await warden.materialize(request.params.bundle_id, request.params.revision, request.body.provider);
+        return reply.code(201).send({ session: m.session, root: m.root, args: m.args, env: m.env });
+      },
+    );
+  };
+}

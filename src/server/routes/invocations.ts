@@ -1,0 +1,169 @@
+/**
+ * Invocations over HTTP with IETF Idempotency-Key semantics. The scope is always
+ * `api:<caller name>` from the token, never from the request. A known key is answered by a read
+ * (the replay path: no claim attempt, no fsync, no journal verification); only an unknown key
+ * claims and starts a run. Every reply carries `Cache-Control: no-store` (set by the app's
+ * request hook, so that 401/403 replies carry it too).
+ */
+import {
+  IDEMPOTENCY_REPLAYED_HEADER,
+  Inspection,
+  InvocationList,
+  InvocationListQuery,
+  InvocationParams,
+  InvocationView,
+  InvokeBody,
+  InvokeHeaders,
+  ReconcileReply,
+  Review,
+  type InvocationView as InvocationViewType,
+} from "../../api/invocations.js";
+import { ProblemResponse } from "../../api/problem.js";
+import { ConflictError, NotFoundError } from "../../core/errors.js";
+import type { ExistingOutcome } from "../../invocations/index.js";
+import type { KnownOutcome } from "../../warden.js";
+import { callerOf, type App, type RouteContext } from "../context.js";
+import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
+
+export function invocationRoutes(ctx: RouteContext) {
+  const { warden, metrics, settings } = ctx;
+
+  return async function invocationsPlugin(app: App): Promise<void> {
+    app.post(
+      "/v1/invocations",
+      {
+        config: { bodyCodes: "invoke-request" },
+        schema: {
+          summary: "Run an agent exactly once under an Idempotency-Key",
+          headers: InvokeHeaders,
+          body: InvokeBody,
+          response: { 200: InvocationView, 202: InvocationView, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const id = keyOf(request.headers["idempotency-key"]);
+        const scope = scopeOf(callerOf(request).name);
+        const started = await warden.start(scope, id, request.body);
+        if (started.status !== "started") {
+          metrics.invocations.inc({ outcome: outcomeLabel(started) });
+          if (started.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
+          return reply.code(200).send(answerOf(scope, id, started));
+        }
+        metrics.invocations.inc({ outcome: "started" });
+        started.done.then(
+          (outcome) => metrics.runs.inc({ outcome: outcome.status }),
+          () => metrics.runs.inc({ outcome: "error" }),
+        );
+        const waitMs = preferredWaitMs(request.headers.prefer, settings.maxWaitS);
+        const location = `/v1/invocations/${encodeURIComponent(scope)}/${id}`;
+        reply.header("location", location);
+        if (waitMs > 0) {
+          const finished = await settleWithin(started.done, waitMs, ctx.closers);
+          if (finished !== undefined) {
+            // The run ended within the wait: answer exactly what a retry would get, minus the replay mark.
+            const outcome = finished.ok ? finished.value : await warden.lookup(scope, id);
+            if (outcome !== undefined) return reply.code(200).send(answerOf(scope, id, outcome));
+          }
+        }
+        return reply.code(202).send({ scope, id, run_id: started.run_id, status: "running" as const });
+      },
+    );
+
+    app.get(
+      "/v1/invocations",
+      { schema: { summary: "Page through invocations", querystring: InvocationListQuery, response: { 200: InvocationList, "4xx": ProblemResponse } } },
+      async (request) => warden.invocations.list(request.query),
+    );
+
+    app.get(
+      "/v1/invocations/:scope/:id",
+      { schema: { summary: "An invocation's state (never creates a claim)", params: InvocationParams, response: { 200: InvocationView, "4xx": ProblemResponse } } },
+      async (request) => {
+        const { scope, id } = request.params;
+        const outcome = await warden.lookup(scope, id);
+        if (outcome === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${id}`, { details: { scope, id } });
+        return viewOf(scope, id.toLowerCase(), outcome);
+      },
+    );
+
+    app.get(
+      "/v1/invocations/:scope/:id/inspection",
+      { schema: { summary: "Snapshot and journal report an operator reviews", params: InvocationParams, response: { 200: Inspection, "4xx": ProblemResponse } } },
+      async (request) => warden.invocations.inspect(request.params.scope, request.params.id),
+    );
+
+    app.post(
+      "/v1/invocations/:scope/:id/reconciliation",
+      {
+        config: { bodyCodes: "review" },
+        schema: {
+          summary: "Close an unresolved invocation with a signed review",
+          params: InvocationParams,
+          body: Review,
+          response: { 200: ReconcileReply, 201: ReconcileReply, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const result = await warden.invocations.reconcile(request.params.scope, request.params.id, request.body, callerOf(request).name);
+        return reply.code(result.replayed ? 200 : 201).send({ receipt: result.receipt });
+      },
+    );
+  };
+}
+
+export function scopeOf(callerName: string): string {
+  return `api:${callerName}`;
+}
+
+/** The Idempotency-Key as an invocation id: a UUID, sf-string quotes removed, lowercase. */
+function keyOf(header: string): string {
+  return (header.startsWith('"') ? header.slice(1, -1) : header).toLowerCase();
+}
+
+/** POST's answer for a key that is not this caller's fresh run: a result, or a 409 problem. */
+function answerOf(scope: string, id: string, outcome: KnownOutcome): InvocationViewType {
+  const runId = outcome.status === "in_progress" ? outcome.run_id : outcome.audit.run_id;
+  const details = { scope, id, ...(runId === undefined ? {} : { run_id: runId }) };
+  switch (outcome.status) {
+    case "recorded":
+      return viewOf(scope, id, outcome);
+    case "in_progress":
+      throw new ConflictError("in-progress", `invocation ${scope}/${id} is running; ask again later`, { details });
+    case "unresolved":
+      throw new ConflictError("unresolved", `invocation ${scope}/${id} is unresolved: it is never run again; an operator must reconcile it`, {
+        details: { ...details, reasons: (outcome.audit.reasons ?? []).join(",") },
+      });
+    case "reconciled":
+      throw new ConflictError("reconciled", `invocation ${scope}/${id} was closed by an operator's reconciliation`, { details });
+  }
+}
+
+function viewOf(scope: string, id: string, outcome: KnownOutcome): InvocationViewType {
+  if (outcome.status === "in_progress") return { scope, id, status: "in_progress", ...(outcome.run_id === undefined ? {} : { run_id: outcome.run_id }) };
+  const audit = outcome.audit;
+  const base = {
+    scope,
+    id,
+    status: outcome.status,
+    run_id: audit.run_id,
+    agent: audit.agent,
+    ...(audit.journal === undefined ? {} : { journal: audit.journal }),
+  };
+  switch (outcome.status) {
+    case "recorded":
+      return {
+        ...base,
+        ...(outcome.result === undefined ? {} : { result: outcome.result }),
+        result_hash: outcome.result_hash,
+        expired: outcome.expired,
+      };
+    case "unresolved":
+      return { ...base, reasons: audit.reasons ?? [], ...(audit.findings === undefined ? {} : { findings: audit.findings }) };
+    case "reconciled":
+      return { ...base, receipt: outcome.receipt };
+  }
+}
+
+function outcomeLabel(outcome: ExistingOutcome): string {
+  return outcome.status === "recorded" ? "replayed" : outcome.status;
+}

@@ -1,0 +1,49 @@
+/** Run journals (raw, verified, live) and the node's public keys. */
+import { ProblemResponse } from "../../api/problem.js";
+import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, RunParams, Verification } from "../../api/runs.js";
+import type { App, RouteContext } from "../context.js";
+import { journalEventStream } from "../journal-events.js";
+
+export function runRoutes(ctx: RouteContext) {
+  const { warden } = ctx;
+
+  return async function runsPlugin(app: App): Promise<void> {
+    app.get(
+      "/v1/runs/:run_id/journal",
+      { schema: { summary: "The run's signed journal, one entry per line", params: RunParams, produces: [JOURNAL_CONTENT_TYPE], response: { 200: JournalBody, "4xx": ProblemResponse } } },
+      async (request, reply) => {
+        const bytes = await warden.readJournal(request.params.run_id.toLowerCase());
+        return reply.type(JOURNAL_CONTENT_TYPE).send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      },
+    );
+
+    app.get(
+      "/v1/runs/:run_id/verification",
+      { schema: { summary: "Verify the run's journal with the node's keys", params: RunParams, response: { 200: Verification, "4xx": ProblemResponse } } },
+      async (request) => warden.verifyRun(request.params.run_id.toLowerCase()),
+    );
+
+    app.get(
+      "/v1/runs/:run_id/events",
+      { schema: { summary: "The run's journal entries as they are appended (SSE)", params: RunParams, produces: [EVENTS_CONTENT_TYPE], response: { 200: EventStreamBody, "4xx": ProblemResponse } } },
+      async (request, reply) => {
+        const runId = request.params.run_id.toLowerCase();
+        await warden.readJournal(runId); // 404 before the stream starts
+        const last = Number(request.headers["last-event-id"]);
+        const events = journalEventStream(warden, runId, Number.isSafeInteger(last) && last >= 0 ? last : -1);
+        const close = (): void => events.end("shutdown");
+        ctx.closers.add(close);
+        events.stream.on("close", () => ctx.closers.delete(close));
+        // The response's close (not the request's, which fires once its empty body is read) says the client left.
+        reply.raw.on("close", () => events.stream.destroy());
+        return reply
+          .type(EVENTS_CONTENT_TYPE)
+          .header("cache-control", "no-cache")
+          .header("x-accel-buffering", "no")
+          .send(events.stream);
+      },
+    );
+
+    app.get("/v1/keys", { schema: { summary: "The node's public keys", response: { 200: KeyList } } }, async () => ({ keys: await warden.publicKeys() }));
+  };
+}

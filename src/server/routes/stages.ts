@@ -1,0 +1,144 @@
+/**
+ * Delivery stages: begin (or resume) from a manifest, stream binary chunks into a blob's partial,
+ * status for resuming clients, commit, abort. Chunk bodies are never buffered: the raw request
+ * stream goes straight into Delivery.putChunk, which appends and hashes as bytes arrive.
+ */
+import type { FastifySchemaCompiler } from "fastify";
+import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
+import type { TSchema } from "typebox";
+import { NoContent } from "../../api/common.js";
+import { ProblemResponse } from "../../api/problem.js";
+import {
+  CHUNK_CONTENT_TYPE,
+  ChunkHeaders,
+  ChunkParams,
+  CommitReply,
+  Manifest,
+  StageBegun,
+  StageCommitted,
+  StageParams,
+  StageStatus,
+} from "../../api/delivery.js";
+import { LimitError, ValidationError } from "../../core/errors.js";
+import type { App, RouteContext } from "../context.js";
+
+/**
+ * The manifest's rules (path syntax, order, digests, limits, contract) live in one place, the
+ * delivery module's parser, which names each broken rule with its own `manifest-*` code; the
+ * route's schema documents the body and types the client, the parser validates it.
+ */
+const manifestValidator: FastifySchemaCompiler<TSchema> = (route) =>
+  route.httpPart === "body" ? (value: unknown) => ({ value }) : TypeBoxValidatorCompiler(route);
+
+export function stageRoutes(ctx: RouteContext) {
+  const { warden, metrics, stages } = ctx;
+  const delivery = warden.delivery;
+
+  return async function stagesPlugin(app: App): Promise<void> {
+    app.post(
+      "/v1/stages",
+      {
+        validatorCompiler: manifestValidator,
+        schema: {
+          summary: "Begin (or resume) the upload of a bundle manifest",
+          body: Manifest,
+          response: { 200: StageCommitted, 201: StageBegun, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const begun = await delivery.begin(request.body);
+        if (begun.committed) {
+          return reply.code(200).send({
+            stage_id: begun.stage_id,
+            manifest_digest: begun.manifest_digest,
+            committed: true,
+            receipt: begun.receipt,
+            missing: [],
+          });
+        }
+        metrics.stages.inc({ event: stages.has(begun.stage_id) ? "resumed" : "begun" });
+        stages.add(begun.stage_id);
+        return reply.code(201).send({ stage_id: begun.stage_id, manifest_digest: begun.manifest_digest, missing: begun.missing });
+      },
+    );
+
+    app.get(
+      "/v1/stages/:stage_id",
+      { schema: { summary: "Where each missing blob resumes", params: StageParams, response: { 200: StageStatus, "4xx": ProblemResponse } } },
+      async (request) => {
+        return delivery.status(request.params.stage_id);
+      },
+    );
+
+    app.post(
+      "/v1/stages/:stage_id/commit",
+      { schema: { summary: "Commit a fully uploaded stage", params: StageParams, response: { 200: CommitReply, "4xx": ProblemResponse } } },
+      async (request) => {
+        const receipt = await delivery.commit(request.params.stage_id);
+        if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "committed" });
+        return { receipt };
+      },
+    );
+
+    app.delete(
+      "/v1/stages/:stage_id",
+      { schema: { summary: "Abort a stage and drop its partial blobs", params: StageParams, response: { 204: NoContent, "4xx": ProblemResponse } } },
+      async (request, reply) => {
+        await delivery.abort(request.params.stage_id);
+        if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "aborted" });
+        return reply.code(204).send(null);
+      },
+    );
+
+    await app.register(chunkRoute(ctx));
+  };
+}
+
+/** The chunk route, in its own scope: the only place that accepts application/octet-stream. */
+function chunkRoute(ctx: RouteContext) {
+  const { warden, metrics } = ctx;
+  const chunkBytes = warden.limits.chunkBytes;
+
+  return async function chunkPlugin(app: App): Promise<void> {
+    app.removeAllContentTypeParsers();
+    // No parseAs: the handler gets the raw request stream and nothing is buffered here.
+    app.addContentTypeParser(CHUNK_CONTENT_TYPE, (_request, payload, done) => done(null, payload));
+
+    app.patch(
+      "/v1/stages/:stage_id/blobs/:digest",
+      {
+        schema: {
+          summary: "Append a chunk of a blob at Upload-Offset",
+          params: ChunkParams,
+          headers: ChunkHeaders,
+          consumes: [CHUNK_CONTENT_TYPE],
+          response: { 204: NoContent, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const type = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
+        if (type !== CHUNK_CONTENT_TYPE) {
+          throw new ValidationError("unsupported-media-type", `a chunk is sent as ${CHUNK_CONTENT_TYPE}`, { status: 415 });
+        }
+        const declared = Number(request.headers["content-length"] ?? NaN);
+        if (declared > chunkBytes) {
+          throw new LimitError("chunk-too-large", `a chunk of ${declared} bytes is over the limit of ${chunkBytes}`, {
+            details: { limit: chunkBytes },
+          });
+        }
+        const offset = Number(request.headers["upload-offset"]);
+        if (!Number.isSafeInteger(offset)) throw new ValidationError("upload-offset-invalid", "Upload-Offset must be a non-negative integer");
+        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as AsyncIterable<Uint8Array>, (n) => metrics.bytesReceived.inc({}, n));
+        const accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body);
+        return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(null);
+      },
+    );
+  };
+}
+
+async function* counted(source: AsyncIterable<Uint8Array>, add: (bytes: number) => void): AsyncIterable<Uint8Array> {
+  for await (const piece of source) {
+    add(piece.byteLength);
+    yield piece;
+  }
+}

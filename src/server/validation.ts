@@ -1,0 +1,61 @@
+/**
+ * Request validation with the TypeBox schemas of src/api (no coercion of bodies; header, param
+ * and query strings converted as TypeBox does), and the stable codes of schema violations: a
+ * header or a path parameter names its own code (`idempotency-key-missing`, `digest-invalid`);
+ * a body violation is `<prefix>-unknown-field`, `-missing-field`, `-field-type` or
+ * `-field-invalid`, where the route picks the prefix (e.g. `invoke-request`, `review`).
+ */
+import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
+import type { ProblemSpec } from "./problem.js";
+
+export interface ValidationFailure {
+  readonly errors: readonly SchemaErrorLike[];
+  /** fastify's httpPart: body, params, querystring, headers */
+  readonly context: string;
+}
+
+const HEADER_CODES: Readonly<Record<string, string>> = {
+  "idempotency-key": "idempotency-key",
+  "upload-offset": "upload-offset",
+};
+
+const PARAM_CODES: Readonly<Record<string, string>> = {
+  digest: "digest-invalid",
+  stage_id: "stage-id-invalid",
+  run_id: "run-id-invalid",
+  scope: "scope-invalid",
+  id: "invocation-id-invalid",
+  bundle_id: "bundle-id-invalid",
+  revision: "revision-invalid",
+};
+
+export function validationProblem(failure: ValidationFailure, bodyCodes = "request"): ProblemSpec {
+  const finding = schemaFinding(failure.errors);
+  const extra = { field: finding.field };
+  switch (failure.context) {
+    case "headers": {
+      const base = HEADER_CODES[finding.field];
+      if (base === undefined) return { status: 400, code: "header-invalid", detail: `header ${finding.message}`, extra };
+      const missing = finding.rule === "missing-field";
+      return {
+        status: 400,
+        code: `${base}-${missing ? "missing" : "invalid"}`,
+        detail: missing ? `the ${finding.field} header is required` : `the ${finding.field} header is malformed`,
+        extra,
+      };
+    }
+    case "params": {
+      const code = PARAM_CODES[finding.field] ?? "url-invalid";
+      return { status: 400, code, detail: `path parameter ${finding.message}`, extra };
+    }
+    case "querystring":
+      return {
+        status: 400,
+        code: finding.rule === "unknown-field" ? "query-unknown-field" : "query-invalid",
+        detail: `query parameter ${finding.message}`,
+        extra,
+      };
+    default:
+      return { status: 400, code: `${bodyCodes}-${finding.rule}`, detail: finding.message, extra };
+  }
+}

@@ -1,0 +1,336 @@
+/**
+ * The library facade (`import { openWarden } from "warden"`): one node on the embedded backend —
+ * delivery, invocations with their journals and keys, the provider materializer and the runner —
+ * opened together and closed together. The HTTP server and the CLI are thin adapters over it.
+ */
+import { randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { JsonValue } from "./core/canonical.js";
+import { NotFoundError, ValidationError, WardenError } from "./core/errors.js";
+import type { Limits } from "./core/limits.js";
+import { ensurePrivateDirSync } from "./storage/secure-fs.js";
+import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
+import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
+import { openPostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
+import type { Delivery } from "./delivery/service.js";
+import { Invocations, type ExistingOutcome } from "./invocations/index.js";
+import type { RunInspection } from "./journal/inspect.js";
+import type { PublicKeyRecord } from "./journal/types.js";
+import type { VerifyReport } from "./journal/verify.js";
+import type { RunCheck } from "./invocations/run-check.js";
+import { sharedRunChecker } from "./invocations/run-checker.js";
+import { Materializer } from "./providers/materializer.js";
+import { resolveProfiles, type ProviderProfile } from "./providers/profiles.js";
+import type { Materialization, ProviderName } from "./providers/types.js";
+import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
+import { Runner, type RunnerHooks } from "./runner/runner.js";
+import { AgentGroups } from "./warden/agent-groups.js";
+import { JournalTap } from "./warden/journal-tap.js";
+
+export interface WardenOptions {
+  /** the private state directory (created 0700 when missing) */
+  readonly home: string;
+  readonly limits?: Partial<Limits>;
+  /** workspace id → absolute directory agents run in; default: `<home>/workspaces/default` as "default" */
+  readonly workspaces?: Readonly<Record<string, string>>;
+  /** the workspace of requests that name none (default: the only configured one) */
+  readonly defaultWorkspace?: string;
+  /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
+  readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
+  /** base environment of agents (default: this process's, without warden's tokens) */
+  readonly agentEnv?: Readonly<Record<string, string | undefined>>;
+  readonly defaultTimeoutS?: number;
+  readonly maxTimeoutS?: number;
+  readonly killGraceMs?: number;
+  readonly maxPromptBytes?: number;
+  readonly runnerHooks?: RunnerHooks;
+  /** keep claims, journals, keys, bundles and blobs on this PostgreSQL database (a fleet) instead of under `home` */
+  readonly postgres?: PostgresNodeOptions;
+}
+
+/** What the facade keeps of its backend: where the node lives, its limits, and how to close it. */
+type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close">;
+
+/** What `start` answers: this caller started the run, or the invocation's existing state. */
+export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
+export type InvocationStart = StartedRun | KnownOutcome;
+/** An existing outcome; `run_id` is set for an in-progress run this process owns. */
+export type KnownOutcome = ExistingOutcome & { readonly run_id?: string };
+
+export interface RunVerification {
+  readonly ok: boolean;
+  readonly entries: number;
+  readonly first_error?: VerifyReport["first_error"];
+  readonly requires_reconciliation: boolean;
+  readonly tail_hash: string;
+  readonly incomplete_tail: boolean;
+  readonly findings: RunInspection["reasons"];
+}
+
+export interface CloseOptions {
+  /** how long running agents may take to finish before their process groups are killed */
+  readonly graceMs?: number;
+}
+
+const DEFAULT_MAX_PROMPT_BYTES = 100_000;
+const DEFAULT_MAX_TIMEOUT_S = 24 * 3600;
+const DEFAULT_GRACE_MS = 10_000;
+/** after killing cut agents, how long their runs get to journal the end and release their claims */
+const SETTLE_AFTER_KILL_MS = 5_000;
+
+export class Warden {
+  readonly home: string;
+  readonly limits: Limits;
+  readonly delivery: Delivery;
+  readonly invocations: Invocations;
+  readonly materializer: Materializer;
+  readonly runner: Runner;
+  readonly journals: JournalTap;
+  readonly #backend: NodeBackend;
+  readonly #bounds: { maxPromptBytes: number; maxTimeoutS: number };
+  readonly #agents: AgentGroups;
+  /** scope\0id → run id of the runs this process is executing */
+  readonly #active = new Map<string, { run_id: string; done: Promise<unknown> }>();
+  #closing: Promise<void> | undefined;
+
+  /** Use `openWarden`. */
+  constructor(parts: {
+    backend: NodeBackend;
+    delivery: Delivery;
+    invocations: Invocations;
+    materializer: Materializer;
+    runner: Runner;
+    journals: JournalTap;
+    agents: AgentGroups;
+    bounds: { maxPromptBytes: number; maxTimeoutS: number };
+  }) {
+    this.#backend = parts.backend;
+    this.home = parts.backend.home;
+    this.limits = parts.backend.limits;
+    this.delivery = parts.delivery;
+    this.invocations = parts.invocations;
+    this.materializer = parts.materializer;
+    this.runner = parts.runner;
+    this.journals = parts.journals;
+    this.#agents = parts.agents;
+    this.#bounds = parts.bounds;
+  }
+
+  /** True once `close` was called: new runs are refused. */
+  get closing(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /** Runs this process is executing now. */
+  get activeRuns(): number {
+    return this.#active.size;
+  }
+
+  /** Parses an invocation request exactly as the runner will (every rule, its own code). */
+  parseRequest(input: unknown): InvokeRequest {
+    return parseInvokeRequest(input, this.#bounds);
+  }
+
+  /**
+   * Starts `(scope, id)` for `request` unless it exists. A known invocation is answered by a
+   * read only (no claim attempt, no write): that is the replay path. A different request under
+   * the same id is a ConflictError `idempotency-conflict` (422).
+   */
+  async start(scope: string, id: string, input: unknown): Promise<InvocationStart> {
+    const request = this.parseRequest(input);
+    const existing = await this.lookup(scope, id, request);
+    if (existing !== undefined) return existing;
+    if (this.closing) throw shuttingDown();
+    const started = await this.runner.start({ scope, id, request: input });
+    if (started.status !== "started") return this.#withRunId(scope, id, started);
+    const key = activeKey(scope, id.toLowerCase());
+    const done = started.done.finally(() => {
+      this.#active.delete(key);
+      this.#agents.prune();
+    });
+    done.catch(() => undefined);
+    this.#active.set(key, { run_id: started.run_id, done });
+    return { status: "started", run_id: started.run_id, done: started.done };
+  }
+
+  /** The state of `(scope, id)` without creating anything; with `request`, conflicts are refused. */
+  async lookup(scope: string, id: string, request?: InvokeRequest): Promise<KnownOutcome | undefined> {
+    const outcome = await this.invocations.lookup(scope, id, request === undefined ? undefined : requestJson(request));
+    return outcome === undefined ? undefined : this.#withRunId(scope, id, outcome);
+  }
+
+  /** Materializes a committed bundle revision for a provider in a new session. */
+  materialize(bundleId: string, revision: string, provider: ProviderName): Promise<Materialization> {
+    return this.materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session: randomUUID() });
+  }
+
+  /** The raw signed journal of a run. */
+  async readJournal(runId: string): Promise<Uint8Array> {
+    const bytes = await this.journals.read(checkRunId(runId), this.limits.journalBytes);
+    if (bytes === undefined) throw new NotFoundError("run-not-found", `no journal for run ${runId}`, { details: { run_id: runId } });
+    return bytes;
+  }
+
+  /** Verifies a run's journal with the node's keys (G5) and says whether it needs reconciliation. */
+  async verifyRun(runId: string): Promise<RunVerification> {
+    const bytes = await this.readJournal(runId);
+    // On the invocations module's worker pool: a 64 MiB journal must not stall the event loop.
+    const checker = sharedRunChecker();
+    const check = (keys: readonly PublicKeyRecord[]): Promise<RunCheck> =>
+      checker.check(bytes, keys, { maxBytes: this.limits.journalBytes, runId, limits: this.limits });
+    let result = await check(await this.invocations.publicKeys());
+    if (result.first_error?.code === "journal-unknown-key") result = await check(await this.invocations.publicKeys(true));
+    return {
+      ok: result.ok,
+      entries: result.entries,
+      ...(result.first_error === undefined ? {} : { first_error: result.first_error }),
+      requires_reconciliation: result.inspection.requires_reconciliation,
+      tail_hash: result.tail_hash,
+      incomplete_tail: result.incomplete_tail,
+      findings: result.inspection.reasons,
+    };
+  }
+
+  /** The node's public keys, oldest first (journal and receipt verification). */
+  publicKeys(): Promise<readonly PublicKeyRecord[]> {
+    return this.invocations.publicKeys(true);
+  }
+
+  /**
+   * Refuses new runs, lets running agents finish within the grace period, kills the process
+   * groups of those that did not (their runs then read `unresolved` and are never re-run), and
+   * closes the stores. Idempotent.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    this.#closing ??= this.#shutdown(options.graceMs ?? DEFAULT_GRACE_MS);
+    return this.#closing;
+  }
+
+  async #shutdown(graceMs: number): Promise<void> {
+    if (!(await settledWithin(this.#runs(), graceMs))) {
+      this.#agents.killAll();
+      await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
+    }
+    try {
+      await this.delivery.close();
+    } finally {
+      await this.#backend.close();
+    }
+  }
+
+  #runs(): Promise<unknown>[] {
+    return [...this.#active.values()].map((r) => r.done);
+  }
+
+  #withRunId(scope: string, id: string, outcome: ExistingOutcome): KnownOutcome {
+    if (outcome.status !== "in_progress") return outcome;
+    const active = this.#active.get(activeKey(scope, id.toLowerCase()));
+    return active === undefined ? outcome : { ...outcome, run_id: active.run_id };
+  }
+}
+
+/** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
+export async function openWarden(options: WardenOptions): Promise<Warden> {
+  const limits = options.limits === undefined ? {} : { limits: options.limits };
+  const backend =
+    options.postgres === undefined
+      ? await openEmbeddedBackend({ home: options.home, ...limits })
+      : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+  let delivery: Delivery | undefined;
+  try {
+    delivery =
+      "openDelivery" in backend ? await backend.openDelivery() : (await openEmbeddedDelivery(backend.home, { limits: backend.limits })).delivery;
+    const journals = new JournalTap(backend.journals);
+    const invocations = new Invocations({ claims: backend.claims, journals, keys: backend.keys, limits: backend.limits });
+    // The node publishes a key from its first start, so clients can verify before any run.
+    await backend.keys.active();
+    const profiles = resolveProfiles(options.providers ?? {});
+    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
+    await materializer.sweep();
+    const agents = new AgentGroups();
+    const { workspaces, defaultWorkspace } = workspacesOf(backend.home, options);
+    const bounds = {
+      maxPromptBytes: options.maxPromptBytes ?? DEFAULT_MAX_PROMPT_BYTES,
+      maxTimeoutS: options.maxTimeoutS ?? DEFAULT_MAX_TIMEOUT_S,
+    };
+    const userHooks = options.runnerHooks ?? {};
+    const runner = new Runner({
+      invocations,
+      materializer,
+      workspaces,
+      ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
+      outputDir: join(backend.home, "outputs"),
+      profiles,
+      env: options.agentEnv ?? agentEnvironment(),
+      ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
+      ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+      ...bounds,
+      hooks: {
+        ...userHooks,
+        afterLaunch: async (pid: number) => {
+          agents.add(pid);
+          await userHooks.afterLaunch?.(pid);
+        },
+      },
+    });
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds });
+  } catch (error) {
+    await delivery?.close().catch(() => undefined);
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+function workspacesOf(home: string, options: WardenOptions): { workspaces: Record<string, string>; defaultWorkspace?: string } {
+  const configured = options.workspaces ?? {};
+  const ids = Object.keys(configured);
+  if (ids.length === 0) {
+    // No workspace configured: agents run in an empty private directory of the node.
+    const dir = join(home, "workspaces", "default");
+    ensurePrivateDirSync(join(home, "workspaces"), { create: true });
+    if (!fs.existsSync(dir)) ensurePrivateDirSync(dir, { create: true });
+    return { workspaces: { default: dir }, defaultWorkspace: options.defaultWorkspace ?? "default" };
+  }
+  const chosen = options.defaultWorkspace ?? (ids.length === 1 ? ids[0] : configured.default !== undefined ? "default" : undefined);
+  return chosen === undefined ? { workspaces: { ...configured } } : { workspaces: { ...configured }, defaultWorkspace: chosen };
+}
+
+/** Agents never see the node's own credentials. */
+function agentEnvironment(): Record<string, string | undefined> {
+  const { WARDEN_TOKEN: _operator, WARDEN_OBSERVER_TOKEN: _observer, ...env } = process.env;
+  return env;
+}
+
+function requestJson(request: InvokeRequest): JsonValue {
+  return JSON.parse(JSON.stringify(request)) as JsonValue;
+}
+
+function activeKey(scope: string, id: string): string {
+  return `${scope}\0${id}`;
+}
+
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function checkRunId(runId: string): string {
+  if (!UUID_RE.test(runId)) throw new ValidationError("run-id-invalid", "a run id is a lowercase UUID", { details: { run_id: runId } });
+  return runId;
+}
+
+function shuttingDown(): WardenError {
+  return new WardenError("node-shutting-down", "the node is shutting down and starts no new runs", 503);
+}
+
+/** Resolves true if every promise settled within `ms`. */
+async function settledWithin(promises: readonly Promise<unknown>[], ms: number): Promise<boolean> {
+  if (promises.length === 0) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([Promise.allSettled(promises).then(() => true as const), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,91 @@
+/** `warden serve` configuration: defaults, warden.json, flags over the file, and refusals. */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { DEFAULT_LIMITS } from "../../src/core/limits.js";
+import { loadServeConfig } from "../../src/config/serve-config.js";
+import { parseListen, urlOf } from "../../src/config/listen.js";
+import { tempRoot } from "./helpers.js";
+
+describe("serve configuration", () => {
+  let root: string;
+  before(() => {
+    root = tempRoot("server-config");
+  });
+  after(() => fs.rmSync(root, { recursive: true, force: true }));
+
+  const homeWith = (name: string, config?: unknown): string => {
+    const home = path.join(root, name);
+    fs.mkdirSync(home, { mode: 0o700 });
+    if (config !== undefined) fs.writeFileSync(path.join(home, "warden.json"), typeof config === "string" ? config : JSON.stringify(config), { mode: 0o600 });
+    return home;
+  };
+
+  it("defaults: ./.warden (or $WARDEN_HOME), 127.0.0.1:7420, default limits, env tokens", () => {
+    const cwd = path.join(root, "cwd");
+    fs.mkdirSync(cwd);
+    const config = loadServeConfig({}, { WARDEN_TOKEN: "t" }, cwd);
+    assert.equal(config.home, path.join(cwd, ".warden"));
+    assert.equal(fs.statSync(config.home).mode & 0o777, 0o700);
+    assert.deepEqual(config.listen, { host: "127.0.0.1", port: 7420 });
+    assert.deepEqual(config.warden.limits, DEFAULT_LIMITS);
+    assert.equal(config.server.tokens.length, 1);
+    assert.equal(config.generatedToken, undefined);
+    const fromEnv = loadServeConfig({}, { WARDEN_HOME: "elsewhere", WARDEN_TOKEN: "t" }, cwd);
+    assert.equal(fromEnv.home, path.join(cwd, "elsewhere"));
+  });
+
+  it("reads warden.json and lets flags override it", () => {
+    const ws = path.join(root, "ws");
+    fs.mkdirSync(ws);
+    const home = homeWith("file", {
+      listen: "0.0.0.0:9000",
+      workspaces: { main: ws },
+      providers: { claude: "/opt/claude", codex: { command: "codex-beta", events: "codex-jsonl" } },
+      limits: { chunkBytes: 65536, activeStages: 4 },
+      logLevel: "warn",
+      maxWaitS: 5,
+      shutdownGraceS: 2,
+    });
+    const config = loadServeConfig({ home, listen: "127.0.0.1:0", provider: ["claude=./bin/claude"], workspace: [`extra=${ws}`] }, { WARDEN_TOKEN: "t" }, root);
+    assert.deepEqual(config.listen, { host: "127.0.0.1", port: 0 });
+    assert.equal(config.warden.limits?.chunkBytes, 65536);
+    assert.equal(config.warden.limits?.activeStages, 4);
+    assert.equal(config.warden.limits?.fileBytes, DEFAULT_LIMITS.fileBytes);
+    assert.deepEqual(config.warden.workspaces, { main: ws, extra: ws });
+    assert.deepEqual(config.warden.providers, { claude: { command: path.join(root, "bin/claude") }, codex: { command: "codex-beta", events: "codex-jsonl" } });
+    assert.equal(config.server.logLevel, "warn");
+    assert.equal(config.server.maxWaitS, 5);
+    assert.equal(config.shutdownGraceMs, 2000);
+  });
+
+  for (const [name, config, code] of [
+    ["not JSON", "{", "config-file-invalid"],
+    ["an unknown key", { listen: "127.0.0.1:1", color: "blue" }, "config-file-invalid"],
+    ["an unknown limit", { limits: { chunks: 1 } }, "config-file-invalid"],
+    ["a zero limit", { limits: { chunkBytes: 0 } }, "config-file-invalid"],
+    ["a bad listen address", { listen: "localhost" }, "config-listen-invalid"],
+    ["a relative workspace", { workspaces: { main: "rel/dir" } }, "config-workspace-invalid"],
+  ] as const) {
+    it(`refuses a warden.json with ${name}`, () => {
+      const home = homeWith(`bad-${name.replace(/\W+/g, "-")}`, config);
+      assert.throws(() => loadServeConfig({ home }, { WARDEN_TOKEN: "t" }, root), { code });
+    });
+  }
+
+  it("refuses malformed flags", () => {
+    const home = homeWith("flags");
+    assert.throws(() => loadServeConfig({ home, provider: ["gpt=/bin/gpt"] }, { WARDEN_TOKEN: "t" }, root), { code: "config-provider-invalid" });
+    assert.throws(() => loadServeConfig({ home, provider: ["claude"] }, { WARDEN_TOKEN: "t" }, root), { code: "config-flag-invalid" });
+    assert.throws(() => loadServeConfig({ home, workspace: ["main=relative"] }, { WARDEN_TOKEN: "t" }, root), { code: "config-workspace-invalid" });
+    assert.throws(() => loadServeConfig({ home, listen: "127.0.0.1:70000" }, { WARDEN_TOKEN: "t" }, root), { code: "config-listen-invalid" });
+    assert.throws(() => loadServeConfig({ home, logLevel: "loud" }, { WARDEN_TOKEN: "t" }, root), { code: "config-log-level-invalid" });
+  });
+
+  it("parses listen addresses, IPv6 included", () => {
+    assert.deepEqual(parseListen("[::1]:7420"), { host: "::1", port: 7420 });
+    assert.equal(urlOf({ host: "::1", port: 7420 }), "http://[::1]:7420");
+    assert.equal(urlOf(parseListen("127.0.0.1:0")), "http://127.0.0.1:0");
+  });
+});

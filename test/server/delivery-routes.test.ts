@@ -1,0 +1,163 @@
+/**
+ * Delivery over HTTP (inject, real embedded stores): stage begin/resume, binary chunk upload with
+ * Upload-Offset, every chunk refusal with its status and code, commit and its replay, abort,
+ * the catalog and materializations.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import { sha256Digest } from "../../src/core/digest.js";
+import {
+  OBSERVER,
+  OPERATOR,
+  chunkHeaders,
+  compileTestBundle,
+  contentOf,
+  json,
+  openTestNode,
+  pushThroughApp,
+  tempRoot,
+  type TestNode,
+} from "./helpers.js";
+
+describe("delivery routes", () => {
+  let root: string;
+  let node: TestNode;
+  before(async () => {
+    root = tempRoot("server-delivery");
+    node = await openTestNode(root);
+  });
+  after(async () => {
+    await node.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it("uploads a bundle in chunks, resumes a stage, refuses bad chunks, commits idempotently", async () => {
+    const bundle = await compileTestBundle(root, "chunks", "r1");
+    const begin = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest });
+    assert.equal(begin.statusCode, 201);
+    const begun = json(begin.payload);
+    const stageId = begun.stage_id as string;
+    assert.equal(begun.manifest_digest, bundle.manifest.manifest_digest);
+    const missing = begun.missing as { digest: string; byte_len: number; offset: number }[];
+    assert.equal(missing.length, bundle.manifest.components.length);
+    assert.ok(missing.every((m) => m.offset === 0));
+
+    const [first, ...rest] = missing;
+    assert.ok(first !== undefined && first.byte_len > 10);
+    const bytes = contentOf(bundle, first.digest);
+    const url = `/v1/stages/${stageId}/blobs/${first.digest}`;
+    const part1 = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(0), payload: bytes.subarray(0, 10) });
+    assert.equal(part1.statusCode, 204);
+    assert.equal(part1.headers["upload-offset"], "10");
+    assert.equal(part1.payload, "");
+
+    // The same manifest again resumes the same stage with the durable offsets.
+    const again = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
+    assert.equal(again.stage_id, stageId);
+    assert.equal((again.missing as { digest: string; offset: number }[]).find((m) => m.digest === first.digest)?.offset, 10);
+
+    // A gap is refused with where to continue.
+    const gap = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(12), payload: bytes.subarray(12, 14) });
+    assert.equal(gap.statusCode, 409);
+    assert.equal(gap.headers["content-type"], "application/problem+json; charset=utf-8");
+    assert.equal(json(gap.payload).code, "chunk-out-of-order");
+    assert.equal(json(gap.payload).expected_offset, 10);
+
+    // Replaying bytes already received is accepted; different bytes at that offset are not.
+    const replay = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(4), payload: bytes.subarray(4, 8) });
+    assert.equal(replay.statusCode, 204);
+    assert.equal(replay.headers["upload-offset"], "8");
+    const wrongReplay = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(4), payload: Buffer.from("XXXX") });
+    assert.equal(wrongReplay.statusCode, 409);
+    assert.equal(json(wrongReplay.payload).code, "chunk-out-of-order");
+
+    // Past the blob's length.
+    const overflow = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(10), payload: Buffer.concat([bytes.subarray(10), Buffer.from("!")]) });
+    assert.equal(overflow.statusCode, 413);
+    assert.equal(json(overflow.payload).code, "chunk-overflow");
+
+    // Wrong bytes to the end: the blob restarts at 0.
+    const wrong = Buffer.from(bytes.subarray(10));
+    wrong[0] = wrong[0]! ^ 0xff;
+    const mismatch = await node.app.inject({ method: "PATCH", url, headers: chunkHeaders(10), payload: wrong });
+    assert.equal(mismatch.statusCode, 422);
+    assert.equal(json(mismatch.payload).code, "blob-digest-mismatch");
+    const status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OBSERVER })).payload);
+    assert.equal((status.missing as { digest: string; offset: number }[]).find((m) => m.digest === first.digest)?.offset, 0);
+
+    // Commit before everything is there.
+    const early = await node.app.inject({ method: "POST", url: `/v1/stages/${stageId}/commit`, headers: OPERATOR });
+    assert.equal(early.statusCode, 409);
+    assert.equal(json(early.payload).code, "stage-incomplete");
+
+    for (const m of [first, ...rest]) {
+      const res = await node.app.inject({ method: "PATCH", url: `/v1/stages/${stageId}/blobs/${m.digest}`, headers: chunkHeaders(0), payload: contentOf(bundle, m.digest) });
+      assert.equal(res.statusCode, 204, res.payload);
+      assert.equal(res.headers["upload-offset"], String(m.byte_len));
+    }
+    const commit = await node.app.inject({ method: "POST", url: `/v1/stages/${stageId}/commit`, headers: OPERATOR });
+    assert.equal(commit.statusCode, 200);
+    const receipt = json(commit.payload).receipt as Record<string, unknown>;
+    assert.equal(receipt.manifest_digest, bundle.manifest.manifest_digest);
+    assert.equal(receipt.bundle_digest, bundle.manifest.bundle_digest);
+    const replayCommit = await node.app.inject({ method: "POST", url: `/v1/stages/${stageId}/commit`, headers: OPERATOR });
+    assert.equal(replayCommit.statusCode, 200);
+    assert.deepEqual(json(replayCommit.payload).receipt, receipt);
+
+    // Begin of a committed manifest answers its receipt.
+    const committed = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest });
+    assert.equal(committed.statusCode, 200);
+    assert.deepEqual(json(committed.payload), { stage_id: stageId, manifest_digest: bundle.manifest.manifest_digest, committed: true, receipt, missing: [] });
+  });
+
+  it("lists bundles for observers, shows one, 404s an unknown one, and aborts stages", async () => {
+    const bundle = await compileTestBundle(root, "listed", "r1");
+    const receipt = await pushThroughApp(node.app, bundle);
+    const list = await node.app.inject({ url: "/v1/bundles", headers: OBSERVER });
+    assert.equal(list.statusCode, 200);
+    const views = json(list.payload).bundles as { bundle_id: string; revisions: { revision: string; receipt: unknown }[] }[];
+    const listed = views.find((b) => b.bundle_id === "listed");
+    assert.deepEqual(listed?.revisions.map((r) => r.revision), ["r1"]);
+    assert.deepEqual(listed?.revisions[0]?.receipt, receipt);
+    const show = await node.app.inject({ url: "/v1/bundles/listed", headers: OBSERVER });
+    assert.equal(show.statusCode, 200);
+    assert.equal(json(show.payload).bundle_id, "listed");
+    const unknown = await node.app.inject({ url: "/v1/bundles/nope", headers: OBSERVER });
+    assert.equal(unknown.statusCode, 404);
+    assert.equal(json(unknown.payload).code, "bundle-not-found");
+
+    const other = await compileTestBundle(root, "aborted", "r1", { "skills/extra/SKILL.md": "---\nname: extra\ndescription: An extra skill.\n---\nbody\n" });
+    const stageId = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: other.manifest })).payload).stage_id as string;
+    const del = await node.app.inject({ method: "DELETE", url: `/v1/stages/${stageId}`, headers: OPERATOR });
+    assert.equal(del.statusCode, 204);
+    const gone = await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR });
+    assert.equal(gone.statusCode, 404);
+    assert.equal(json(gone.payload).code, "stage-not-found");
+  });
+
+  it("materializes a committed revision for a provider", async () => {
+    const bundle = await compileTestBundle(root, "mat", "r1");
+    await pushThroughApp(node.app, bundle);
+    const res = await node.app.inject({ method: "POST", url: "/v1/bundles/mat/r1/materializations", headers: OPERATOR, payload: { provider: "claude" } });
+    assert.equal(res.statusCode, 201, res.payload);
+    const m = json(res.payload) as { root: string; args: string[]; env: Record<string, string> };
+    assert.deepEqual(m.args, ["--plugin-dir", `${m.root}/bundle`]);
+    assert.deepEqual(m.env, {});
+    const skill = fs.readFileSync(`${m.root}/bundle/skills/review/SKILL.md`);
+    const expected = bundle.manifest.components.find((c) => c.relative_path === "skills/review/SKILL.md")!;
+    assert.equal(sha256Digest(skill), expected.blob.digest);
+    assert.equal(fs.statSync(m.root).mode & 0o777, 0o700);
+
+    const codex = json((await node.app.inject({ method: "POST", url: "/v1/bundles/mat/r1/materializations", headers: OPERATOR, payload: { provider: "codex" } })).payload);
+    assert.deepEqual(codex.args, []);
+    assert.deepEqual(codex.env, { CODEX_HOME: `${codex.root as string}/home` });
+
+    const badProvider = await node.app.inject({ method: "POST", url: "/v1/bundles/mat/r1/materializations", headers: OPERATOR, payload: { provider: "gpt" } });
+    assert.equal(badProvider.statusCode, 400);
+    assert.equal(json(badProvider.payload).code, "materialization-field-invalid");
+    const unknownRevision = await node.app.inject({ method: "POST", url: "/v1/bundles/mat/r9/materializations", headers: OPERATOR, payload: { provider: "claude" } });
+    assert.equal(unknownRevision.statusCode, 404);
+    assert.equal(json(unknownRevision.payload).code, "revision-not-found");
+  });
+});

@@ -1,0 +1,247 @@
+/**
+ * Invocations over HTTP (inject, real stores, fixture agents): the Idempotency-Key semantics
+ * (400, 202, 200 + Idempotency-Replayed, 422, 409 in-progress / unresolved / reconciled), scope
+ * from the token, Cache-Control on every reply, lookup without claims, listing, inspection and
+ * reconciliation, journals, verification, SSE and keys.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import { randomUUID } from "node:crypto";
+import { verifyJournal } from "../../src/journal/verify.js";
+import { OBSERVER, OPERATOR, json, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
+
+type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
+
+describe("invocation routes", () => {
+  let root: string;
+  let node: TestNode;
+  before(async () => {
+    root = tempRoot("server-invocations");
+    node = await openTestNode(root);
+  });
+  after(async () => {
+    await node.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  const post = (key: string | undefined, body: unknown, extra: Record<string, string> = {}): Promise<Reply> =>
+    node.app.inject({
+      method: "POST",
+      url: "/v1/invocations",
+      headers: { ...OPERATOR, ...(key === undefined ? {} : { "idempotency-key": key }), ...extra },
+      payload: body as Record<string, unknown>,
+    });
+  const get = (url: string, headers: Record<string, string> = OBSERVER): Promise<Reply> => node.app.inject({ url, headers });
+
+  async function until(key: string, status: string): Promise<Record<string, unknown>> {
+    for (let i = 0; i < 200; i++) {
+      const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
+      if (view.status === status) return view;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`${key} never became ${status}`);
+  }
+
+  it("runs once, then replays the recorded result with Idempotency-Replayed: true", async () => {
+    const key = randomUUID();
+    const body = { provider: "claude", prompt: "replay me" };
+    const startsBefore = starts(node.startsFile);
+    const fresh = await post(key, body);
+    assert.equal(fresh.statusCode, 202, fresh.payload);
+    assert.equal(fresh.headers["cache-control"], "no-store");
+    const started = json(fresh.payload);
+    assert.deepEqual(Object.keys(started).sort(), ["id", "run_id", "scope", "status"]);
+    assert.equal(started.status, "running");
+    assert.equal(started.scope, "api:alice");
+    assert.equal(started.id, key);
+    assert.equal(fresh.headers.location, `/v1/invocations/api%3Aalice/${key}`);
+
+    const recorded = await until(key, "recorded");
+    assert.equal(recorded.run_id, started.run_id);
+    const replay = await post(key.toUpperCase(), body);
+    assert.equal(replay.statusCode, 200);
+    assert.equal(replay.headers["idempotency-replayed"], "true");
+    assert.equal(replay.headers["cache-control"], "no-store");
+    const view = json(replay.payload);
+    assert.equal(view.status, "recorded");
+    assert.equal(view.run_id, started.run_id);
+    assert.deepEqual(view.result, recorded.result);
+    assert.equal((view.result as { exit_code: number }).exit_code, 0);
+    // A quoted key (RFC 8941 sf-string) is the same key.
+    const quoted = await post(`"${key}"`, body);
+    assert.equal(quoted.statusCode, 200);
+    assert.equal(starts(node.startsFile), startsBefore + 1, "the agent ran exactly once");
+
+    const conflict = await post(key, { ...body, prompt: "something else" });
+    assert.equal(conflict.statusCode, 422);
+    assert.equal(json(conflict.payload).code, "idempotency-conflict");
+    assert.equal(conflict.headers["cache-control"], "no-store");
+  });
+
+  it("answers the finished result within Prefer: wait, without the replay mark", async () => {
+    const key = randomUUID();
+    const res = await post(key, { provider: "kimi", prompt: "quick" }, { prefer: "respond-async, wait=20" });
+    assert.equal(res.statusCode, 200, res.payload);
+    assert.equal(res.headers["idempotency-replayed"], undefined);
+    const view = json(res.payload);
+    assert.equal(view.status, "recorded");
+    assert.equal(view.agent, "kimi");
+  });
+
+  it("409 in-progress while running, 409 unresolved once cut, 409 reconciled after review", async () => {
+    const key = randomUUID();
+    const body = { provider: "claude", prompt: "#hang", timeout_s: 1 };
+    const fresh = await post(key, body);
+    assert.equal(fresh.statusCode, 202);
+    const runId = json(fresh.payload).run_id as string;
+    const busy = await post(key, body);
+    assert.equal(busy.statusCode, 409);
+    assert.equal(busy.headers["cache-control"], "no-store");
+    const busyProblem = json(busy.payload);
+    assert.equal(busyProblem.code, "in-progress");
+    assert.equal(busyProblem.run_id, runId);
+    const running = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
+    assert.equal(running.status, "in_progress");
+
+    // Live events of the run end when it terminates (timeout).
+    const events = await get(`/v1/runs/${runId}/events`);
+    assert.equal(events.statusCode, 200);
+    assert.match(String(events.headers["content-type"]), /^text\/event-stream/);
+    const messages = events.payload.split("\n\n").filter((m) => m.includes("data: "));
+    const entries = messages.filter((m) => m.startsWith("id: ")).map((m) => JSON.parse(m.split("data: ")[1]!) as { entry: { seq: number; event: { type: string } } });
+    assert.deepEqual(entries.map((e) => e.entry.seq), entries.map((_, i) => i));
+    assert.equal(entries[0]?.entry.event.type, "run.started");
+    assert.equal(entries.at(-1)?.entry.event.type, "run.terminated");
+    assert.match(messages.at(-1)!, /^event: end\ndata: \{"reason":"terminated"\}/);
+
+    const unresolved = await until(key, "unresolved");
+    assert.equal(unresolved.run_id, runId);
+    const refused = await post(key, body);
+    assert.equal(refused.statusCode, 409);
+    assert.equal(json(refused.payload).code, "unresolved");
+
+    const verification = json((await get(`/v1/runs/${runId}/verification`)).payload);
+    assert.equal(verification.ok, true);
+    assert.equal(verification.requires_reconciliation, true);
+
+    const inspection = await get(`/v1/invocations/api:alice/${key}/inspection`);
+    assert.equal(inspection.statusCode, 200);
+    assert.equal(inspection.headers["cache-control"], "no-store");
+    const snapshotHash = json(inspection.payload).snapshot_hash as string;
+    const review = {
+      snapshot_hash: snapshotHash,
+      outcome: "no_effects",
+      rationale: "the agent hung before any tool call; its process group is gone",
+      evidence: [{ reference: "journal", sha256: `sha256:${"1".repeat(64)}` }],
+      effects_stopped: true,
+    };
+    const stale = await node.app.inject({
+      method: "POST",
+      url: `/v1/invocations/api:alice/${key}/reconciliation`,
+      headers: OPERATOR,
+      payload: { ...review, snapshot_hash: `sha256:${"2".repeat(64)}` },
+    });
+    assert.equal(stale.statusCode, 409);
+    assert.equal(json(stale.payload).code, "snapshot-stale");
+    const observerTry = await node.app.inject({ method: "POST", url: `/v1/invocations/api:alice/${key}/reconciliation`, headers: OBSERVER, payload: review });
+    assert.equal(observerTry.statusCode, 403);
+    const signed = await node.app.inject({ method: "POST", url: `/v1/invocations/api:alice/${key}/reconciliation`, headers: OPERATOR, payload: review });
+    assert.equal(signed.statusCode, 201, signed.payload);
+    const receipt = json(signed.payload).receipt as Record<string, unknown>;
+    assert.equal(receipt.operator, "alice");
+    const same = await node.app.inject({ method: "POST", url: `/v1/invocations/api:alice/${key}/reconciliation`, headers: OPERATOR, payload: review });
+    assert.equal(same.statusCode, 200);
+    assert.deepEqual(json(same.payload).receipt, receipt);
+    const different = await node.app.inject({
+      method: "POST",
+      url: `/v1/invocations/api:alice/${key}/reconciliation`,
+      headers: OPERATOR,
+      payload: { ...review, outcome: "failed" },
+    });
+    assert.equal(different.statusCode, 409);
+    assert.equal(json(different.payload).code, "reconciliation-conflict");
+
+    const closed = await post(key, body);
+    assert.equal(closed.statusCode, 409);
+    assert.equal(json(closed.payload).code, "reconciled");
+    const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
+    assert.equal(view.status, "reconciled");
+    assert.deepEqual(view.receipt, receipt);
+  });
+
+  it("looks up without creating a claim, lists with a status filter and a cursor", async () => {
+    const unknown = randomUUID();
+    const missing = await get(`/v1/invocations/api:alice/${unknown}`);
+    assert.equal(missing.statusCode, 404);
+    assert.equal(json(missing.payload).code, "invocation-not-found");
+    assert.equal(missing.headers["cache-control"], "no-store");
+    const again = await get(`/v1/invocations/api:alice/${unknown}`);
+    assert.equal(again.statusCode, 404, "a lookup never creates a claim");
+    // An observer cannot start runs, and its scope would be its own.
+    const observerPost = await node.app.inject({
+      method: "POST",
+      url: "/v1/invocations",
+      headers: { ...OBSERVER, "idempotency-key": unknown },
+      payload: { provider: "claude", prompt: "x" },
+    });
+    assert.equal(observerPost.statusCode, 403);
+    assert.equal(json(observerPost.payload).code, "forbidden");
+    assert.equal(observerPost.headers["cache-control"], "no-store");
+    const anonymous = await node.app.inject({ url: `/v1/invocations/api:alice/${unknown}` });
+    assert.equal(anonymous.statusCode, 401);
+    assert.equal(anonymous.headers["cache-control"], "no-store");
+    const bundles = await get("/v1/bundles");
+    assert.equal(bundles.headers["cache-control"], undefined, "only invocation replies are marked no-store");
+
+    const all = json((await get("/v1/invocations")).payload).items as { id: string; status: string }[];
+    assert.ok(all.length >= 3);
+    assert.ok(!all.some((i) => i.id === unknown));
+    const recorded = json((await get("/v1/invocations?status=recorded")).payload).items as { status: string }[];
+    assert.ok(recorded.length >= 2 && recorded.every((i) => i.status === "recorded"));
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = json((await get(`/v1/invocations?limit=1${cursor === undefined ? "" : `&cursor=${encodeURIComponent(cursor)}`}`)).payload);
+      const items = page.items as { id: string }[];
+      assert.ok(items.length <= 1);
+      seen.push(...items.map((i) => i.id));
+      cursor = page.cursor as string | undefined;
+    } while (cursor !== undefined);
+    assert.deepEqual(seen, all.map((i) => i.id));
+  });
+
+  it("serves journals as ndjson that verifies with the published keys", async () => {
+    const key = randomUUID();
+    const done = json((await post(key, { provider: "claude", prompt: "journal" }, { prefer: "wait=20" })).payload);
+    const runId = done.run_id as string;
+    const journal = await get(`/v1/runs/${runId}/journal`);
+    assert.equal(journal.statusCode, 200);
+    assert.match(String(journal.headers["content-type"]), /^application\/x-ndjson/);
+    const keys = json((await get("/v1/keys")).payload).keys as { key_id: string; public_key: string }[];
+    assert.equal(keys.length, 1);
+    const report = verifyJournal(journal.rawPayload, keys, { runId });
+    assert.equal(report.ok, true);
+    const verification = json((await get(`/v1/runs/${runId}/verification`)).payload);
+    assert.deepEqual(
+      { ok: verification.ok, entries: verification.entries, requires_reconciliation: verification.requires_reconciliation },
+      { ok: true, entries: report.entries, requires_reconciliation: false },
+    );
+    // Events of a finished run: every entry, then the end.
+    const events = await get(`/v1/runs/${runId}/events`, { ...OBSERVER, "last-event-id": "2" });
+    const ids = [...events.payload.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    assert.deepEqual(ids, Array.from({ length: report.entries - 3 }, (_, i) => i + 3));
+  });
+
+  it("counts requests, invocations and journal appends in /metrics", async () => {
+    const text = (await get("/metrics")).payload;
+    assert.match(text, /^warden_http_requests_total\{method="POST",route="\/v1\/invocations",status="202"\} \d+$/m);
+    assert.match(text, /^warden_invocations_total\{outcome="replayed"\} [1-9]\d*$/m);
+    assert.match(text, /^warden_invocations_total\{outcome="started"\} [1-9]\d*$/m);
+    const appends = Number(/^warden_journal_appends_total (\d+)$/m.exec(text)?.[1]);
+    assert.ok(appends >= 10);
+    assert.match(text, /^# TYPE warden_runs_active gauge$/m);
+    assert.match(text, /^warden_runs_total\{outcome="recorded"\} [1-9]\d*$/m);
+    assert.match(text, /^warden_runs_total\{outcome="unresolved"\} 1$/m);
+  });
+});
