@@ -1,0 +1,69 @@
+/** `warden bundles [show <id>]`: the node's committed bundles and their revisions. */
+import type { Command } from "commander";
+import type { BundleView } from "../../client/wire.js";
+import type { CliContext } from "../context.js";
+import { formatBytes } from "../format.js";
+import { connect, nodeOptions, type NodeFlags } from "../node.js";
+import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+
+type BundlesFlags = NodeFlags & OutputFlags;
+
+export function registerBundlesCommands(program: Command, ctx: CliContext): void {
+  const bundles = program.command("bundles").description("the node's committed bundles: `bundles` lists them, `bundles show <id>` shows one");
+  // `list` is the default subcommand, so `warden bundles --json` works and the parent has no
+  // options of its own that would swallow the subcommands' (commander parses parent options first).
+  nodeOptions(
+    bundles
+      .command("list", { isDefault: true })
+      .description("list every bundle with its latest live revision")
+      .option("--json", "print {bundles: [{bundle_id, revisions}]} as JSON"),
+  ).action((flags: BundlesFlags) => runCommand(ctx, flags, () => list(ctx, flags)));
+  nodeOptions(
+    bundles
+      .command("show")
+      .description("show one bundle: every revision with its receipt")
+      .argument("<id>", "bundle id")
+      .option("--json", "print {bundle_id, revisions} as JSON"),
+  ).action((id: string, flags: BundlesFlags) => runCommand(ctx, flags, () => show(ctx, id, flags)));
+}
+
+function bytesOf(view: BundleView["revisions"][number]): number {
+  return view.receipt.blobs.reduce((sum, b) => sum + b.byte_len, 0);
+}
+
+async function list(ctx: CliContext, flags: BundlesFlags): Promise<number> {
+  const bundles = await connect(ctx.io, flags).listBundles();
+  if (flags.json === true) {
+    printJson(ctx, { bundles });
+    return EXIT_OK;
+  }
+  if (bundles.length === 0) {
+    ctx.io.stdout("no bundles\n");
+    return EXIT_OK;
+  }
+  for (const bundle of bundles) {
+    const live = bundle.revisions.filter((r) => !r.retired);
+    const latest = live[live.length - 1];
+    const summary = latest === undefined ? "all revisions retired" : `latest ${latest.revision} (${latest.committed_at}, ${formatBytes(bytesOf(latest))})`;
+    ctx.io.stdout(`${bundle.bundle_id}  ${bundle.revisions.length} revision(s), ${summary}\n`);
+  }
+  return EXIT_OK;
+}
+
+async function show(ctx: CliContext, id: string, flags: BundlesFlags): Promise<number> {
+  const bundle = await connect(ctx.io, flags).getBundle(id);
+  if (flags.json === true) {
+    printJson(ctx, bundle);
+    return EXIT_OK;
+  }
+  ctx.io.stdout(`bundle ${bundle.bundle_id}\n`);
+  for (const r of bundle.revisions) {
+    const retired = r.retired ? `  retired ${r.retired_at ?? ""}`.trimEnd() : "";
+    ctx.io.stdout(
+      `  ${r.revision}  committed ${r.committed_at}  ${r.receipt.blobs.length} blob(s), ${formatBytes(bytesOf(r))}${retired}\n` +
+        `    bundle digest   ${r.receipt.bundle_digest}\n` +
+        `    manifest digest ${r.manifest_digest}\n`,
+    );
+  }
+  return EXIT_OK;
+}

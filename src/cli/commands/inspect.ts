@@ -1,0 +1,62 @@
+/** `warden inspect <scope> <id>`: what an operator reviews before reconciling an unresolved invocation. */
+import type { Command } from "commander";
+import type { Inspection } from "../../client/wire.js";
+import type { CliContext } from "../context.js";
+import { table } from "../format.js";
+import { connect, nodeOptions, type NodeFlags } from "../node.js";
+import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+
+type InspectFlags = NodeFlags & OutputFlags;
+
+export function registerInspectCommand(program: Command, ctx: CliContext): void {
+  nodeOptions(
+    program
+      .command("inspect")
+      .description("snapshot of an invocation's claim and journal, and its snapshot_hash, which a reconciliation review must name")
+      .argument("<scope>", "scope, e.g. api:operator")
+      .argument("<id>", "idempotency id")
+      .option("--json", "print {snapshot, snapshot_hash, report} as JSON"),
+  ).action((scope: string, id: string, flags: InspectFlags) => runCommand(ctx, flags, () => inspect(ctx, scope, id, flags)));
+}
+
+/** A review file to start from: the operator fills in the outcome, rationale and evidence. */
+export function reviewTemplate(inspection: Inspection): Record<string, unknown> {
+  return {
+    snapshot_hash: inspection.snapshot_hash,
+    outcome: "no_effects",
+    rationale: "what was checked, and why this outcome is right",
+    evidence: [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
+    effects_stopped: true,
+  };
+}
+
+async function inspect(ctx: CliContext, scope: string, id: string, flags: InspectFlags): Promise<number> {
+  const inspection = await connect(ctx.io, flags).inspect(scope, id);
+  if (flags.json === true) {
+    printJson(ctx, inspection);
+    return EXIT_OK;
+  }
+  const { snapshot, report } = inspection;
+  const journal = report.journal;
+  const findings = journal.findings.map((f) => f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : ""));
+  ctx.io.stdout(
+    `${report.status} ${snapshot.scope} ${snapshot.id}\n` +
+      table([
+        ["snapshot hash", inspection.snapshot_hash],
+        ["run", snapshot.audit.run_id],
+        ["agent", snapshot.agent],
+        ["request hash", snapshot.request_hash],
+        ["journal", journal.present ? `${journal.entries} entries, ${journal.ok ? "verifies" : `FAILS: ${journal.first_error?.code ?? "?"} at line ${journal.first_error?.line ?? "?"}`}` : "missing"],
+        ["termination", journal.termination ?? "none"],
+        ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
+        ["findings", findings.length > 0 ? findings.join("; ") : "none"],
+        ["needs review", journal.requires_reconciliation || report.status === "unresolved" ? "yes" : "no"],
+      ]) +
+      (report.status === "unresolved"
+        ? `to close it, write a review (e.g. the template below) and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +
+          JSON.stringify(reviewTemplate(inspection), null, 2) +
+          "\n"
+        : ""),
+  );
+  return EXIT_OK;
+}

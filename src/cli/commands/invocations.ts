@@ -1,0 +1,72 @@
+/** `warden invocations [--status S]` and `warden invocations show <scope> <id>`. */
+import type { Command } from "commander";
+import { InvalidArgumentError } from "commander";
+import type { InvocationListQuery, InvocationSummary } from "../../client/wire.js";
+import type { CliContext } from "../context.js";
+import { exitCodeOfInvocation, printInvocation } from "../invocation-view.js";
+import { connect, nodeOptions, type NodeFlags } from "../node.js";
+import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { parsePositiveInt } from "../parse.js";
+
+interface ListFlags extends NodeFlags, OutputFlags {
+  status?: NonNullable<InvocationListQuery["status"]>;
+  limit?: number;
+  cursor?: string;
+}
+type ShowFlags = NodeFlags & OutputFlags;
+
+const STATUSES = ["in_progress", "unresolved", "recorded", "reconciled"] as const;
+
+function parseStatus(value: string): NonNullable<InvocationListQuery["status"]> {
+  if (!(STATUSES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--status must be one of ${STATUSES.join(", ")}`);
+  return value as NonNullable<InvocationListQuery["status"]>;
+}
+
+export function registerInvocationsCommands(program: Command, ctx: CliContext): void {
+  const invocations = program.command("invocations").description("invocations on the node: `invocations` lists them, `invocations show <scope> <id>` shows one");
+  nodeOptions(
+    invocations
+      .command("list", { isDefault: true })
+      .description("list invocations, newest first (one page; --cursor for the next)")
+      .option("--status <status>", `only this status: ${STATUSES.join(", ")}`, parseStatus)
+      .option("--limit <n>", "at most this many (node default otherwise)", parsePositiveInt("--limit"))
+      .option("--cursor <cursor>", "continue after a previous page")
+      .option("--json", "print {items, cursor?} as JSON"),
+  ).action((flags: ListFlags) => runCommand(ctx, flags, () => list(ctx, flags)));
+  nodeOptions(
+    invocations
+      .command("show")
+      .description("one invocation's status and result (exit 2 while in progress or unresolved); never creates anything")
+      .argument("<scope>", "scope, e.g. api:operator")
+      .argument("<id>", "idempotency id")
+      .option("--json", "print the invocation as JSON"),
+  ).action((scope: string, id: string, flags: ShowFlags) => runCommand(ctx, flags, () => show(ctx, scope, id, flags)));
+}
+
+function row(item: InvocationSummary): string {
+  const extra = [item.expired === true ? "expired" : "", item.problem ?? ""].filter((s) => s !== "").join(", ");
+  return `${item.status.padEnd(11)} ${item.scope} ${item.id}  run ${item.run_id}  ${item.agent}  ${item.created_at}${extra !== "" ? `  (${extra})` : ""}\n`;
+}
+
+async function list(ctx: CliContext, flags: ListFlags): Promise<number> {
+  const page = await connect(ctx.io, flags).listInvocations({
+    ...(flags.status !== undefined ? { status: flags.status } : {}),
+    ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+    ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
+  });
+  if (flags.json === true) {
+    printJson(ctx, page);
+    return EXIT_OK;
+  }
+  if (page.items.length === 0) ctx.io.stdout(flags.status !== undefined ? `no ${flags.status} invocations\n` : "no invocations\n");
+  for (const item of page.items) ctx.io.stdout(row(item));
+  if (page.cursor !== undefined) ctx.io.stdout(`more: --cursor ${page.cursor}\n`);
+  return EXIT_OK;
+}
+
+async function show(ctx: CliContext, scope: string, id: string, flags: ShowFlags): Promise<number> {
+  const view = await connect(ctx.io, flags).getInvocation(scope, id);
+  if (flags.json === true) printJson(ctx, view);
+  else printInvocation(ctx, view);
+  return exitCodeOfInvocation(view);
+}

@@ -1,0 +1,56 @@
+/** `warden invoke --id <uuid> --provider … -- <prompt>`: run an agent exactly once under an idempotency id. */
+import type { Command } from "commander";
+import { ValidationError } from "../../core/errors.js";
+import type { InvokeBody, ProviderName } from "../../client/wire.js";
+import { resolveBundleRef } from "../bundle-ref.js";
+import type { CliContext } from "../context.js";
+import { exitCodeOfInvocation, printInvocation } from "../invocation-view.js";
+import { connect, nodeOptions, type NodeFlags } from "../node.js";
+import { printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { PROVIDERS_TEXT, isUuid, parseNonNegativeInt, parsePositiveInt, parseProvider } from "../parse.js";
+
+interface InvokeFlags extends NodeFlags, OutputFlags {
+  id: string;
+  provider: ProviderName;
+  bundle?: string;
+  workspace?: string;
+  timeout?: number;
+  wait: number;
+}
+
+const DEFAULT_WAIT_S = 60;
+
+export function registerInvokeCommand(program: Command, ctx: CliContext): void {
+  const command = program
+    .command("invoke")
+    .description(
+      "run an agent exactly once for an idempotency id: a retry with the same id and request answers the first run's result " +
+        "(exit 0 done, 1 failed or refused, 2 still running or unresolved)",
+    )
+    .argument("<prompt...>", "the prompt (put it after `--`)")
+    .requiredOption("--id <uuid>", "idempotency id of this invocation (a UUID you keep to retry it)")
+    .requiredOption("--provider <name>", PROVIDERS_TEXT, parseProvider)
+    .option("--bundle <bundle>", "materialize this bundle for the agent: <id> (its latest revision) or <id>@<revision>")
+    .option("--workspace <id>", "workspace the agent runs in (as configured on the node)")
+    .option("--timeout <s>", "seconds the agent may run (node default otherwise)", parsePositiveInt("--timeout"))
+    .option("--wait <s>", "seconds to wait for the result before answering \"running\" (0: do not wait)", parseNonNegativeInt("--wait"), DEFAULT_WAIT_S)
+    .option("--json", "print the invocation as JSON (status, run_id, result…)");
+  nodeOptions(command).action((prompt: string[], flags: InvokeFlags) => runCommand(ctx, flags, () => invoke(ctx, prompt.join(" "), flags)));
+}
+
+async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Promise<number> {
+  if (!isUuid(flags.id)) throw new ValidationError("invocation-id-invalid", `--id must be a UUID (e.g. from \`uuidgen\`), not ${JSON.stringify(flags.id)}`);
+  const client = connect(ctx.io, flags);
+  const body: InvokeBody = {
+    provider: flags.provider,
+    prompt,
+    ...(flags.bundle !== undefined ? { bundle: await resolveBundleRef(client, flags.bundle) } : {}),
+    ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}),
+    ...(flags.timeout !== undefined ? { timeout_s: flags.timeout } : {}),
+  };
+  const reply = await client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {});
+  const view = reply.invocation;
+  if (flags.json === true) printJson(ctx, { ...view, replayed: reply.replayed });
+  else printInvocation(ctx, view, reply.replayed ? " (replayed: this id already ran; nothing was executed now)" : "");
+  return exitCodeOfInvocation(view);
+}

@@ -1,0 +1,87 @@
+/** `warden journal …`: commands on signed run journals. */
+import { join, resolve } from "node:path";
+import type { Command } from "commander";
+import { ValidationError, isWardenError } from "../../core/errors.js";
+import { resolveLimits } from "../../core/limits.js";
+import { EmbeddedKeyStore } from "../../backends/embedded/key-store.js";
+import { publicKeyRecord } from "../../journal/keys.js";
+import { inspectRun } from "../../journal/inspect.js";
+import { verifyJournal } from "../../journal/verify.js";
+import type { PublicKeyRecord } from "../../journal/types.js";
+import { resolveHome, type CliContext } from "../context.js";
+import { readInputFile } from "../read-input.js";
+import { fetchRunJournal, isRunIdArgument } from "../remote-journal.js";
+
+interface VerifyFlags {
+  key?: string;
+  home?: string;
+  url?: string;
+  json?: boolean;
+}
+
+const KEY_FILE_MAX_BYTES = 1024;
+
+export function registerJournalCommands(program: Command, ctx: CliContext): void {
+  const journal = program.command("journal").description("signed, hash-chained run journals");
+  journal
+    .command("verify")
+    .description("verify a run journal: signatures, hash chain, canonical bytes and event order")
+    .argument("<run_id|file>", "a journal file (one run, one signed entry per line), or a run id: its journal is fetched from the node and verified here")
+    .option("--key <file>", "trust this public key (file holding standard base64 of the raw 32-byte Ed25519 key)")
+    .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
+    .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
+    .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons} as JSON")
+    .action(async (file: string, flags: VerifyFlags) => {
+      ctx.exitCode = await verifyCommand(ctx, file, flags);
+    });
+}
+
+async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () => Promise<readonly PublicKeyRecord[]>): Promise<readonly PublicKeyRecord[]> {
+  if (flags.key !== undefined) {
+    const path = resolve(ctx.io.cwd, flags.key);
+    const text = (await readInputFile(path, KEY_FILE_MAX_BYTES)).toString("utf8").trim();
+    try {
+      return [publicKeyRecord(text)];
+    } catch (error) {
+      if (isWardenError(error)) throw new ValidationError(error.code, `${path}: ${error.message}`);
+      throw error;
+    }
+  }
+  if (nodeKeys !== undefined) return nodeKeys();
+  const dir = join(resolveHome(ctx.io, flags.home), "keys");
+  const keys = await new EmbeddedKeyStore(dir).publicKeys();
+  if (keys.length === 0) throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE or --home DIR`);
+  return keys;
+}
+
+async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags): Promise<number> {
+  const remote = isRunIdArgument(ctx.io, file) ? await fetchRunJournal(ctx.io, file, flags) : undefined;
+  const keys = await trustedKeys(ctx, flags, remote?.nodeKeys);
+  const maxBytes = resolveLimits().journalBytes;
+  // One byte past the limit lets the verifier name the line that crosses it.
+  const bytes = remote?.bytes ?? (await readInputFile(resolve(ctx.io.cwd, file), maxBytes + 1));
+  const report = verifyJournal(bytes, keys, { maxBytes, ...(remote !== undefined ? { runId: file.toLowerCase() } : {}) });
+  const inspection = inspectRun(report);
+  if (flags.json === true) {
+    ctx.io.stdout(
+      JSON.stringify({
+        ok: report.ok,
+        entries: report.entries,
+        ...(report.first_error !== undefined ? { first_error: report.first_error } : {}),
+        requires_reconciliation: inspection.requires_reconciliation,
+        reasons: inspection.reasons,
+        tail_hash: report.tail_hash,
+      }) + "\n",
+    );
+  } else if (report.first_error !== undefined) {
+    const e = report.first_error;
+    ctx.io.stdout(`FAIL ${file}: line ${e.line} (seq ${e.seq ?? "?"}): ${e.code}: ${e.reason}\n`);
+  } else {
+    ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
+    if (inspection.requires_reconciliation) {
+      const why = inspection.reasons.map((r) => r.reason + (r.effect_id !== undefined ? ` (${r.effect_id})` : "")).join(", ");
+      ctx.io.stdout(`requires reconciliation: ${why}\n`);
+    }
+  }
+  return report.ok ? 0 : 1;
+}

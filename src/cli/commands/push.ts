@@ -1,0 +1,91 @@
+/** `warden push <dir>`: compile a directory into a bundle and deliver it, resuming where a previous push stopped. */
+import { basename, resolve } from "node:path";
+import type { Command } from "commander";
+import type { PushResult } from "../../client/push.js";
+import type { CliContext } from "../context.js";
+import { formatBytes, table } from "../format.js";
+import { connect, nodeOptions, type NodeFlags } from "../node.js";
+import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { BarProgress, LineProgress, type ProgressSink } from "../push-progress.js";
+import { parsePositiveInt } from "../parse.js";
+
+interface PushFlags extends NodeFlags, OutputFlags {
+  bundleId?: string;
+  revision?: string;
+  chunkBytes?: number;
+  concurrency?: number;
+  progress?: boolean;
+}
+
+export function registerPushCommand(program: Command, ctx: CliContext): void {
+  const command = program
+    .command("push")
+    .description("compile a directory into a bundle, upload the blobs the node is missing (resuming an interrupted push) and commit it")
+    .argument("<dir>", "directory holding the bundle's files")
+    .option("--bundle-id <id>", "bundle id (default: the directory's name)")
+    .option("--revision <rev>", "revision (default: the first 12 hex digits of the bundle digest, so the same content is the same revision)")
+    .option("--chunk-bytes <n>", "bytes per upload request (default 1048576)", parsePositiveInt("--chunk-bytes"))
+    .option("--concurrency <n>", "blobs uploaded at once (default 4)", parsePositiveInt("--concurrency"))
+    .option("--no-progress", "print no progress while uploading")
+    .option("--json", "print {receipt, stage_id, bytes_sent, blobs_sent, already_committed} as JSON");
+  nodeOptions(command).action((dir: string, flags: PushFlags) => runCommand(ctx, flags, () => push(ctx, dir, flags)));
+}
+
+function progressSink(ctx: CliContext, flags: PushFlags): ProgressSink | undefined {
+  if (flags.json === true || flags.progress === false) return undefined;
+  // The bar redraws in place, which only a terminal understands; pipes and logs get plain lines.
+  return process.stderr.isTTY === true ? new BarProgress(process.stderr) : new LineProgress((line) => ctx.io.stdout(line));
+}
+
+async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<number> {
+  const client = connect(ctx.io, flags);
+  const path = resolve(ctx.io.cwd, dir);
+  const progress = progressSink(ctx, flags);
+  // On a terminal the bar hides the cursor: Ctrl-C must give it back, and say how to go on.
+  const onInterrupt = (): void => {
+    progress?.stop();
+    ctx.io.stderr("warden: interrupted; run the same push again to resume: acknowledged bytes are kept\n");
+    process.exit(130);
+  };
+  if (progress instanceof BarProgress) process.once("SIGINT", onInterrupt);
+  let result: PushResult;
+  try {
+    result = await client.push(path, {
+      bundleId: flags.bundleId ?? basename(path),
+      ...(flags.revision !== undefined ? { revision: flags.revision } : {}),
+      ...(flags.chunkBytes !== undefined ? { chunkBytes: flags.chunkBytes } : {}),
+      ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
+      ...(progress !== undefined ? { onProgress: (p) => progress.update(p) } : {}),
+    });
+  } finally {
+    process.off("SIGINT", onInterrupt);
+    progress?.stop();
+  }
+  const { receipt } = result;
+  if (flags.json === true) {
+    printJson(ctx, {
+      receipt,
+      stage_id: result.stageId,
+      bytes_sent: result.bytesSent,
+      blobs_sent: result.blobsSent,
+      already_committed: result.alreadyCommitted,
+      skipped: result.skipped,
+    });
+    return EXIT_OK;
+  }
+  const bytes = receipt.blobs.reduce((sum, b) => sum + b.byte_len, 0);
+  const sent = result.alreadyCommitted
+    ? "nothing (this revision was already committed)"
+    : `${formatBytes(result.bytesSent)} in ${result.blobsSent} blob(s)`;
+  ctx.io.stdout(
+    `committed ${receipt.bundle_id}@${receipt.revision}\n` +
+      table([
+        ["bundle digest", receipt.bundle_digest],
+        ["manifest digest", receipt.manifest_digest],
+        ["blobs", `${receipt.blobs.length} (${formatBytes(bytes)})`],
+        ["sent", sent],
+        ...(result.skipped.length > 0 ? [["skipped", result.skipped.join(", ")] as const] : []),
+      ]),
+  );
+  return EXIT_OK;
+}

@@ -1,0 +1,52 @@
+/** How the CLI shows an invocation and which exit code its status means. */
+import type { InvocationView } from "../client/wire.js";
+import type { CliContext } from "./context.js";
+import { table } from "./format.js";
+import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
+
+/** A recorded run ended well only if its agent exited 0; a recorded failure is still a failure. */
+export function exitCodeOfInvocation(view: InvocationView): number {
+  if (view.status !== "recorded") return view.status === "reconciled" ? EXIT_OK : exitCodeOfStatus(view.status);
+  if (view.expired === true || view.result === undefined) return EXIT_OK;
+  const result = view.result;
+  const exit = typeof result === "object" && result !== null && "exit_code" in result ? (result as { exit_code: unknown }).exit_code : 0;
+  return exit === 0 ? EXIT_OK : EXIT_FAILED;
+}
+
+function resultRows(result: unknown): [string, string][] {
+  if (typeof result !== "object" || result === null || Array.isArray(result)) return [["result", JSON.stringify(result)]];
+  const rows: [string, string][] = [];
+  for (const [key, value] of Object.entries(result)) {
+    if (key === "output_tail") continue;
+    rows.push([key.replace(/_/g, " "), typeof value === "string" ? value : JSON.stringify(value)]);
+  }
+  return rows;
+}
+
+export function printInvocation(ctx: CliContext, view: InvocationView, note = ""): void {
+  ctx.io.stdout(`${view.status} ${view.scope} ${view.id}${note}\n`);
+  const rows: [string, string][] = [];
+  if (view.run_id !== undefined) rows.push(["run", view.run_id]);
+  if (view.agent !== undefined) rows.push(["agent", view.agent]);
+  if (view.reasons !== undefined && view.reasons.length > 0) rows.push(["reasons", view.reasons.join(", ")]);
+  for (const f of view.findings ?? []) rows.push(["finding", f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")]);
+  if (view.expired === true) rows.push(["result", "expired (pruned by retention; the outcome is kept)"]);
+  if (view.result !== undefined) rows.push(...resultRows(view.result));
+  if (view.receipt !== undefined) rows.push(["reconciled", `${view.receipt.review.outcome} by ${view.receipt.operator} at ${view.receipt.recorded_at}`]);
+  ctx.io.stdout(table(rows));
+  const tail = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown }).output_tail : undefined;
+  if (typeof tail === "string" && tail.trim() !== "") ctx.io.stdout(`  output (last lines; --json for the whole result):\n${lastLines(tail)}`);
+  if (view.status === "unresolved") ctx.io.stdout(`  needs an operator: \`warden inspect ${view.scope} ${view.id}\`, then \`warden reconcile\`\n`);
+}
+
+const TAIL_LINES = 3;
+const LINE_CHARS = 160;
+
+function lastLines(text: string): string {
+  return text
+    .trimEnd()
+    .split("\n")
+    .slice(-TAIL_LINES)
+    .map((line) => `    ${line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS)}…` : line}\n`)
+    .join("");
+}

@@ -1,0 +1,201 @@
+/**
+ * The typed client of HTTP API v1 (DESIGN.md): one method per route, replies typed, failures
+ * thrown as WardenHttpError with the node's problem `code`. `push` drives the delivery routes to
+ * upload a directory resumably (push.ts).
+ */
+import type { Manifest } from "../delivery/manifest-types.js";
+import { WardenHttpError } from "./errors.js";
+import { pushDirectory, type PushOptions, type PushResult, type StageApi } from "./push.js";
+import { readEvents, type RunEvent } from "./sse.js";
+import { Transport, type TransportOptions } from "./transport.js";
+import type {
+  BeginStageReply,
+  BundleList,
+  BundleView,
+  CommitReply,
+  Inspection,
+  InvocationList,
+  InvocationListQuery,
+  InvocationView,
+  InvokeBody,
+  KeyList,
+  MaterializationReply,
+  ProviderName,
+  ReconcileReply as ReconcileBody,
+  ReconciliationReceipt,
+  Review,
+  StageStatus,
+  Verification,
+} from "./wire.js";
+
+export type WardenClientOptions = TransportOptions;
+
+export interface RetryOption {
+  /** false: one attempt only (push retries on its own, after re-syncing) */
+  readonly retry?: boolean;
+}
+
+export interface InvokeOptions {
+  /** `Prefer: wait=<s>`: let a fresh run finish within this many seconds before answering 202 */
+  readonly waitSeconds?: number;
+  readonly signal?: AbortSignal;
+}
+
+export interface InvokeReply {
+  /** 200 replayed or finished within the wait, 202 running */
+  readonly httpStatus: number;
+  /** `Idempotency-Replayed: true`: this is a stored result, not this call's run */
+  readonly replayed: boolean;
+  readonly invocation: InvocationView;
+}
+
+export interface ReconcileResult {
+  readonly receipt: ReconciliationReceipt;
+  /** false when the node answered the receipt of the same review submitted before (200) */
+  readonly created: boolean;
+}
+
+const seg = encodeURIComponent;
+
+export class WardenClient implements StageApi {
+  readonly #http: Transport;
+
+  constructor(options: WardenClientOptions) {
+    this.#http = new Transport(options);
+  }
+
+  get url(): string {
+    return this.#http.baseUrl;
+  }
+
+  /** Closes the client's kept-alive connections; idle ones never keep a process alive anyway. */
+  close(): void {
+    this.#http.close();
+  }
+
+  // ---- delivery ----
+
+  async beginStage(manifest: Manifest, options: RetryOption = {}): Promise<BeginStageReply> {
+    const reply = await this.#http.json<BeginStageReply>({ method: "POST", path: "/v1/stages", json: manifest, retry: options.retry });
+    return reply.body;
+  }
+
+  async uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }> {
+    const path = `/v1/stages/${seg(stageId)}/blobs/${seg(digest)}`;
+    const response = await this.#http.send({ method: "PATCH", path, bytes, headers: { "upload-offset": String(offset) }, retry: false });
+    await response.body?.cancel();
+    const header = response.headers.get("upload-offset");
+    const nextOffset = header !== null && /^\d+$/.test(header) ? Number(header) : NaN;
+    if (!Number.isSafeInteger(nextOffset)) {
+      throw new WardenHttpError(502, { code: "upload-offset-missing", detail: `the node acknowledged a chunk without a valid Upload-Offset header` }, { method: "PATCH", path });
+    }
+    return { nextOffset };
+  }
+
+  async stageStatus(stageId: string, options: RetryOption = {}): Promise<StageStatus> {
+    return (await this.#http.json<StageStatus>({ method: "GET", path: `/v1/stages/${seg(stageId)}`, retry: options.retry })).body;
+  }
+
+  async commitStage(stageId: string, options: RetryOption = {}): Promise<CommitReply> {
+    const path = `/v1/stages/${seg(stageId)}/commit`;
+    return (await this.#http.json<CommitReply>({ method: "POST", path, retry: options.retry })).body;
+  }
+
+  async abortStage(stageId: string): Promise<void> {
+    const response = await this.#http.send({ method: "DELETE", path: `/v1/stages/${seg(stageId)}` });
+    await response.body?.cancel();
+  }
+
+  async listBundles(): Promise<readonly BundleView[]> {
+    return (await this.#http.json<BundleList>({ method: "GET", path: "/v1/bundles" })).body.bundles;
+  }
+
+  async getBundle(bundleId: string): Promise<BundleView> {
+    return (await this.#http.json<BundleView>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}` })).body;
+  }
+
+  /** Materializes a committed revision for a provider on the node; answers where it lies and how to launch. */
+  async materialize(bundleId: string, revision: string, provider: ProviderName): Promise<MaterializationReply> {
+    const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/materializations`;
+    // Not retried: each call builds a new session tree on the node.
+    return (await this.#http.json<MaterializationReply>({ method: "POST", path, json: { provider }, retry: false })).body;
+  }
+
+  /** Compiles `dir`, uploads only what the node is missing (resuming from its offsets) and commits. */
+  push(dir: string, options: PushOptions = {}): Promise<PushResult> {
+    return pushDirectory(this, dir, options);
+  }
+
+  // ---- invocations ----
+
+  /**
+   * Requests a run under `Idempotency-Key: id`. Safe to retry: the key makes a repeated request
+   * answer the first one's outcome (409 `in-progress` while it runs) instead of running again.
+   */
+  async invoke(id: string, request: InvokeBody, options: InvokeOptions = {}): Promise<InvokeReply> {
+    const headers: Record<string, string> = { "idempotency-key": id };
+    if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
+    const reply = await this.#http.json<InvocationView>({ method: "POST", path: "/v1/invocations", json: request, headers, signal: options.signal });
+    return { httpStatus: reply.status, replayed: reply.headers.get("idempotency-replayed") === "true", invocation: reply.body };
+  }
+
+  async getInvocation(scope: string, id: string): Promise<InvocationView> {
+    return (await this.#http.json<InvocationView>({ method: "GET", path: `/v1/invocations/${seg(scope)}/${seg(id)}` })).body;
+  }
+
+  async listInvocations(query: InvocationListQuery = {}): Promise<InvocationList> {
+    return (await this.#http.json<InvocationList>({ method: "GET", path: "/v1/invocations", query })).body;
+  }
+
+  async inspect(scope: string, id: string): Promise<Inspection> {
+    return (await this.#http.json<Inspection>({ method: "GET", path: `/v1/invocations/${seg(scope)}/${seg(id)}/inspection` })).body;
+  }
+
+  async reconcile(scope: string, id: string, review: Review): Promise<ReconcileResult> {
+    const path = `/v1/invocations/${seg(scope)}/${seg(id)}/reconciliation`;
+    const reply = await this.#http.json<ReconcileBody>({ method: "POST", path, json: review });
+    return { receipt: reply.body.receipt, created: reply.status === 201 };
+  }
+
+  // ---- runs and keys ----
+
+  /** The run's raw journal bytes (application/x-ndjson), exactly as stored. */
+  async journal(runId: string): Promise<Uint8Array> {
+    const response = await this.#http.send({ method: "GET", path: `/v1/runs/${seg(runId)}/journal`, accept: "application/x-ndjson" });
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
+  async verifyRun(runId: string): Promise<Verification> {
+    return (await this.#http.json<Verification>({ method: "GET", path: `/v1/runs/${seg(runId)}/verification` })).body;
+  }
+
+  /** Journal entries of a run as they are appended (server-sent events); ends when the node closes the stream. */
+  async *events(runId: string, options: { signal?: AbortSignal } = {}): AsyncIterable<RunEvent> {
+    const path = `/v1/runs/${seg(runId)}/events`;
+    const response = await this.#http.send({ method: "GET", path, accept: "text/event-stream", signal: options.signal, retry: false });
+    yield* readEvents(response, path);
+  }
+
+  async keys(): Promise<KeyList["keys"]> {
+    return (await this.#http.json<KeyList>({ method: "GET", path: "/v1/keys" })).body.keys;
+  }
+
+  // ---- operations ----
+
+  async health(): Promise<unknown> {
+    return (await this.#http.json<unknown>({ method: "GET", path: "/healthz" })).body;
+  }
+
+  async ready(): Promise<unknown> {
+    return (await this.#http.json<unknown>({ method: "GET", path: "/readyz" })).body;
+  }
+
+  /** Prometheus text exposition. */
+  async metrics(): Promise<string> {
+    return (await this.#http.send({ method: "GET", path: "/metrics", accept: "text/plain" })).text();
+  }
+
+  async openapi(): Promise<unknown> {
+    return (await this.#http.json<unknown>({ method: "GET", path: "/openapi.json" })).body;
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * The client's default `fetch`: the same contract as the global fetch (Request in, Response out),
+ * implemented on node:http(s) with a keep-alive agent. The global fetch (undici) copies every
+ * request body and pushes it through web streams; for chunk uploads that made pushes several
+ * times slower than the node could receive. Here a Uint8Array body is written to the socket as
+ * is. Replies are wrapped in a standard Response, so everything above this layer (and any custom
+ * `fetch` a caller passes instead) sees one interface.
+ */
+import * as http from "node:http";
+import * as https from "node:https";
+import { Readable } from "node:stream";
+import type { FetchFn } from "./transport.js";
+
+/** Statuses whose Response must have a null body. */
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+export interface NodeFetch {
+  readonly fetch: FetchFn;
+  /** Closes the kept-alive connections. */
+  close(): void;
+}
+
+type FetchInit = NonNullable<Parameters<FetchFn>[1]>;
+
+function headerRecord(init: FetchInit["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  new Headers(init).forEach((value, key) => {
+    out[key] = value;
+  });
+  return out;
+}
+
+function responseHeaders(message: http.IncomingMessage): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(message.headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) headers.append(key, v);
+  }
+  return headers;
+}
+
+function bodyBytes(body: FetchInit["body"]): Uint8Array | string | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body === "string" || body instanceof Uint8Array) return body;
+  throw new TypeError("the client's fetch sends string or Uint8Array bodies only");
+}
+
+export function createNodeFetch(options: { maxSockets?: number } = {}): NodeFetch {
+  const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 16 };
+  const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
+
+  const fetch: FetchFn = (input, init) =>
+    new Promise<Response>((resolve, reject) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      if (url.protocol !== "http:" && url.protocol !== "https:") return reject(new TypeError(`unsupported protocol ${url.protocol}`));
+      const method = init?.method ?? "GET";
+      const body = bodyBytes(init?.body);
+      const headers = headerRecord(init?.headers);
+      if (body !== undefined) headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
+      const send = url.protocol === "https:" ? https.request : http.request;
+      const request = send(url, { method, headers, agent: agents[url.protocol], ...(init?.signal ? { signal: init.signal } : {}) }, (message) => {
+        const status = message.statusCode ?? 0;
+        const nullBody = NULL_BODY_STATUSES.has(status) || method === "HEAD";
+        if (nullBody) message.resume();
+        const stream = nullBody ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
+        resolve(new Response(stream, { status, statusText: message.statusMessage ?? "", headers: responseHeaders(message) }));
+      });
+      request.on("error", reject);
+      request.end(body);
+    });
+
+  return {
+    fetch,
+    close: () => {
+      agents["http:"].destroy();
+      agents["https:"].destroy();
+    },
+  };
+}

@@ -1,0 +1,321 @@
+/**
+ * `push`: deliver a directory to a node (DESIGN.md "CLI" `warden push`, G9). The directory is
+ * compiled and validated client-side (the bytes read then are the ones uploaded), the stage begun
+ * (or resumed: the same manifest resumes the same stage), only the blobs the node reports missing
+ * are uploaded, each from the offset the node reports, and the stage is committed. Transient failures re-sync from the node's offsets and
+ * retry with bounded backoff, so a push that was killed, or whose connection dropped, resumes by
+ * simply running again and never re-sends an acknowledged byte.
+ */
+import { basename, resolve } from "node:path";
+import { digestHex } from "../core/digest.js";
+import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile.js";
+import { createManifest } from "../delivery/manifest.js";
+import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
+import { WardenConnectionError, WardenHttpError } from "./errors.js";
+import { forEachConcurrent } from "./pool.js";
+import { backoffDelay, sleep } from "./transport.js";
+import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type StageStatus } from "./wire.js";
+
+/** The four delivery routes push drives; WardenClient implements them. */
+export interface StageApi {
+  beginStage(manifest: Manifest, options?: { retry?: boolean }): Promise<BeginStageReply>;
+  uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }>;
+  stageStatus(stageId: string, options?: { retry?: boolean }): Promise<StageStatus>;
+  commitStage(stageId: string, options?: { retry?: boolean }): Promise<CommitReply>;
+}
+
+export type PushPhase = "compiled" | "begun" | "uploading" | "committing" | "committed";
+
+export interface PushProgress {
+  readonly phase: PushPhase;
+  readonly bundleId: string;
+  readonly revision: string;
+  /** bytes of the bundle's unique blobs */
+  readonly bytesTotal: number;
+  /** bytes the node holds (stored before, or acknowledged by this push) */
+  readonly bytesDone: number;
+  /** bytes this push put on the wire so far */
+  readonly bytesSent: number;
+  readonly blobsTotal: number;
+  /** blobs still missing on the node */
+  readonly blobsMissing: number;
+}
+
+export interface ChunkInfo {
+  readonly digest: string;
+  readonly offset: number;
+  readonly length: number;
+}
+
+export interface PushHooks {
+  /** Called after each chunk the node acknowledged (test seam: kill the process mid-upload). */
+  readonly afterChunk?: (chunk: ChunkInfo & { readonly nextOffset: number }) => void | Promise<void>;
+}
+
+export interface PushOptions {
+  /** default: the directory's base name */
+  readonly bundleId?: string;
+  /** default: the first 12 hex digits of the bundle digest (same content, same revision) */
+  readonly revision?: string;
+  /** bytes per PATCH; default 1 MiB (the node's limit is 8 MiB by default) */
+  readonly chunkBytes?: number;
+  /** blobs uploaded at once; default 4 */
+  readonly concurrency?: number;
+  /** attempts after a transient failure, per blob and per begin/commit; default 6 */
+  readonly retries?: number;
+  /** first backoff delay in ms (doubled per attempt, capped at 2 s); default 100 */
+  readonly backoffMs?: number;
+  readonly kinds?: Readonly<Record<string, ComponentKind>>;
+  readonly scope?: ComponentScope;
+  readonly limits?: CompileOptions["limits"];
+  readonly onProgress?: (progress: PushProgress) => void;
+  readonly hooks?: PushHooks;
+}
+
+export interface PushResult {
+  readonly receipt: CommitReceipt;
+  readonly stageId: string;
+  /** chunk bytes this run put on the wire (retries included): 0 when nothing was missing */
+  readonly bytesSent: number;
+  /** blobs this run uploaded to completion */
+  readonly blobsSent: number;
+  /** the node already held this exact manifest committed: nothing was uploaded */
+  readonly alreadyCommitted: boolean;
+  /** files of the directory left out (`.git`, `node_modules`) */
+  readonly skipped: readonly string[];
+}
+
+export const DEFAULT_CHUNK_BYTES = 1024 * 1024;
+const DEFAULT_CONCURRENCY = 4;
+const DEFAULT_RETRIES = 6;
+/** Compile-time placeholder: the bundle digest (hence a derived revision) is known only after reading. */
+const PENDING_REVISION = "pending";
+
+/** The revision `push` derives when none is given: stable for the same bytes and paths. */
+export function derivedRevision(manifest: Pick<Manifest, "bundle_digest">): string {
+  return digestHex(manifest.bundle_digest).slice(0, 12);
+}
+
+export interface CompiledPush {
+  readonly manifest: Manifest;
+  readonly files: readonly CompiledFile[];
+  readonly skipped: readonly string[];
+  /** the compiled (read, digested, validated) bytes by relative path: what is uploaded */
+  readonly contents?: ReadonlyMap<string, Uint8Array>;
+}
+
+/** Compiles `dir` for a push, defaulting the bundle id and the revision as `push` documents. */
+export async function compileForPush(dir: string, options: PushOptions = {}): Promise<CompiledPush> {
+  const bundleId = options.bundleId ?? basename(resolve(dir));
+  const compiled = await compileDirectory(dir, {
+    bundleId,
+    revision: options.revision ?? PENDING_REVISION,
+    ...(options.kinds !== undefined ? { kinds: options.kinds } : {}),
+    ...(options.scope !== undefined ? { scope: options.scope } : {}),
+    ...(options.limits !== undefined ? { limits: options.limits } : {}),
+    keepContents: true,
+  });
+  if (options.revision !== undefined) return compiled;
+  const { manifest_digest: _, ...body } = compiled.manifest;
+  const manifest = createManifest({ ...body, revision: derivedRevision(compiled.manifest) }, options.limits);
+  const files = manifest.components.map((component, i) => ({ component, absolutePath: compiled.files[i]!.absolutePath }));
+  return { manifest, files, skipped: compiled.skipped, ...(compiled.contents !== undefined ? { contents: compiled.contents } : {}) };
+}
+
+/** Failures worth retrying after a re-sync: the node or the network hiccuped, nothing was refused. */
+function isTransient(error: unknown): boolean {
+  return error instanceof WardenConnectionError || (error instanceof WardenHttpError && error.status >= 500);
+}
+
+function hasCode(error: unknown, ...codes: string[]): error is WardenHttpError {
+  return error instanceof WardenHttpError && codes.includes(error.code);
+}
+
+function positiveInteger(value: number | undefined, fallback: number, what: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`${what} must be a positive integer`);
+  return value;
+}
+
+class PushRun {
+  readonly #api: StageApi;
+  readonly #manifest: Manifest;
+  readonly #byDigest = new Map<string, CompiledFile>();
+  readonly #contents: ReadonlyMap<string, Uint8Array> | undefined;
+  readonly #chunkBytes: number;
+  readonly #concurrency: number;
+  readonly #retries: number;
+  readonly #backoffMs: number;
+  readonly #options: PushOptions;
+  /** node-acknowledged offset of every blob still missing */
+  readonly #offsets = new Map<string, number>();
+  readonly #bytesTotal: number;
+  readonly #blobsTotal: number;
+  #bytesDone = 0;
+  #bytesSent = 0;
+  #blobsSent = 0;
+
+  constructor(api: StageApi, compiled: CompiledPush, options: PushOptions) {
+    this.#api = api;
+    this.#manifest = compiled.manifest;
+    this.#options = options;
+    this.#contents = compiled.contents;
+    for (const file of compiled.files) this.#byDigest.set(file.component.blob.digest, file);
+    this.#chunkBytes = positiveInteger(options.chunkBytes, DEFAULT_CHUNK_BYTES, "chunkBytes");
+    this.#concurrency = positiveInteger(options.concurrency, DEFAULT_CONCURRENCY, "concurrency");
+    this.#retries = options.retries ?? DEFAULT_RETRIES;
+    this.#backoffMs = options.backoffMs ?? 100;
+    this.#blobsTotal = this.#byDigest.size;
+    this.#bytesTotal = [...this.#byDigest.values()].reduce((sum, f) => sum + f.component.blob.byte_len, 0);
+  }
+
+  #report(phase: PushPhase): void {
+    this.#options.onProgress?.({
+      phase,
+      bundleId: this.#manifest.bundle_id,
+      revision: this.#manifest.revision,
+      bytesTotal: this.#bytesTotal,
+      bytesDone: this.#bytesDone,
+      bytesSent: this.#bytesSent,
+      blobsTotal: this.#blobsTotal,
+      blobsMissing: this.#offsets.size,
+    });
+  }
+
+  /** Adopts the node's view of what is missing (after begin, a re-sync or an incomplete commit). */
+  #adopt(missing: readonly MissingBlob[]): void {
+    this.#offsets.clear();
+    let outstanding = 0;
+    for (const m of missing) {
+      if (!this.#byDigest.has(m.digest)) {
+        throw new WardenHttpError(502, { code: "stage-blob-unknown", detail: `the node asks for blob ${m.digest}, which this bundle does not hold` }, { method: "GET", path: "/v1/stages" });
+      }
+      this.#offsets.set(m.digest, m.offset);
+      outstanding += m.byte_len - m.offset;
+    }
+    this.#bytesDone = this.#bytesTotal - outstanding;
+  }
+
+  #advance(digest: string, offset: number): void {
+    const before = this.#offsets.get(digest);
+    if (before === undefined) return;
+    this.#bytesDone += offset - before;
+    this.#offsets.set(digest, offset);
+  }
+
+  #settle(digest: string): void {
+    const before = this.#offsets.get(digest);
+    if (before === undefined) return;
+    this.#bytesDone += this.#byDigest.get(digest)!.component.blob.byte_len - before;
+    this.#offsets.delete(digest);
+  }
+
+  /** Repeats `step` after transient failures, with backoff, at most `retries` times. */
+  async #withRetries<T>(step: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await step();
+      } catch (error) {
+        if (!isTransient(error) || attempt >= this.#retries) throw error;
+        await sleep(backoffDelay(attempt, this.#backoffMs));
+      }
+    }
+  }
+
+  async run(): Promise<PushResult> {
+    this.#report("compiled");
+    const begun = await this.#withRetries(() => this.#api.beginStage(this.#manifest, { retry: false }));
+    if (isCommitted(begun)) {
+      this.#adopt([]);
+      this.#report("committed");
+      return this.#result(begun.receipt, begun.stage_id, true);
+    }
+    const stageId = begun.stage_id;
+    this.#adopt(begun.missing);
+    this.#report("begun");
+    for (let round = 0; ; round++) {
+      if (this.#offsets.size > 0) {
+        this.#report("uploading");
+        await forEachConcurrent([...this.#offsets.keys()], this.#concurrency, (digest) => this.#uploadBlob(stageId, digest));
+      }
+      this.#report("committing");
+      try {
+        const { receipt } = await this.#withRetries(() => this.#api.commitStage(stageId, { retry: false }));
+        this.#report("committed");
+        return this.#result(receipt, stageId, false);
+      } catch (error) {
+        // The node found a blob gone or damaged at commit and asks for it again.
+        if (!hasCode(error, "stage-incomplete", "blob-tampered") || round >= this.#retries) throw error;
+        const status = await this.#withRetries(() => this.#api.stageStatus(stageId, { retry: false }));
+        this.#adopt(status.missing);
+      }
+    }
+  }
+
+  #result(receipt: CommitReceipt, stageId: string, alreadyCommitted: boolean): PushResult {
+    return { receipt, stageId, bytesSent: this.#bytesSent, blobsSent: this.#blobsSent, alreadyCommitted, skipped: [] };
+  }
+
+  async #uploadBlob(stageId: string, digest: string): Promise<void> {
+    const file = this.#byDigest.get(digest)!;
+    // The bytes compile read and validated: the push delivers that snapshot even if a file is
+    // edited meanwhile. Without them, the file is re-read and must still match its digest.
+    const bytes = this.#contents?.get(file.component.relative_path) ?? (await readCompiledFile(file));
+    const length = bytes.byteLength;
+    let offset = this.#offsets.get(digest) ?? length;
+    let failures = 0;
+    let sent = false;
+    while (offset < length) {
+      const end = Math.min(offset + this.#chunkBytes, length);
+      const chunk = { digest, offset, length: end - offset };
+      try {
+        this.#bytesSent += chunk.length;
+        sent = true;
+        const { nextOffset } = await this.#api.uploadChunk(stageId, digest, offset, bytes.subarray(offset, end));
+        if (!Number.isSafeInteger(nextOffset) || nextOffset <= offset || nextOffset > length) {
+          throw new WardenHttpError(502, { code: "upload-offset-invalid", detail: `the node acknowledged offset ${nextOffset} for a chunk [${offset}, ${end})` }, { method: "PATCH", path: `/v1/stages/${stageId}/blobs/${digest}` });
+        }
+        offset = nextOffset;
+        this.#advance(digest, offset);
+        await this.#options.hooks?.afterChunk?.({ ...chunk, nextOffset });
+        this.#report("uploading");
+      } catch (error) {
+        if (failures++ >= this.#retries) throw error;
+        offset = await this.#recover(stageId, digest, error, failures - 1);
+      }
+    }
+    if (sent) this.#blobsSent++;
+    this.#settle(digest);
+    this.#report("uploading");
+  }
+
+  /** Where to continue a blob after a failed chunk, or rethrows a failure that is not transient. */
+  async #recover(stageId: string, digest: string, error: unknown, attempt: number): Promise<number> {
+    if (hasCode(error, "chunk-out-of-order", "blob-digest-mismatch") && error.expectedOffset !== undefined) {
+      this.#advance(digest, error.expectedOffset);
+      return error.expectedOffset;
+    }
+    if (!isTransient(error) && !hasCode(error, "chunk-out-of-order")) throw error;
+    await sleep(backoffDelay(attempt, this.#backoffMs));
+    let status: StageStatus;
+    try {
+      status = await this.#api.stageStatus(stageId, { retry: false });
+    } catch (resync) {
+      if (!isTransient(resync)) throw resync;
+      return this.#offsets.get(digest) ?? 0;
+    }
+    const entry = status.missing.find((m) => m.digest === digest);
+    const length = this.#byDigest.get(digest)!.component.blob.byte_len;
+    // Absent from `missing`: the node holds the whole blob (the lost reply was an acknowledgement).
+    const offset = entry?.offset ?? length;
+    this.#advance(digest, offset);
+    return offset;
+  }
+}
+
+/** Compiles `dir`, uploads what the node is missing and commits; see the module comment. */
+export async function pushDirectory(api: StageApi, dir: string, options: PushOptions = {}): Promise<PushResult> {
+  const compiled = await compileForPush(dir, options);
+  const result = await new PushRun(api, compiled, options).run();
+  return { ...result, skipped: compiled.skipped };
+}

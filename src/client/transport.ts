@@ -1,0 +1,185 @@
+/**
+ * One HTTP exchange with a node: base URL, bearer token, JSON or binary bodies, problem replies
+ * turned into WardenHttpError, and bounded retries with backoff for requests that are safe to
+ * repeat (every route of HTTP API v1 is, except creating a materialization).
+ */
+import { WardenConnectionError, WardenHttpError, type Problem } from "./errors.js";
+import { createNodeFetch, type NodeFetch } from "./node-fetch.js";
+
+export type FetchFn = typeof globalThis.fetch;
+
+export interface TransportOptions {
+  /** base URL of the node, e.g. http://127.0.0.1:7420 */
+  readonly url: string;
+  /** bearer token; absent only for /healthz */
+  readonly token?: string;
+  /** how requests are sent (default: node:http(s) with keep-alive, see node-fetch.ts) */
+  readonly fetch?: FetchFn;
+  /** extra attempts after a transient failure (network error, 502/503/504); default 3 */
+  readonly retries?: number;
+  /** first backoff delay in ms, doubled per attempt up to 2 s; default 100 */
+  readonly backoffMs?: number;
+}
+
+export interface RequestSpec {
+  readonly method: "GET" | "POST" | "PATCH" | "DELETE";
+  /** path below the base URL, already encoded, e.g. /v1/stages */
+  readonly path: string;
+  readonly query?: Readonly<Record<string, string | number | undefined>>;
+  readonly json?: unknown;
+  readonly bytes?: Uint8Array;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** false for a request that must not be repeated blindly */
+  readonly retry?: boolean;
+  readonly signal?: AbortSignal;
+  /** ask for this media type (default application/json) */
+  readonly accept?: string;
+}
+
+const MAX_BACKOFF_MS = 2000;
+const TRANSIENT_STATUSES = new Set([502, 503, 504]);
+/** Problem documents are small; a larger error body is not one. */
+const MAX_PROBLEM_BYTES = 64 * 1024;
+
+export function isTransient(error: unknown): boolean {
+  if (error instanceof WardenConnectionError) return true;
+  return error instanceof WardenHttpError && TRANSIENT_STATUSES.has(error.status);
+}
+
+/** Delay before retry number `attempt` (0-based): exponential with full jitter, capped. */
+export function backoffDelay(attempt: number, baseMs: number): number {
+  const ceiling = Math.min(MAX_BACKOFF_MS, baseMs * 2 ** attempt);
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) return reject(signal.reason as Error);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason as Error);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+export class Transport {
+  readonly baseUrl: string;
+  readonly retries: number;
+  readonly backoffMs: number;
+  readonly #token: string | undefined;
+  readonly #fetch: FetchFn;
+  readonly #own: NodeFetch | undefined;
+
+  constructor(options: TransportOptions) {
+    this.baseUrl = normalizeBaseUrl(options.url);
+    this.#token = options.token;
+    this.#own = options.fetch === undefined ? createNodeFetch() : undefined;
+    this.#fetch = options.fetch ?? this.#own!.fetch;
+    this.retries = options.retries ?? 3;
+    this.backoffMs = options.backoffMs ?? 100;
+  }
+
+  /** Closes kept-alive connections (only those of the built-in fetch; a caller's fetch is the caller's). */
+  close(): void {
+    this.#own?.close();
+  }
+
+  /** Sends the request (retrying transient failures when allowed); resolves only for a 2xx reply. */
+  async send(spec: RequestSpec): Promise<Response> {
+    const attempts = spec.retry === false ? 1 : this.retries + 1;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#once(spec);
+      } catch (error) {
+        if (attempt + 1 >= attempts || !isTransient(error)) throw error;
+        await sleep(backoffDelay(attempt, this.backoffMs), spec.signal);
+      }
+    }
+  }
+
+  /** Sends and parses a JSON reply. */
+  async json<T>(spec: RequestSpec): Promise<{ status: number; headers: Headers; body: T }> {
+    const response = await this.send(spec);
+    return { status: response.status, headers: response.headers, body: (await readJson(response, spec)) as T };
+  }
+
+  async #once(spec: RequestSpec): Promise<Response> {
+    const url = this.baseUrl + spec.path + queryString(spec.query);
+    const headers: Record<string, string> = { accept: spec.accept ?? "application/json", ...spec.headers };
+    if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
+    let body: string | Uint8Array | undefined;
+    if (spec.json !== undefined) {
+      headers["content-type"] = "application/json";
+      body = JSON.stringify(spec.json);
+    } else if (spec.bytes !== undefined) {
+      headers["content-type"] = "application/octet-stream";
+      body = spec.bytes;
+    }
+    let response: Response;
+    try {
+      response = await this.#fetch(url, { method: spec.method, headers, body, signal: spec.signal });
+    } catch (error) {
+      if (spec.signal?.aborted === true) throw error;
+      throw new WardenConnectionError(this.baseUrl, error);
+    }
+    if (response.ok) return response;
+    throw new WardenHttpError(response.status, await readProblem(response), { method: spec.method, path: spec.path });
+  }
+}
+
+function normalizeBaseUrl(url: string): string {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new TypeError(`not a URL: ${JSON.stringify(url)}`);
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new TypeError(`not an http(s) URL: ${url}`);
+  return parsed.href.replace(/\/+$/, "");
+}
+
+function queryString(query: RequestSpec["query"]): string {
+  if (query === undefined) return "";
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) if (value !== undefined) params.set(key, String(value));
+  const text = params.toString();
+  return text === "" ? "" : `?${text}`;
+}
+
+async function readJson(response: Response, spec: RequestSpec): Promise<unknown> {
+  const text = await response.text();
+  if (text === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new WardenHttpError(
+      response.status,
+      { code: "reply-not-json", detail: `the node answered ${spec.method} ${spec.path} with a body that is not JSON` },
+      spec,
+    );
+  }
+}
+
+/** The problem document of an error reply, or a stand-in naming the status when there is none. */
+async function readProblem(response: Response): Promise<Problem> {
+  const fallback: Problem = { code: `http-${response.status}`, status: response.status, detail: `HTTP ${response.status} ${response.statusText}`.trim() };
+  let text: string;
+  try {
+    text = await response.text();
+  } catch {
+    return fallback;
+  }
+  if (text.length > MAX_PROBLEM_BYTES) return fallback;
+  try {
+    const parsed = JSON.parse(text) as unknown;
+    if (typeof parsed === "object" && parsed !== null && typeof (parsed as { code?: unknown }).code === "string") return parsed as Problem;
+  } catch {
+    // not JSON: fall through
+  }
+  return fallback;
+}

@@ -1,0 +1,166 @@
+/**
+ * Child processes for client, CLI and end-to-end tests: the real `warden serve` on a free
+ * loopback port with a temp home, and the real `warden` CLI. Nothing is simulated: the node is
+ * the same entry point users run (src/cli/run.ts through tsx).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { createServer, type AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+
+export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const cliEntry = join(repo, "src", "cli", "run.ts");
+export const fixtureAgents = join(repo, "test", "fixtures", "agents");
+
+export function tempDir(area: string): string {
+  return mkdtempSync(join(tmpdir(), `warden-${area}-`));
+}
+
+/** The environment of every child: nothing inherited that could point it at another node. */
+export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const { WARDEN_HOME: _h, WARDEN_URL: _u, WARDEN_TOKEN: _t, WARDEN_OBSERVER_TOKEN: _o, ...env } = process.env;
+  return { ...env, ...extra };
+}
+
+export interface NodeProcess {
+  readonly url: string;
+  readonly home: string;
+  readonly token: string;
+  readonly child: ChildProcess;
+  /** the temp directory startNode made for the home (none when the caller named the home) */
+  readonly tempRoot: string | undefined;
+  /** everything the node printed on stdout so far */
+  stdout(): string;
+  stderr(): string;
+  /** SIGTERM and wait for the exit code */
+  stop(): Promise<number | null>;
+  /** SIGKILL (no shutdown at all) and wait */
+  kill(): Promise<void>;
+}
+
+export interface StartNodeOptions {
+  /** state directory (default: a new temp dir, removed by `removeHome`) */
+  readonly home?: string;
+  /** extra `warden serve` arguments (--workspace, --provider …) */
+  readonly args?: readonly string[];
+  readonly env?: Record<string, string>;
+  /** written as `<home>/warden.json` before the node starts */
+  readonly config?: Record<string, unknown>;
+  readonly timeoutMs?: number;
+}
+
+const URL_RE = /https?:\/\/[^\s"']+/;
+
+/** Starts `warden serve --listen 127.0.0.1:0` and resolves once its first stdout line names its URL. */
+export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> {
+  const tempRoot = options.home === undefined ? tempDir("node") : undefined;
+  const home = options.home ?? join(tempRoot!, "home");
+  if (options.config !== undefined) {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    writeFileSync(join(home, "warden.json"), JSON.stringify(options.config), { mode: 0o600 });
+  }
+  const child = spawn(process.execPath, ["--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
+    cwd: repo,
+    env: cleanEnv(options.env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  let err = "";
+  child.stdout!.setEncoding("utf8").on("data", (s: string) => (out += s));
+  child.stderr!.setEncoding("utf8").on("data", (s: string) => (err += s));
+  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+  return new Promise((resolveStart, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`warden serve printed no URL within ${options.timeoutMs ?? 20_000} ms\nstdout: ${out}\nstderr: ${err}`));
+    }, options.timeoutMs ?? 20_000);
+    const onData = (): void => {
+      const firstLine = out.split("\n", 1)[0]!;
+      if (!out.includes("\n")) return;
+      const match = URL_RE.exec(firstLine);
+      clearTimeout(timer);
+      child.stdout!.off("data", onData);
+      if (match === null) {
+        child.kill("SIGKILL");
+        reject(new Error(`warden serve's first line names no URL: ${firstLine}`));
+        return;
+      }
+      const token = options.env?.WARDEN_TOKEN ?? readFileSync(join(home, "token"), "utf8").trim();
+      resolveStart({
+        url: match[0].replace(/[.,;]$/, ""),
+        home,
+        token,
+        child,
+        tempRoot,
+        stdout: () => out,
+        stderr: () => err,
+        stop: async () => {
+          if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+          return exited;
+        },
+        kill: async () => {
+          if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+          await exited;
+        },
+      });
+    };
+    child.stdout!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`warden serve exited (${code}) before printing its URL\nstdout: ${out}\nstderr: ${err}`));
+    });
+  });
+}
+
+/** Removes the temp home startNode made; a home the caller named is the caller's to remove. */
+export function removeHome(node: NodeProcess | undefined): void {
+  if (node?.tempRoot !== undefined) rmSync(node.tempRoot, { recursive: true, force: true });
+}
+
+export interface CliRun {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface CliOptions {
+  readonly env?: Record<string, string>;
+  readonly cwd?: string;
+}
+
+/** Runs the real `warden` CLI to its end. */
+export function warden(args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
+  const child = spawn(process.execPath, ["--import", "tsx", cliEntry, ...args], {
+    cwd: options.cwd ?? repo,
+    env: cleanEnv(options.env),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (s: string) => (stdout += s));
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+  return new Promise((done) => child.once("close", (code, signal) => done({ code, signal, stdout, stderr })));
+}
+
+/** The value of an unlabelled Prometheus counter or the sum over all its label sets. */
+export function metricSum(text: string, name: string): number {
+  let sum = 0;
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#")) continue;
+    const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (match !== null && match[1] === name) sum += Number(match[3]);
+  }
+  return sum;
+}
+
+/** A loopback port nothing listens on (bound, then released): connecting to it is refused. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const port = (server.address() as AddressInfo).port;
+  await new Promise((done) => server.close(done));
+  return port;
+}

@@ -1,0 +1,284 @@
+/**
+ * The `warden` CLI end to end, against a real `warden serve` child found the way a user's shell
+ * finds it (WARDEN_HOME → node.json + token): every command's --help, --json output, exit codes
+ * 0 / 1 / 2 (DESIGN.md "CLI"), and failures as exactly one `warden: …` line with no stack trace.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, randomUUID } from "node:crypto";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { join } from "node:path";
+import { main } from "../../src/cli/main.js";
+import type { CliIo } from "../../src/cli/context.js";
+import { closedPort, fixtureAgents, removeHome, repo, startNode, tempDir, warden as runWarden, type CliRun, type NodeProcess } from "../client/harness.js";
+
+const example = join(repo, "examples", "review-bundle");
+const COMMANDS = [
+  ["push"],
+  ["bundles"],
+  ["bundles", "show"],
+  ["materialize"],
+  ["invoke"],
+  ["invocations"],
+  ["invocations", "show"],
+  ["inspect"],
+  ["reconcile"],
+  ["journal", "verify"],
+];
+
+function assertOneErrorLine(run: CliRun, code: number, problem: string): void {
+  assert.equal(run.code, code, `exit code; stdout: ${run.stdout} stderr: ${run.stderr}`);
+  const lines = run.stderr.trimEnd().split("\n");
+  assert.equal(lines.length, 1, `exactly one line on stderr, got: ${run.stderr}`);
+  assert.match(lines[0]!, /^warden: /);
+  assert.ok(lines[0]!.includes(`(${problem})`), `names ${problem}: ${lines[0]}`);
+  assert.doesNotMatch(run.stderr, /\n\s+at |Error:/, "no stack trace");
+}
+
+async function inProcess(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
+  let stdout = "";
+  let stderr = "";
+  const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env, cwd: repo };
+  const code = await main(["node", "warden", ...args], io);
+  return { code, signal: null, stdout, stderr };
+}
+
+function json<T>(run: CliRun): T {
+  try {
+    return JSON.parse(run.stdout) as T;
+  } catch {
+    throw new Error(`not JSON (exit ${run.code}): ${run.stdout} ${run.stderr}`);
+  }
+}
+
+interface InvocationJson {
+  status: string;
+  scope: string;
+  id: string;
+  run_id?: string;
+  replayed?: boolean;
+  result?: { exit_code: number };
+  error?: { code: string; status: number };
+}
+
+describe("warden CLI against a real node", () => {
+  let node: NodeProcess;
+  const scratch = tempDir("cli-e2e");
+  const workspace = join(scratch, "workspace");
+  const startsLog = join(scratch, "starts.log");
+  /** The CLI in this process, through main() (what src/cli/run.ts calls): fast, same code path. */
+  const warden = (args: string[], env: Record<string, string> = {}): Promise<CliRun> => inProcess(args, { WARDEN_HOME: node.home, ...env });
+  /** The CLI as its own process, for exit codes as a shell sees them. */
+  const wardenProcess = (args: string[], env: Record<string, string> = {}): Promise<CliRun> => runWarden(args, { env: { WARDEN_HOME: node.home, ...env } });
+
+  before(async () => {
+    mkdirSync(workspace);
+    node = await startNode({
+      args: ["--workspace", `demo=${workspace}`, "--provider", `claude=${join(fixtureAgents, "claude.mjs")}`],
+      env: { WARDEN_FIXTURE_STARTS: startsLog },
+      // Runs left hanging by these tests are cut after 1 s at shutdown, not the default 10 s.
+      config: { shutdownGraceS: 1 },
+    });
+  });
+  after(async () => {
+    await node?.stop();
+    removeHome(node);
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it("every command has --help (exit 0, usage on stdout, nothing on stderr)", async () => {
+    for (const command of COMMANDS) {
+      const run = await warden([...command, "--help"]);
+      assert.equal(run.code, 0, command.join(" "));
+      assert.match(run.stdout, new RegExp(`^Usage: warden ${command.join(" ")}`));
+      assert.equal(run.stderr, "");
+    }
+  });
+
+  it("as a process: exit 0 for a result, 2 for a run in progress, 1 for a refusal; errors are one line", async () => {
+    const id = randomUUID();
+    const hang = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--wait", "0", "--timeout", "20", "--", "wait #hang"];
+    const [done, running, refused] = await Promise.all([
+      wardenProcess(["invoke", "--id", randomUUID(), "--provider", "claude", "--workspace", "demo", "--", "hello"]),
+      wardenProcess(hang),
+      wardenProcess(["bundles", "show", "no-such-bundle"]),
+    ]);
+    assert.equal(done.code, 0, done.stderr);
+    assert.match(done.stdout, /^recorded api:operator /);
+    assert.equal(running.code, 2, running.stderr);
+    assert.match(running.stdout, /^running api:operator /);
+    assertOneErrorLine(refused, 1, "bundle-not-found");
+    assertOneErrorLine(await wardenProcess(hang), 2, "in-progress");
+  });
+
+  it("push prints the receipt; a second push sends nothing; bundles lists and shows it", async () => {
+    const first = await warden(["push", example]);
+    assert.equal(first.code, 0, first.stderr);
+    assert.match(first.stdout, /^committed review-bundle@[0-9a-f]{12}$/m);
+    assert.match(first.stdout, /sent\s+2\.\d KiB in 6 blob\(s\)/);
+    const again = json<{ already_committed: boolean; bytes_sent: number; receipt: { revision: string; bundle_digest: string } }>(await warden(["push", example, "--json"]));
+    assert.equal(again.already_committed, true);
+    assert.equal(again.bytes_sent, 0);
+    assert.equal(again.receipt.revision, again.receipt.bundle_digest.slice("sha256:".length, "sha256:".length + 12), "revision = 12 hex of the bundle digest");
+
+    const [list, show, text, missing] = await Promise.all([
+      warden(["bundles", "--json"]),
+      warden(["bundles", "show", "review-bundle", "--json"]),
+      warden(["bundles"]),
+      warden(["bundles", "show", "no-such-bundle"]),
+    ]);
+    assert.deepEqual(json<{ bundles: { bundle_id: string }[] }>(list).bundles.map((b) => b.bundle_id), ["review-bundle"]);
+    assert.equal(json<{ revisions: { revision: string }[] }>(show).revisions[0]!.revision, again.receipt.revision);
+    assert.match(text.stdout, /^review-bundle {2}1 revision\(s\), latest [0-9a-f]{12}/);
+    assertOneErrorLine(missing, 1, "bundle-not-found");
+  });
+
+  it("invoke runs once and replays (exit 0); another request under the id is refused (exit 1)", async () => {
+    const id = randomUUID();
+    const args = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--json", "--", "list", "the", "files"];
+    const first = await warden(args);
+    assert.equal(first.code, 0, first.stderr);
+    const ran = json<InvocationJson>(first);
+    assert.equal(ran.status, "recorded");
+    assert.equal(ran.replayed, false);
+    assert.equal(ran.scope, "api:operator");
+    assert.equal(ran.result?.exit_code, 0);
+    const replay = await warden(args);
+    assert.equal(replay.code, 0);
+    assert.equal(json<InvocationJson>(replay).replayed, true);
+    assert.equal(json<InvocationJson>(replay).run_id, ran.run_id);
+    const starts = readFileSync(startsLog, "utf8").split("\n").filter((line) => line.includes("list the files"));
+    assert.equal(starts.length, 1, "the agent was started once for two invokes");
+
+    const text = await warden(["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--", "list", "the", "files"]);
+    assert.equal(text.code, 0);
+    assert.match(text.stdout, /^recorded api:operator [0-9a-f-]{36} \(replayed/);
+    const conflict = await warden(["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--json", "--", "something", "else"]);
+    assertOneErrorLine(conflict, 1, "idempotency-conflict");
+    assert.equal(json<InvocationJson>(conflict).error?.code, "idempotency-conflict");
+
+    const [verified, verifiedJson] = await Promise.all([warden(["journal", "verify", ran.run_id!]), warden(["journal", "verify", ran.run_id!, "--json"])]);
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, new RegExp(`^OK ${ran.run_id}: \\d+ entries verified`));
+    const report = json<{ ok: boolean; entries: number; requires_reconciliation: boolean }>(verifiedJson);
+    assert.equal(report.ok, true);
+    assert.ok(report.entries >= 4);
+    assert.equal(report.requires_reconciliation, false);
+  });
+
+  it("a run still going answers exit 2 (running, then in-progress) and is listed", async () => {
+    const id = randomUUID();
+    const args = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--wait", "1", "--timeout", "20", "--json", "--", "wait #hang"];
+    const first = await warden(args);
+    assert.equal(first.code, 2, first.stderr);
+    assert.equal(json<InvocationJson>(first).status, "running");
+    const second = await warden(args);
+    assertOneErrorLine(second, 2, "in-progress");
+    const [shown, listed] = await Promise.all([warden(["invocations", "show", "api:operator", id, "--json"]), warden(["invocations", "--status", "in_progress", "--json"])]);
+    assert.equal(shown.code, 2);
+    assert.equal(json<InvocationJson>(shown).status, "in_progress");
+    assert.ok(json<{ items: { id: string }[] }>(listed).items.some((i) => i.id === id));
+  });
+
+  it("an unresolved run answers exit 2 until an operator reconciles it; then it stays closed (exit 1)", async () => {
+    const id = randomUUID();
+    const args = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--", "fix it #kill"];
+    assertOneErrorLine(await warden(args), 2, "unresolved");
+    assertOneErrorLine(await warden(args), 2, "unresolved");
+    const listed = json<{ items: { id: string; status: string }[] }>(await warden(["invocations", "--status", "unresolved", "--json"]));
+    assert.deepEqual(listed.items.filter((i) => i.id === id).map((i) => i.status), ["unresolved"]);
+
+    const inspection = await warden(["inspect", "api:operator", id, "--json"]);
+    assert.equal(inspection.code, 0, inspection.stderr);
+    const { snapshot_hash } = json<{ snapshot_hash: string }>(inspection);
+    const evidence = "operator checked the workspace: unchanged\n";
+    const review = {
+      snapshot_hash,
+      outcome: "no_effects",
+      rationale: "the agent was killed after one read; nothing was written",
+      evidence: [{ reference: "ticket OPS-1", sha256: `sha256:${createHash("sha256").update(evidence).digest("hex")}` }],
+      effects_stopped: true,
+    };
+    const reviewFile = join(scratch, "review.json");
+    writeFileSync(reviewFile, JSON.stringify(review));
+    const reconciled = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
+    assert.equal(reconciled.code, 0, reconciled.stderr);
+    const receipt = json<{ created: boolean; receipt: { review: { snapshot_hash: string }; sig: string } }>(reconciled);
+    assert.equal(receipt.created, true);
+    assert.equal(receipt.receipt.review.snapshot_hash, snapshot_hash);
+    const same = json<{ created: boolean; receipt: { sig: string } }>(await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]));
+    assert.equal(same.created, false);
+    assert.equal(same.receipt.sig, receipt.receipt.sig, "the same review answers the same receipt");
+
+    assertOneErrorLine(await warden(args), 1, "reconciled");
+    const shown = await warden(["invocations", "show", "api:operator", id]);
+    assert.equal(shown.code, 0);
+    assert.match(shown.stdout, /^reconciled api:operator/);
+
+    writeFileSync(reviewFile, "{not json");
+    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-json-invalid");
+  });
+
+  it("materialize copies the provider's tree into a new private --dir and points the launch at it", async () => {
+    // A copy under another name, so this test owns its bundle id.
+    const plugin = join(scratch, "review-plugin");
+    cpSync(example, plugin, { recursive: true });
+    assert.equal((await warden(["push", plugin])).code, 0);
+    const dir = join(scratch, "materialized");
+    const run = await warden(["materialize", "review-plugin", "--provider", "claude", "--dir", dir, "--json"]);
+    assert.equal(run.code, 0, run.stderr);
+    const launch = json<{ root: string; args: string[]; env: Record<string, string> }>(run);
+    assert.equal(launch.root, dir);
+    assert.deepEqual(launch.args, ["--plugin-dir", join(dir, "bundle")]);
+    for (const file of [".claude-plugin/plugin.json", ".mcp.json", "README.md", "skills/code-review/SKILL.md", "skills/code-review/checklist.md", "skills/commit-message/SKILL.md"]) {
+      assert.deepEqual(readFileSync(join(dir, "bundle", file)), readFileSync(join(plugin, file)), file);
+      assert.equal(statSync(join(dir, "bundle", file)).mode & 0o777, 0o600);
+    }
+    assert.equal(statSync(dir).mode & 0o777, 0o700);
+    assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "claude", "--dir", dir]), 1, "target-exists");
+    // A bundle a provider cannot consume is refused before anything is created: Codex has no
+    // place for the README, a plain file outside skills/.
+    const refused = join(scratch, "refused");
+    assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "codex", "--dir", refused]), 1, "provider-component-kind-unsupported");
+    assert.equal(existsSync(refused), false);
+  });
+
+  it("the local token goes to the local node only, also by --url, never to another URL", async () => {
+    const byUrl = await warden(["bundles", "--json", "--url", node.url]);
+    assert.equal(byUrl.code, 0, byUrl.stderr);
+    const auth: (string | undefined)[] = [];
+    const other = createServer((req, res) => {
+      auth.push(req.headers.authorization);
+      res.writeHead(200, { "content-type": "application/json" }).end('{"bundles":[]}');
+    });
+    await new Promise<void>((done) => other.listen(0, "127.0.0.1", done));
+    try {
+      const run = await warden(["bundles", "--url", `http://127.0.0.1:${(other.address() as AddressInfo).port}`]);
+      assert.equal(run.code, 0, run.stderr);
+      assert.deepEqual(auth, [undefined], "no Authorization header went to the other node");
+    } finally {
+      await new Promise((done) => other.close(done));
+    }
+  });
+
+  it("failures are one line and exit 1: no node, wrong token, unreachable node, bad option", async () => {
+    const empty = join(scratch, "empty-home");
+    mkdirSync(empty, { mode: 0o700 });
+    const [noNode, wrongToken, unreachable, badWait, badId] = await Promise.all([
+      inProcess(["bundles"], { WARDEN_HOME: empty }),
+      inProcess(["bundles"], { WARDEN_URL: node.url, WARDEN_TOKEN: "wrong" }),
+      inProcess(["push", example], { WARDEN_URL: `http://127.0.0.1:${await closedPort()}`, WARDEN_TOKEN: "x" }),
+      warden(["invoke", "--id", randomUUID(), "--provider", "claude", "--wait", "soon", "--", "hi"]),
+      warden(["invoke", "--id", "not-a-uuid", "--provider", "claude", "--", "hi"]),
+    ]);
+    assertOneErrorLine(noNode, 1, "node-not-found");
+    assertOneErrorLine(wrongToken, 1, "unauthorized");
+    assertOneErrorLine(unreachable, 1, "node-unreachable");
+    assert.equal(badWait.code, 1);
+    assert.equal(badWait.stderr.trimEnd().split("\n").length, 1, badWait.stderr);
+    assert.match(badWait.stderr, /--wait must be a non-negative integer/);
+    assertOneErrorLine(badId, 1, "invocation-id-invalid");
+  });
+});
