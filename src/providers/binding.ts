@@ -6,11 +6,12 @@
  * - every provider: only `session`-scoped components (materialization is per session; warden
  *   writes nothing into workspaces);
  * - claude: the whole bundle is the plugin root under `bundle/`; skills, plugin manifests, the
- *   MCP declaration, `commands/` and `agents/` are Claude plugin components; requires
+ *   MCP declaration, `commands/` and `agents/` are Claude plugin components, and plain `file`s
+ *   (README, LICENSE, skill assets) ride along as plugins commonly ship them; requires
  *   `.claude-plugin/plugin.json`;
  * - codex: `skills/**` under `home/skills/`; `.mcp.json` becomes `home/config.toml`; plugin
  *   manifests are Claude metadata Codex never reads and are left out;
- * - kimi: the whole bundle under `bundle/`, skills read through `--skills-dir`; Kimi's
+ * - kimi: the whole bundle under `bundle/` (plain `file`s included), skills read through `--skills-dir`; Kimi's
  *   `--skills-dir` has no MCP contract, so `.mcp.json` is refused rather than staged inert.
  */
 import { ValidationError } from "../core/errors.js";
@@ -57,6 +58,7 @@ const PLACEMENTS: Readonly<Record<ProviderName, Partial<Record<ComponentKind, Pl
     "mcp-declaration": inBundle,
     command: underDir("commands"),
     "agent-definition": underDir("agents"),
+    file: inBundle,
   },
   codex: {
     skill: (c, component) => ({ target: `${HOME_DIR}/${c.relative_path}`, component, from: "blob" }),
@@ -66,6 +68,7 @@ const PLACEMENTS: Readonly<Record<ProviderName, Partial<Record<ComponentKind, Pl
   kimi: {
     skill: inBundle,
     "plugin-manifest": inBundle,
+    file: inBundle,
   },
 };
 

@@ -125,6 +125,18 @@ describe("materializer: provider trees", () => {
     await mat.revalidate("s-kimi");
   });
 
+  it("claude and kimi: plain files (README, assets) ride along in the whole-bundle tree", async () => {
+    const readme = "# review tools\n";
+    source.add("with-readme", "r1", [...withoutMcp(fullBundleFiles()), { path: "README.md", kind: "file", content: readme }]);
+    for (const provider of ["claude", "kimi"] as const) {
+      const m = await mat.materialize({ provider, bundle: { bundle_id: "with-readme", revision: "r1" }, session: `s-readme-${provider}` });
+      const copied = path.join(m.root, "bundle", "README.md");
+      assert.equal(fs.readFileSync(copied, "utf8"), readme, provider);
+      assert.equal(fs.statSync(copied).mode & 0o7777, 0o600, provider);
+      await mat.revalidate(`s-readme-${provider}`);
+    }
+  });
+
   it("kimi: a bundle without skills still gets an existing (empty) skills directory", async () => {
     source.add("plain", "r1", [{ path: "plugin.json", kind: "plugin-manifest", content: ROOT_PLUGIN_JSON }]);
     const m = await mat.materialize({ provider: "kimi", bundle: { bundle_id: "plain", revision: "r1" }, session: "s-kimi-empty" });
