@@ -359,7 +359,7 @@ function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefi
 }
 
 /** Maps a row to the domain record, refusing wrongly typed columns (the domain checks meaning). */
-function rowToRecord(row: ClaimRow): ClaimRecord {
+export function rowToRecord(row: ClaimRow): ClaimRecord {
   const released = integer(row, "released");
   if (released > 1) throw malformed(row, "released");
   const resultHash = optionalText(row, "result_hash");

@@ -1,0 +1,150 @@
+/**
+ * Commit records of the postgres backend. A commit is one transaction: the record, its blob
+ * references and the removal of its stage's metadata (G7). The unique keys on the manifest
+ * digest, the stage id and (bundle_id, revision) decide races between nodes committing at the
+ * same moment: one record is written; the same manifest elsewhere answers the existing entry,
+ * another manifest for the revision is a `revision-conflict`.
+ */
+import { canonicalJson } from "../../core/canonical.js";
+import type { Digest } from "../../core/digest.js";
+import { ConflictError } from "../../core/errors.js";
+import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
+import { receiptOf, type Manifest } from "../../delivery/manifest-types.js";
+import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
+import { ManifestCache } from "./manifest-record.js";
+
+interface CommitRow {
+  manifest_digest: string;
+  stage_id: string;
+  bundle_id: string;
+  revision: string;
+  manifest: string;
+  committed_at: number;
+  retired_at: number | null;
+}
+
+const SELECT_COMMIT = "SELECT manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at FROM warden_commits";
+
+export class PostgresCatalogStore implements CatalogStore {
+  readonly #pool: PgPool;
+  readonly #manifests = new ManifestCache();
+
+  constructor(pool: PgPool) {
+    this.#pool = pool;
+  }
+
+  async findByManifest(manifestDigest: Digest): Promise<CatalogEntry | undefined> {
+    return this.#one(this.#pool, "warden-commit-by-manifest", "manifest_digest = $1", [manifestDigest]);
+  }
+
+  async findByStage(stageId: string): Promise<CatalogEntry | undefined> {
+    return this.#one(this.#pool, "warden-commit-by-stage", "stage_id = $1", [stageId]);
+  }
+
+  async get(bundleId: string, revision: string): Promise<CatalogEntry | undefined> {
+    return this.#one(this.#pool, "warden-commit-by-revision", "bundle_id = $1 AND revision = $2", [bundleId, revision]);
+  }
+
+  async manifestOf(manifestDigest: Digest): Promise<Manifest | undefined> {
+    const row = await this.#row(this.#pool, "warden-commit-by-manifest", "manifest_digest = $1", [manifestDigest]);
+    return row === undefined ? undefined : this.#manifest(row);
+  }
+
+  async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
+    const result =
+      bundleId === undefined
+        ? await query<CommitRow>(this.#pool, "list bundles", { name: "warden-commit-all", text: `${SELECT_COMMIT} ORDER BY bundle_id, seq` })
+        : await query<CommitRow>(this.#pool, "list a bundle", {
+            name: "warden-commit-of-bundle",
+            text: `${SELECT_COMMIT} WHERE bundle_id = $1 ORDER BY seq`,
+            values: [bundleId],
+          });
+    return result.rows.map((row) => this.#entry(row));
+  }
+
+  async record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry> {
+    return transaction(this.#pool, "record a commit", async (client) => {
+      const inserted = await client.query({
+        name: "warden-commit-insert",
+        text:
+          "INSERT INTO warden_commits (manifest_digest, stage_id, bundle_id, revision, manifest, committed_at) " +
+          "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        values: [entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, canonicalJson(manifest), entry.committed_at],
+      });
+      let recorded = entry;
+      if (inserted.rowCount === 1) {
+        await client.query({
+          name: "warden-commit-blobs",
+          text: "INSERT INTO warden_commit_blobs (manifest_digest, digest) SELECT $1, unnest($2::text[])",
+          values: [entry.manifest_digest, entry.receipt.blobs.map((b) => b.digest)],
+        });
+      } else {
+        // A record exists for this manifest, this stage or this revision (another node, or an
+        // earlier attempt whose answer was lost): the same manifest is the same commit.
+        const same = await this.#one(client, "warden-commit-by-revision", "bundle_id = $1 AND revision = $2", [entry.bundle_id, entry.revision]);
+        if (same === undefined || same.manifest_digest !== entry.manifest_digest) {
+          throw new ConflictError(
+            "revision-conflict",
+            `revision ${JSON.stringify(entry.revision)} of ${JSON.stringify(entry.bundle_id)} is already committed with other content`,
+            {
+              details: {
+                bundle_id: entry.bundle_id,
+                revision: entry.revision,
+                ...(same === undefined ? {} : { committed_manifest_digest: same.manifest_digest }),
+              },
+            },
+          );
+        }
+        recorded = same;
+      }
+      await client.query({ name: "warden-commit-close-stage", text: "DELETE FROM warden_stages WHERE stage_id = $1", values: [entry.stage_id] });
+      return recorded;
+    });
+  }
+
+  async retire(bundleId: string, revision: string, now: number): Promise<boolean> {
+    const result = await query(this.#pool, "retire a revision", {
+      name: "warden-commit-retire",
+      text: "UPDATE warden_commits SET retired_at = COALESCE(retired_at, $3) WHERE bundle_id = $1 AND revision = $2",
+      values: [bundleId, revision, now],
+    });
+    return result.rowCount === 1;
+  }
+
+  async liveBlobDigests(): Promise<ReadonlySet<Digest>> {
+    const result = await query<{ digest: Digest }>(this.#pool, "list live blobs", {
+      name: "warden-commit-live-blobs",
+      text:
+        "SELECT DISTINCT b.digest FROM warden_commit_blobs b JOIN warden_commits c ON c.manifest_digest = b.manifest_digest " +
+        "WHERE c.retired_at IS NULL",
+    });
+    return new Set(result.rows.map((r) => r.digest));
+  }
+
+  async #one(db: PgQueryable, name: string, where: string, values: readonly string[]): Promise<CatalogEntry | undefined> {
+    const row = await this.#row(db, name, where, values);
+    return row === undefined ? undefined : this.#entry(row);
+  }
+
+  async #row(db: PgQueryable, name: string, where: string, values: readonly string[]): Promise<CommitRow | undefined> {
+    const result = await query<CommitRow>(db, "read a commit", { name, text: `${SELECT_COMMIT} WHERE ${where}`, values: [...values] });
+    return result.rows[0];
+  }
+
+  #manifest(row: CommitRow): Manifest {
+    return this.#manifests.verified(row.manifest_digest, row.manifest, `${row.bundle_id}/${row.revision}`);
+  }
+
+  /** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
+  #entry(row: CommitRow): CatalogEntry {
+    return {
+      bundle_id: row.bundle_id,
+      revision: row.revision,
+      manifest_digest: row.manifest_digest as Digest,
+      stage_id: row.stage_id,
+      receipt: receiptOf(this.#manifest(row)),
+      committed_at: row.committed_at,
+      retired_at: row.retired_at,
+    };
+  }
+}

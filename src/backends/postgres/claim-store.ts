@@ -1,0 +1,406 @@
+/**
+ * The postgres ClaimStore. The (scope, id) primary key makes a claim atomic across every node on
+ * the database: a batch of new claims is one `INSERT … ON CONFLICT DO NOTHING` statement, so of
+ * any number of concurrent callers on any number of nodes exactly one row is created and
+ * everyone else reads it. The statement creates rows only while this incarnation's owner lock is
+ * held (checked in the same statement), and counts them against the capacity in the same
+ * statement, which aborts whole when the count would pass the limit.
+ *
+ * Reads answer owner liveness in the same query (warden_owner_alive, a read of pg_locks), and
+ * only for claims that are still open: a replay of a recorded claim never looks at locks.
+ */
+import { IntegrityError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
+import type { Digest } from "../../core/digest.js";
+import type {
+  ClaimAttempt,
+  ClaimKey,
+  ClaimListFilter,
+  ClaimState,
+  ClaimStore,
+  NewClaim,
+  StoredResult,
+} from "../../invocations/claim-store.js";
+import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
+import { rowToRecord } from "../embedded/claim-store.js";
+import { Batcher, type Outcome } from "./batcher.js";
+import { pgFailure, query, sqlState, type PgPool } from "./connection.js";
+import { LINES_WITHIN, type JournalPrefetch } from "./journal-store.js";
+import type { OwnerSession } from "./owner.js";
+
+export interface PostgresClaimStoreOptions {
+  readonly pool: PgPool;
+  readonly owner: OwnerSession;
+  /** identities the database may hold (Limits.maxClaims), across all nodes */
+  readonly maxClaims: number;
+  /** where the journals read together with recorded claims are handed to the journal store */
+  readonly prefetch: JournalPrefetch;
+}
+
+const PRUNE_CHUNK = 1000;
+/** Statements in flight at once, per kind (claims, records, reads); one key is never in two. */
+const WRITES_IN_FLIGHT = 3;
+const READS_IN_FLIGHT = 3;
+const CAPACITY_SQLSTATE = "WCAP1";
+
+/** The embedded row shape, so both backends share one row-to-record mapping. */
+const COLUMNS = CLAIM_COLUMNS.split(", ")
+  .map((c) => (c === "released" ? "released::int AS released" : c))
+  .join(", ");
+const SELECT_STATE =
+  `SELECT ${COLUMNS}, CASE WHEN result_hash IS NULL AND receipt IS NULL AND NOT released ` +
+  "THEN warden_owner_alive(owner) ELSE false END AS owner_alive FROM warden_claims";
+
+/**
+ * Claims by key, with owner liveness for open ones and, for recorded ones, their journal as far
+ * as the seal reaches (plus one line, to notice growth): a replay reads row and journal in this
+ * one statement, the journal part handed on through the prefetch.
+ */
+const READ_BATCH = `
+  SELECT r.i, ${COLUMNS.split(", ")
+    .map((c) => `c.${c}`)
+    .join(", ")},
+    CASE WHEN c.result_hash IS NULL AND c.receipt IS NULL AND NOT c.released THEN warden_owner_alive(c.owner) ELSE false END AS owner_alive,
+    (c.result_hash IS NOT NULL AND EXISTS (SELECT 1 FROM warden_journals j WHERE j.run_id = c.run_id)) AS journal_present,
+    t.journal, t.journal_end
+  FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(scope, id, i)
+  JOIN warden_claims c ON c.scope = r.scope AND c.id = r.id
+  LEFT JOIN LATERAL (
+    SELECT string_agg(s.line, ''::bytea ORDER BY s.line_no) AS journal, max(s.end_at) AS journal_end
+    FROM (${LINES_WITHIN("c.run_id", "c.journal_bytes")}) s
+    WHERE c.result_hash IS NOT NULL
+  ) t ON true`;
+
+const INSERT_BATCH = `
+  WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::text[])
+      AS t(scope, id, request_hash, agent, run_id, created_at, claim_hash)
+  ), owner AS (
+    SELECT warden_owner_alive($8) AS ok
+  ), ins AS (
+    INSERT INTO warden_claims (scope, id, request_hash, agent, run_id, owner, created_at, claim_hash)
+    SELECT scope, id, request_hash, agent, run_id, $8, created_at, claim_hash FROM input
+    WHERE (SELECT ok FROM owner)
+    ON CONFLICT (scope, id) DO NOTHING
+    RETURNING scope, id
+  ), added AS (
+    SELECT count(*) AS n FROM ins
+  ), counted AS (
+    -- Only when rows were created: a batch of existing keys writes nothing at all.
+    UPDATE warden_counters SET value = value + added.n FROM added WHERE name = 'claims' AND added.n > 0 RETURNING value
+  )
+  SELECT (SELECT ok FROM owner) AS owner_ok,
+         (SELECT warden_check_capacity(value, $9) FROM counted) AS within,
+         COALESCE((SELECT json_agg(json_build_array(scope, id)) FROM ins), '[]'::json) AS inserted`;
+
+const RECORD_BATCH = `
+  WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[],
+                         $8::text[], $9::bigint[], $10::text[], $11::text[])
+      AS t(scope, id, run_id, result_hash, result, recorded_at, journal_entries, journal_tail, journal_bytes,
+           journal_sha256, claim_hash)
+  )
+  UPDATE warden_claims c SET result_hash = i.result_hash, result = i.result, recorded_at = i.recorded_at,
+    journal_entries = i.journal_entries, journal_tail = i.journal_tail, journal_bytes = i.journal_bytes,
+    journal_sha256 = i.journal_sha256, claim_hash = i.claim_hash
+  FROM input i
+  WHERE c.scope = i.scope AND c.id = i.id AND c.run_id = i.run_id AND c.owner = $12 AND NOT c.released
+    AND c.result_hash IS NULL AND c.receipt IS NULL AND (SELECT warden_owner_alive($12))
+  RETURNING c.scope, c.id`;
+
+const LIST_FILTERS: Readonly<Record<ClaimListFilter, string>> = {
+  all: "",
+  open: "result_hash IS NULL AND receipt IS NULL AND",
+  recorded: "result_hash IS NOT NULL AND receipt IS NULL AND",
+  reconciled: "receipt IS NOT NULL AND",
+};
+
+interface RecordItem {
+  readonly key: ClaimKey;
+  readonly runId: string;
+  readonly result: StoredResult;
+  readonly claimHash: Digest;
+}
+
+type StateRow = ClaimRow & { owner_alive: boolean };
+type ReadRow = StateRow & { i: number; journal_present: boolean; journal: Buffer | null; journal_end: number | null };
+
+export class PostgresClaimStore implements ClaimStore {
+  readonly #pool: PgPool;
+  readonly #owner: OwnerSession;
+  readonly #maxClaims: number;
+  readonly #prefetch: JournalPrefetch;
+  readonly #reads: Batcher<ClaimKey, ClaimState | undefined>;
+  readonly #claims: Batcher<NewClaim, ClaimAttempt>;
+  readonly #records: Batcher<RecordItem, boolean>;
+  #closed = false;
+
+  constructor(options: PostgresClaimStoreOptions) {
+    this.#pool = options.pool;
+    this.#owner = options.owner;
+    this.#maxClaims = options.maxClaims;
+    this.#prefetch = options.prefetch;
+    this.#reads = new Batcher<ClaimKey, ClaimState | undefined>((keys) => this.#readBatch(keys), { maxInFlight: READS_IN_FLIGHT, keyOf });
+    this.#claims = new Batcher<NewClaim, ClaimAttempt>((items) => this.#claimBatch(items), { maxInFlight: WRITES_IN_FLIGHT, keyOf });
+    this.#records = new Batcher<RecordItem, boolean>((items) => this.#recordBatch(items), { maxInFlight: WRITES_IN_FLIGHT, keyOf: (r) => keyOf(r.key) });
+  }
+
+  get ownerId(): string {
+    return this.#owner.id;
+  }
+
+  /** Write statements sent so far: concurrent writes share them (group commit). */
+  get commits(): number {
+    return this.#claims.batches + this.#records.batches;
+  }
+
+  /**
+   * No read first: callers look an id up before they claim it (a replay never gets here), so the
+   * insert is the first statement. For a key that exists it inserts nothing and writes nothing
+   * (ON CONFLICT DO NOTHING, no counter update); the row is then read and answered.
+   */
+  async claim(claim: NewClaim): Promise<ClaimAttempt> {
+    this.#assertOpen();
+    this.#owner.assertHealthy("create a claim");
+    return this.#claims.submit(claim);
+  }
+
+  async get(key: ClaimKey): Promise<ClaimState | undefined> {
+    this.#assertOpen();
+    return this.#reads.submit(key);
+  }
+
+  async record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean> {
+    this.#assertOpen();
+    this.#owner.assertHealthy("record a result");
+    if (await this.#records.submit({ key, runId, result, claimHash })) return true;
+    // Not recorded. If it is because this node lost its owner lock meanwhile, say so: the run was
+    // fine, the database connection was not (its claim now reads unresolved everywhere).
+    const row = await this.get(key);
+    if (row !== undefined && row.run_id === runId && this.#owner.ids.includes(row.owner) && !row.owner_alive && !row.released) {
+      throw new StorageError("storage-unavailable", `the owner lock was lost while run ${runId} was going; its claim reads unresolved`);
+    }
+    return false;
+  }
+
+  async release(key: ClaimKey, runId: string): Promise<void> {
+    this.#assertOpen();
+    // Any incarnation of this process may give its runs up: marking a claim released only makes
+    // explicit what a lost lock already means.
+    await query(this.#pool, "release a claim", {
+      name: "warden-claim-release",
+      text:
+        "UPDATE warden_claims SET released = true WHERE scope = $1 AND id = $2 AND run_id = $3 " +
+        "AND owner = ANY($4::text[]) AND result_hash IS NULL",
+      values: [key.scope, key.id, runId, [...this.#owner.ids]],
+    });
+  }
+
+  async attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
+    this.#assertOpen();
+    const result = await query(this.#pool, "attach a receipt", {
+      name: "warden-claim-receipt",
+      text: "UPDATE warden_claims SET receipt = $1 WHERE scope = $2 AND id = $3 AND receipt IS NULL AND claim_hash = $4",
+      values: [receipt, key.scope, key.id, claimHash],
+    });
+    return result.rowCount === 1;
+  }
+
+  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]> {
+    this.#assertOpen();
+    // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
+    const result = await query<StateRow>(this.#pool, "list claims", {
+      name: `warden-claim-list-${filter}`,
+      text: `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
+      values: [after?.scope ?? "", after?.id ?? "", limit],
+    });
+    return result.rows.map(stateOf);
+  }
+
+  async pruneResults(olderThan: number, now: number): Promise<number> {
+    this.#assertOpen();
+    let pruned = 0;
+    for (;;) {
+      const result = await query(this.#pool, "prune results", {
+        name: "warden-claim-prune",
+        text:
+          "UPDATE warden_claims SET result = NULL, pruned_at = $2 WHERE (scope, id) IN (" +
+          "SELECT scope, id FROM warden_claims WHERE result IS NOT NULL AND recorded_at < $1 " +
+          `ORDER BY recorded_at LIMIT ${PRUNE_CHUNK} FOR UPDATE SKIP LOCKED)`,
+        values: [olderThan, now],
+      });
+      const n = result.rowCount ?? 0;
+      pruned += n;
+      if (n === 0) return pruned;
+    }
+  }
+
+  /** Identities held by the whole database (the capacity counter). */
+  async count(): Promise<number> {
+    const result = await query<{ value: number }>(this.#pool, "count claims", {
+      text: "SELECT value FROM warden_counters WHERE name = 'claims'",
+    });
+    return result.rows[0]?.value ?? 0;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    // Writes already queued commit before the pool goes away.
+    await Promise.all([this.#claims.settled(), this.#records.settled()]);
+    this.#closed = true;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new StorageError("claim-store-closed", "the claim store is closed");
+  }
+
+  async #claimBatch(items: readonly NewClaim[]): Promise<Outcome<ClaimAttempt>[]> {
+    // One row per key; later items of a key read the row the first one created.
+    const unique = new Map<string, NewClaim>();
+    for (const c of items) if (!unique.has(keyOf(c))) unique.set(keyOf(c), c);
+    const rows = [...unique.values()];
+    let inserted: Set<string>;
+    try {
+      inserted = await this.#insert(rows);
+    } catch (error) {
+      if (sqlState(error) !== CAPACITY_SQLSTATE || rows.length === 1) throw capacityOr(error, this.#maxClaims);
+      // The batch would pass the limit: claims one by one, so the ones that still fit are created.
+      return this.#oneByOne(items);
+    }
+    return this.#answer(items, inserted);
+  }
+
+  async #oneByOne(items: readonly NewClaim[]): Promise<Outcome<ClaimAttempt>[]> {
+    const outcomes: Outcome<ClaimAttempt>[] = [];
+    for (const item of items) {
+      try {
+        const inserted = await this.#insert([item]);
+        outcomes.push(...(await this.#answer([item], inserted)));
+      } catch (error) {
+        outcomes.push({ ok: false, error: capacityOr(error, this.#maxClaims) });
+      }
+    }
+    return outcomes;
+  }
+
+  /** Runs the insert statement; the keys it created. */
+  async #insert(rows: readonly NewClaim[]): Promise<Set<string>> {
+    const owner = this.#owner.id;
+    let result;
+    try {
+      result = await this.#pool.query<{ owner_ok: boolean; inserted: [string, string][] }>({
+        name: "warden-claim-insert",
+        text: INSERT_BATCH,
+        values: [
+          rows.map((r) => r.scope),
+          rows.map((r) => r.id),
+          rows.map((r) => r.request_hash),
+          rows.map((r) => r.agent),
+          rows.map((r) => r.run_id),
+          rows.map((r) => r.created_at),
+          rows.map((r) => r.claim_hash),
+          owner,
+          this.#maxClaims,
+        ],
+      });
+    } catch (error) {
+      if (sqlState(error) === CAPACITY_SQLSTATE) throw error;
+      throw pgFailure(error, "create claims");
+    }
+    const answer = result.rows[0];
+    if (answer?.owner_ok !== true) {
+      throw new StorageError("storage-unavailable", "this node's owner lock is gone; no claim was created (the node reconnects as a new owner)");
+    }
+    return new Set(answer.inserted.map(([scope, id]) => keyOf({ scope, id })));
+  }
+
+  async #answer(items: readonly NewClaim[], inserted: Set<string>): Promise<Outcome<ClaimAttempt>[]> {
+    const owner = this.#owner.id;
+    const created = new Map<string, ClaimState>();
+    const answered = new Set<string>();
+    const existing = new Map<string, ClaimState>();
+    const others = items.filter((c) => !inserted.has(keyOf(c)));
+    if (others.length > 0) {
+      for (const outcome of await this.#readBatch(others)) {
+        if (outcome.ok && outcome.value !== undefined) existing.set(keyOf(outcome.value), outcome.value);
+      }
+    }
+    return items.map((c): Outcome<ClaimAttempt> => {
+      const key = keyOf(c);
+      if (inserted.has(key)) {
+        let state = created.get(key);
+        if (state === undefined) {
+          state = { ...c, owner, released: false, owner_alive: true };
+          created.set(key, state);
+        }
+        if (answered.has(key)) return { ok: true, value: { created: false, claim: state } };
+        answered.add(key);
+        return { ok: true, value: { created: true, claim: state } };
+      }
+      const state = existing.get(key);
+      if (state === undefined) {
+        return { ok: false, error: new IntegrityError("claim-vanished", `claim ${key} was neither created nor found`, { status: 500 }) };
+      }
+      return { ok: true, value: { created: false, claim: state } };
+    });
+  }
+
+  async #readBatch(keys: readonly ClaimKey[]): Promise<Outcome<ClaimState | undefined>[]> {
+    const result = await query<ReadRow>(this.#pool, "read claims", {
+      name: "warden-claim-read",
+      text: READ_BATCH,
+      values: [keys.map((k) => k.scope), keys.map((k) => k.id)],
+    });
+    const states: (ClaimState | undefined)[] = keys.map(() => undefined);
+    for (const row of result.rows) {
+      const state = stateOf(row);
+      states[row.i - 1] = state;
+      if (state.result !== undefined) {
+        this.#prefetch.offer(state.run_id, state.result.journal.bytes, {
+          present: row.journal_present,
+          bytes: row.journal,
+          end: row.journal_end ?? 0,
+        });
+      }
+    }
+    return states.map((value) => ({ ok: true, value }));
+  }
+
+  async #recordBatch(items: readonly RecordItem[]): Promise<Outcome<boolean>[]> {
+    const result = await query<{ scope: string; id: string }>(this.#pool, "record results", {
+      name: "warden-claim-record",
+      text: RECORD_BATCH,
+      values: [
+        items.map((r) => r.key.scope),
+        items.map((r) => r.key.id),
+        items.map((r) => r.runId),
+        items.map((r) => r.result.hash),
+        items.map((r) => r.result.payload ?? null),
+        items.map((r) => r.result.recorded_at),
+        items.map((r) => r.result.journal.entries),
+        items.map((r) => r.result.journal.tail_hash),
+        items.map((r) => r.result.journal.bytes),
+        items.map((r) => r.result.journal.sha256),
+        items.map((r) => r.claimHash),
+        this.#owner.id,
+      ],
+    });
+    const updated = new Set(result.rows.map(keyOf));
+    return items.map((r) => ({ ok: true, value: updated.has(keyOf(r.key)) }));
+  }
+}
+
+function keyOf(key: ClaimKey): string {
+  return `${key.scope}\n${key.id}`;
+}
+
+function stateOf(row: StateRow): ClaimState {
+  return { ...rowToRecord(row), owner_alive: row.owner_alive === true };
+}
+
+function capacityOr(error: unknown, limit: number): unknown {
+  if (isWardenError(error) || sqlState(error) !== CAPACITY_SQLSTATE) return error;
+  return new LimitError("capacity-exhausted", `the claim store holds its limit of ${limit} identities; no new claim was created and nothing was deleted`, {
+    status: 507,
+    details: { limit },
+  });
+}

@@ -1,0 +1,166 @@
+/**
+ * Connections to PostgreSQL: the shared pool of a node, the settings every connection runs with,
+ * and the one place where a driver failure becomes a WardenError. `pg` is imported only under
+ * src/backends: the domain sees store interfaces.
+ *
+ * Every connection runs with `synchronous_commit = on`, whatever the server's default: a store
+ * resolves a write only after COMMIT returned, and that must mean the WAL is on disk (G1).
+ */
+import pg from "pg";
+import { StorageError, ValidationError, errnoCode, isWardenError, type WardenError } from "../../core/errors.js";
+
+export type PgPool = pg.Pool;
+export type PgClient = pg.PoolClient | pg.Client;
+export type PgQueryable = pg.Pool | pg.PoolClient | pg.Client;
+
+export interface ConnectionSettings {
+  /** `postgresql://user@host:port/db` or a unix socket directory as an encoded host */
+  readonly url: string;
+  /** how long to wait for a new connection before the call fails `storage-unavailable`, ms */
+  readonly connectTimeoutMs?: number;
+}
+
+const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+const INT8_OID = 20;
+
+/**
+ * int8 columns (ms timestamps, offsets, counters) arrive as numbers; a value past 2^53 cannot be
+ * one and is refused rather than rounded.
+ */
+const types = {
+  getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown {
+    if (oid === INT8_OID && format !== "binary") return parseInt8;
+    return pg.types.getTypeParser(oid, format ?? "text") as (value: string) => unknown;
+  },
+};
+
+function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) throw new StorageError("database-value-out-of-range", `int8 value ${text} is not a safe integer`);
+  return value;
+}
+
+/** The connection options every warden connection uses. */
+export function clientConfig(settings: ConnectionSettings, applicationName: string): pg.ClientConfig {
+  if (typeof settings.url !== "string" || !/^postgres(ql)?:\/\//.test(settings.url)) {
+    throw new ValidationError("postgres-url-invalid", "the PostgreSQL URL must start with postgresql:// (or postgres://)");
+  }
+  return {
+    connectionString: settings.url,
+    connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    application_name: applicationName,
+    options: "-c synchronous_commit=on",
+    types,
+  };
+}
+
+/** The node's pool. Idle connections that die (server restart) are dropped and replaced on demand. */
+export function openPool(settings: ConnectionSettings, max: number): PgPool {
+  const pool = new pg.Pool({ ...clientConfig(settings, "warden"), max, idleTimeoutMillis: 30_000 });
+  // An idle client's error (the server went away) must not crash the process: the pool discards
+  // that client, and the next query opens a new connection or fails storage-unavailable.
+  pool.on("error", () => undefined);
+  return pool;
+}
+
+/** A connection outside the pool, for the owner lock (see owner.ts). */
+export function openDedicatedClient(settings: ConnectionSettings, applicationName: string): pg.Client {
+  return new pg.Client(clientConfig(settings, applicationName));
+}
+
+const NETWORK_ERRNOS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+  // a unix socket path with no server behind it
+  "ENOENT",
+]);
+/** SQLSTATEs that mean "the server is going away or not accepting us now" (class 08 too). */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300", "57P05"]);
+const DRIVER_CONNECTION_MESSAGES = /Connection terminated|not queryable|timeout exceeded when trying to connect|Connection ended|Client was closed/i;
+
+export const UNIQUE_VIOLATION = "23505";
+export const FOREIGN_KEY_VIOLATION = "23503";
+
+/** True when `error` says the database cannot be reached (rather than refusing a statement). */
+export function isUnavailable(error: unknown): boolean {
+  const code = errnoCode(error);
+  if (code !== undefined) {
+    if (NETWORK_ERRNOS.has(code) || UNAVAILABLE_SQLSTATES.has(code) || (code.length === 5 && code.startsWith("08"))) return true;
+  }
+  return error instanceof Error && DRIVER_CONNECTION_MESSAGES.test(error.message);
+}
+
+/** The SQLSTATE of a server error, or undefined. */
+export function sqlState(error: unknown): string | undefined {
+  const code = errnoCode(error);
+  return code !== undefined && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * A driver or server failure as a WardenError: `storage-unavailable` when the database cannot be
+ * reached (the caller may retry once it is back), `storage-full` when it is out of disk, and
+ * `database-error` for anything else. WardenErrors pass through unchanged.
+ */
+export function pgFailure(error: unknown, action: string): WardenError {
+  if (isWardenError(error)) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  if (isUnavailable(error)) {
+    return new StorageError("storage-unavailable", `the database is unavailable; could not ${action}: ${message}`, { cause: error });
+  }
+  const state = sqlState(error);
+  if (state === "53100") return new StorageError("storage-full", `the database is out of disk space; could not ${action}`, { cause: error });
+  return new StorageError("database-error", `could not ${action}: ${message}`, {
+    cause: error,
+    ...(state === undefined ? {} : { details: { sqlstate: state } }),
+  });
+}
+
+/** Runs one query, mapping failures through pgFailure. */
+export async function query<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  db: PgQueryable,
+  action: string,
+  config: pg.QueryConfig,
+): Promise<pg.QueryResult<R>> {
+  try {
+    return await db.query<R>(config);
+  } catch (error) {
+    throw pgFailure(error, action);
+  }
+}
+
+/**
+ * Runs `work` in one transaction on a pooled connection. A failed COMMIT, or a connection lost
+ * mid-transaction, rejects: the caller must treat the outcome as unknown, never as success.
+ */
+export async function transaction<T>(pool: PgPool, action: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw pgFailure(error, action);
+  }
+  let broken = false;
+  try {
+    await client.query("BEGIN");
+    const value = await work(client);
+    await client.query("COMMIT");
+    return value;
+  } catch (error) {
+    try {
+      await client.query("ROLLBACK");
+    } catch {
+      // the connection is gone: the server rolled the transaction back itself
+      broken = true;
+    }
+    throw pgFailure(error, action);
+  } finally {
+    client.release(broken);
+  }
+}

@@ -1,0 +1,99 @@
+/**
+ * The postgres backend (DESIGN.md "Backends"): every store on one PostgreSQL database, so several
+ * nodes share claims, journals, keys, bundles and blobs.
+ *
+ *   warden_schema                    applied migrations (schema.ts)
+ *   warden_claims, warden_counters   claims, results, receipts; the capacity counter
+ *   warden_journals, …_journal_lines one row per journal line
+ *   warden_signing_keys              the fleet's Ed25519 keys
+ *   warden_blobs, …_blob_chunks      content-addressed blobs as bytea rows
+ *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
+ *   warden_commits, …_commit_blobs   the catalog of committed bundles
+ *
+ * Opening applies migrations, then registers this process as a new owner (owner.ts). A node
+ * still needs its own private home directory for what is local to it (materializations, agent
+ * outputs, workspaces, its token); nothing in it is shared.
+ */
+import { resolveLimits, type Limits } from "../../core/limits.js";
+import type { DeliveryBackend } from "../../delivery/service.js";
+import { PostgresBlobStore } from "./blob-store.js";
+import { PostgresCatalogStore } from "./catalog-store.js";
+import { PostgresClaimStore } from "./claim-store.js";
+import { openPool, type PgPool } from "./connection.js";
+import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
+import { PostgresKeyStore } from "./key-store.js";
+import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
+import { migrate } from "./schema.js";
+import { PostgresStageStore } from "./stage-store.js";
+
+export interface PostgresBackendOptions {
+  /** `postgresql://user[:password]@host[:port]/database` (a unix socket directory as an encoded host) */
+  readonly url: string;
+  readonly limits?: Partial<Limits>;
+  /** pooled connections of this node (default 16); the owner lock uses one more, outside the pool */
+  readonly poolSize?: number;
+  /** how long a call waits for a connection before failing `storage-unavailable`, ms */
+  readonly connectTimeoutMs?: number;
+  /** owner-lock heartbeat and reconnect tuning (tests shorten them) */
+  readonly owner?: Omit<OwnerSessionOptions, "settings">;
+}
+
+export interface PostgresBackend {
+  readonly limits: Limits;
+  readonly claims: PostgresClaimStore;
+  readonly journals: PostgresJournalStore;
+  readonly keys: PostgresKeyStore;
+  /** the delivery stores, for `Delivery.open`; closing them leaves the pool to `close` below */
+  readonly delivery: DeliveryBackend;
+  readonly owner: OwnerSession;
+  /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
+  close(): Promise<void>;
+}
+
+const DEFAULT_POOL_SIZE = 16;
+
+export async function openPostgresBackend(options: PostgresBackendOptions): Promise<PostgresBackend> {
+  const limits = resolveLimits(options.limits);
+  const settings = { url: options.url, ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }) };
+  const pool: PgPool = openPool(settings, options.poolSize ?? DEFAULT_POOL_SIZE);
+  let owner: OwnerSession | undefined;
+  try {
+    await migrate(pool);
+    owner = await OwnerSession.open({ ...options.owner, settings });
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw error;
+  }
+  const session = owner;
+  const prefetch = new JournalPrefetch();
+  const claims = new PostgresClaimStore({ pool, owner: session, maxClaims: limits.maxClaims, prefetch });
+  const journals = new PostgresJournalStore(pool, prefetch);
+  const keys = new PostgresKeyStore(pool);
+  const delivery: DeliveryBackend = {
+    blobs: new PostgresBlobStore(pool),
+    stages: new PostgresStageStore(pool),
+    catalog: new PostgresCatalogStore(pool),
+    close: async () => undefined,
+  };
+  let closing: Promise<void> | undefined;
+  return {
+    limits,
+    claims,
+    journals,
+    keys,
+    delivery,
+    owner: session,
+    close(): Promise<void> {
+      closing ??= (async () => {
+        try {
+          await claims.close();
+          await journals.settled();
+        } finally {
+          await session.close();
+          await pool.end().catch(() => undefined);
+        }
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,208 @@
+/**
+ * The behavioural suite's backends. Each test file runs its tests once per backend:
+ *
+ *   for (const backend of backendsUnderTest()) describe(backend.name, () => { backend.hooks(); … });
+ *
+ * A `State` is one store's worth of shared state (an embedded home, or a postgres database) that
+ * nodes are opened on, closed, and opened again (a restart). The postgres backend starts one
+ * throwaway cluster per test file and one database per file; a test that needs a store of its
+ * own (capacity limits, garbage collection) asks for `isolated` and gets a fresh database.
+ * Tamper helpers edit the stored bytes the way an attacker with access to the storage would.
+ */
+import { after, before } from "node:test";
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import type { Digest } from "../../src/core/digest.js";
+import type { Limits } from "../../src/core/limits.js";
+import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
+import { openPostgresBackend } from "../../src/backends/postgres/index.js";
+import { Delivery } from "../../src/delivery/service.js";
+import { Invocations } from "../../src/invocations/index.js";
+import type { ClaimStore } from "../../src/invocations/claim-store.js";
+import type { JournalStore, KeyStore } from "../../src/journal/types.js";
+import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+
+export interface NodeOptions {
+  readonly limits?: Partial<Limits>;
+  readonly now?: () => Date;
+}
+
+/** One opened node: the domain services over one backend's stores. */
+export interface StoreNode {
+  readonly invocations: Invocations;
+  readonly delivery: Delivery;
+  readonly claims: ClaimStore;
+  readonly journals: JournalStore;
+  readonly keys: KeyStore;
+  close(): Promise<void>;
+}
+
+export interface State {
+  open(options?: NodeOptions): Promise<StoreNode>;
+  /** Replaces (or with undefined, deletes) line `index` (0-based) of a run's journal. */
+  editJournalLine(runId: string, index: number, edit: (line: Buffer) => Buffer | undefined): Promise<void>;
+  /** Appends a line to a run's journal behind the writer's back. */
+  appendJournalLine(runId: string, line: Buffer): Promise<void>;
+  /** Rewrites a stored blob's bytes. */
+  editBlob(digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
+}
+
+export interface BackendUnderTest {
+  readonly name: "embedded" | "postgres";
+  /** Registers the file's before/after hooks (cluster start and stop for postgres). */
+  hooks(): void;
+  /** State for one test, removed after it. */
+  state(t: { after(fn: () => unknown): void }, options?: { isolated?: boolean }): Promise<State>;
+}
+
+export function backendsUnderTest(): BackendUnderTest[] {
+  return [embeddedBackend(), postgresBackend()];
+}
+
+function embeddedBackend(): BackendUnderTest {
+  return {
+    name: "embedded",
+    hooks: () => undefined,
+    async state(t) {
+      const root = mkdtempSync(join(tmpdir(), "warden-backends-"));
+      const home = join(root, "home");
+      const open: StoreNode[] = [];
+      t.after(async () => {
+        for (const node of open) await node.close().catch(() => undefined);
+        rmSync(root, { recursive: true, force: true });
+      });
+      return {
+        async open(options = {}) {
+          const backend = await openEmbeddedBackend({ home, ...(options.limits === undefined ? {} : { limits: options.limits }) });
+          const delivery = (await openEmbeddedDelivery(home, { limits: backend.limits }).catch(async (error: unknown) => {
+            await backend.close();
+            throw error;
+          })).delivery;
+          const node = nodeOf(backend, delivery, options, () => backend.close());
+          open.push(node);
+          return node;
+        },
+        async editJournalLine(runId, index, edit) {
+          const path = join(home, "journals", `${runId}.ndjson`);
+          const lines = readFileSync(path).toString("utf8").split(/(?<=\n)/);
+          const replaced = edit(Buffer.from(lines[index]!, "utf8"));
+          if (replaced === undefined) lines.splice(index, 1);
+          else lines[index] = replaced.toString("utf8");
+          writeFileSync(path, lines.join(""));
+        },
+        async appendJournalLine(runId, line) {
+          appendFileSync(join(home, "journals", `${runId}.ndjson`), line);
+        },
+        async editBlob(digest, edit) {
+          const path = new DeliveryLayout(home).blobPath(digest);
+          writeFileSync(path, edit(readFileSync(path)));
+        },
+      };
+    },
+  };
+}
+
+function postgresBackend(): BackendUnderTest {
+  let server: TestPostgres | undefined;
+  let shared: string | undefined;
+  return {
+    name: "postgres",
+    hooks() {
+      before(async () => {
+        server = await startTestPostgres();
+        shared = await server.createDatabase("suite");
+      });
+      after(async () => {
+        await server?.stop();
+      });
+    },
+    async state(t, options = {}) {
+      if (server === undefined || shared === undefined) throw new Error("postgres hooks() were not registered");
+      const url = options.isolated === true ? await server.createDatabase("isolated") : shared;
+      const open: StoreNode[] = [];
+      t.after(async () => {
+        for (const node of open) await node.close().catch(() => undefined);
+      });
+      return {
+        async open(nodeOptions = {}) {
+          const backend = await openPostgresBackend({ url, ...(nodeOptions.limits === undefined ? {} : { limits: nodeOptions.limits }) });
+          const delivery = await Delivery.open(backend.delivery, { limits: backend.limits });
+          const node = nodeOf(backend, delivery, nodeOptions, () => backend.close());
+          open.push(node);
+          return node;
+        },
+        async editJournalLine(runId, index, edit) {
+          await withClient(url, async (client) => {
+            const row = await client.query<{ line: Buffer }>("SELECT line FROM warden_journal_lines WHERE run_id = $1 AND line_no = $2", [runId, index]);
+            const replaced = edit(row.rows[0]!.line);
+            if (replaced === undefined) await client.query("DELETE FROM warden_journal_lines WHERE run_id = $1 AND line_no = $2", [runId, index]);
+            else await client.query("UPDATE warden_journal_lines SET line = $3 WHERE run_id = $1 AND line_no = $2", [runId, index, replaced]);
+          });
+        },
+        async appendJournalLine(runId, line) {
+          await withClient(url, async (client) => {
+            await client.query(
+              "INSERT INTO warden_journal_lines (run_id, line_no, line) SELECT $1, COALESCE(max(line_no) + 1, 0), $2 FROM warden_journal_lines WHERE run_id = $1",
+              [runId, line],
+            );
+          });
+        },
+        async editBlob(digest, edit) {
+          await withClient(url, async (client) => {
+            const rows = await client.query<{ bytes: Buffer }>("SELECT bytes FROM warden_blob_chunks WHERE digest = $1 ORDER BY off", [digest]);
+            const whole = edit(Buffer.concat(rows.rows.map((r) => r.bytes)));
+            await client.query("DELETE FROM warden_blob_chunks WHERE digest = $1", [digest]);
+            await client.query("INSERT INTO warden_blob_chunks (digest, off, bytes) VALUES ($1, 0, $2)", [digest, whole]);
+          });
+        },
+      };
+    },
+  };
+}
+
+function nodeOf(
+  stores: { claims: ClaimStore; journals: JournalStore; keys: KeyStore; limits: Limits },
+  delivery: Delivery,
+  options: NodeOptions,
+  closeBackend: () => Promise<void>,
+): StoreNode {
+  const invocations = new Invocations({
+    claims: stores.claims,
+    journals: stores.journals,
+    keys: stores.keys,
+    limits: stores.limits,
+    ...(options.now === undefined ? {} : { now: options.now }),
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    invocations,
+    delivery,
+    claims: stores.claims,
+    journals: stores.journals,
+    keys: stores.keys,
+    close() {
+      closing ??= (async () => {
+        try {
+          await delivery.close();
+        } finally {
+          await closeBackend();
+        }
+      })();
+      return closing;
+    },
+  };
+}
+
+async function withClient(url: string, work: (client: pg.Client) => Promise<void>): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await work(client);
+  } finally {
+    await client.end();
+  }
+}

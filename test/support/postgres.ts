@@ -1,0 +1,264 @@
+/**
+ * Throwaway PostgreSQL for tests and benches. `startTestPostgres()` either uses the server named
+ * by WARDEN_TEST_POSTGRES_URL (a database per call of `createDatabase`, dropped at `stop`), or
+ * starts a private cluster: a copy of a cached `initdb` template in a temp directory, listening
+ * only on a unix socket in that directory (no port to collide with), fsync on, started with
+ * `pg_ctl -w`, stopped and removed at `stop`. A cluster this helper started can also be stopped
+ * and started again mid-test (`stopServer` / `startServer`).
+ *
+ * PostgreSQL refuses to run as root; as root the server runs as the `postgres` user (Debian's
+ * package creates it), or `nobody`. Binaries come from $WARDEN_PG_BIN, then `pg_ctl` on PATH, then
+ * the newest /usr/lib/postgresql/<version>/bin.
+ */
+import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import pg from "pg";
+
+export interface TestPostgres {
+  /** True when this helper started the cluster (so it can be stopped and restarted). */
+  readonly owned: boolean;
+  /** Creates an empty database; returns its URL. */
+  createDatabase(label?: string): Promise<string>;
+  /** Stops the server (`pg_ctl stop -m <mode>`); only for an owned cluster. */
+  stopServer(mode?: "fast" | "immediate"): void;
+  /** Starts it again on the same socket. */
+  startServer(): void;
+  /** CPU time (ms) the server's processes have used so far, exited backends included; owned clusters on Linux only. */
+  serverCpuMs(): number | undefined;
+  /** Drops created databases (external server) or stops and removes the cluster. */
+  stop(): Promise<void>;
+}
+
+const SOCKET_PORT = 5432;
+
+interface RunAs {
+  readonly uid?: number;
+  readonly gid?: number;
+}
+
+export function findPgBin(): string {
+  const fromEnv = process.env.WARDEN_PG_BIN;
+  if (fromEnv !== undefined && existsSync(join(fromEnv, "pg_ctl"))) return fromEnv;
+  for (const dir of (process.env.PATH ?? "").split(":")) {
+    if (dir !== "" && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
+  }
+  const root = "/usr/lib/postgresql";
+  const versions = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => existsSync(join(root, v, "bin", "pg_ctl")))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  if (versions.length === 0) {
+    throw new Error("PostgreSQL is not installed (no pg_ctl): apt-get install -y postgresql, or set WARDEN_TEST_POSTGRES_URL");
+  }
+  return join(root, versions[0]!, "bin");
+}
+
+/** As root, the unprivileged user the server runs as. */
+function serverUser(): RunAs {
+  if (process.getuid?.() !== 0) return {};
+  const passwd = readFileSync("/etc/passwd", "utf8").split("\n");
+  for (const name of ["postgres", "nobody"]) {
+    const fields = passwd.find((l) => l.startsWith(`${name}:`))?.split(":");
+    if (fields !== undefined) return { uid: Number(fields[2]), gid: Number(fields[3]) };
+  }
+  throw new Error("running as root and there is neither a postgres nor a nobody user to run PostgreSQL as");
+}
+
+function run(bin: string, tool: string, args: readonly string[], as: RunAs): void {
+  const result = spawnSync(join(bin, tool), args, { ...as, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+  if (result.status !== 0) throw new Error(`${tool} ${args.join(" ")} failed: ${result.stderr || result.stdout || String(result.error)}`);
+}
+
+/**
+ * initdb once per PostgreSQL version and user into a cached template; clusters are copies.
+ * Built beside the cache name and renamed into place, so concurrent first runs are harmless.
+ */
+function template(bin: string, as: RunAs): string {
+  const version = /\d+(?:\.\d+)+/.exec(execFileSync(join(bin, "pg_ctl"), ["--version"], { encoding: "utf8" }))?.[0] ?? "unknown";
+  const cached = join(clusterParent(as), `warden-pg-template-${version}-${as.uid ?? process.getuid?.() ?? 0}`);
+  if (existsSync(join(cached, "PG_VERSION"))) return cached;
+  const building = `${cached}.${randomBytes(6).toString("hex")}`;
+  const parent = mkdtempSync(building);
+  chownFor(parent, as);
+  const data = join(parent, "data");
+  // --no-sync: the template is a cache; each cluster runs with fsync on.
+  run(bin, "initdb", ["-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions"], as);
+  try {
+    renameSync(data, cached);
+  } catch {
+    // another process published the template first
+  }
+  rmSync(parent, { recursive: true, force: true });
+  return cached;
+}
+
+/**
+ * Where clusters live: the temp directory, unless the server's user could not reach into it (a
+ * private $TMPDIR while running as root), then /tmp.
+ */
+function clusterParent(as: RunAs): string {
+  const base = tmpdir();
+  if (as.uid === undefined) return base;
+  for (let dir = base; ; dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) return "/tmp";
+    if (dirname(dir) === dir) return base;
+  }
+}
+
+function chownFor(path: string, as: RunAs): void {
+  if (as.uid !== undefined && as.gid !== undefined) chownSync(path, as.uid, as.gid);
+}
+
+class OwnedCluster implements TestPostgres {
+  readonly owned = true;
+  readonly #bin: string;
+  readonly #as: RunAs;
+  readonly #base: string;
+  readonly #data: string;
+  readonly #onExit = (): void => this.#kill();
+  #running = false;
+
+  constructor(bin: string, as: RunAs) {
+    this.#bin = bin;
+    this.#as = as;
+    this.#base = mkdtempSync(join(clusterParent(as), "warden-pg-"));
+    chownFor(this.#base, as);
+    this.#data = join(this.#base, "data");
+    const copy = spawnSync("cp", ["-a", template(bin, as), this.#data], { stdio: "ignore" });
+    if (copy.status !== 0) throw new Error(`could not copy the PostgreSQL template into ${this.#data}`);
+    // A test process that dies must not leave a server behind.
+    process.on("exit", this.#onExit);
+  }
+
+  url(database: string): string {
+    return `postgresql://postgres@${encodeURIComponent(this.#base)}:${SOCKET_PORT}/${database}`;
+  }
+
+  startServer(): void {
+    const options = [
+      "-c listen_addresses=''",
+      `-c unix_socket_directories='${this.#base}'`,
+      `-p ${SOCKET_PORT}`,
+      "-c fsync=on",
+      "-c synchronous_commit=on",
+      "-c max_connections=200",
+      "-c shared_buffers=64MB",
+    ].join(" ");
+    run(this.#bin, "pg_ctl", ["-D", this.#data, "-l", join(this.#base, "server.log"), "-o", options, "-w", "-t", "60", "start"], this.#as);
+    this.#running = true;
+  }
+
+  stopServer(mode: "fast" | "immediate" = "fast"): void {
+    run(this.#bin, "pg_ctl", ["-D", this.#data, "-m", mode, "-w", "-t", "60", "stop"], this.#as);
+    this.#running = false;
+  }
+
+  async createDatabase(label = "test"): Promise<string> {
+    const name = `warden_${label.replace(/[^a-z0-9_]/gi, "_").toLowerCase()}_${randomBytes(4).toString("hex")}`;
+    await adminQuery(this.url("postgres"), `CREATE DATABASE ${name}`);
+    return this.url(name);
+  }
+
+  serverCpuMs(): number | undefined {
+    let postmaster: number;
+    try {
+      postmaster = Number(readFileSync(join(this.#data, "postmaster.pid"), "utf8").split("\n")[0]);
+    } catch {
+      return undefined;
+    }
+    // /proc/<pid>/stat fields after the command: state(3) ppid(4) … utime(14) stime(15) cutime(16) cstime(17), in ticks.
+    const fields = (pid: number | string): string[] | undefined => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      } catch {
+        return undefined;
+      }
+    };
+    const own = fields(postmaster);
+    if (own === undefined) return undefined;
+    // Exited backends are reaped by the postmaster: their time is in its cutime/cstime.
+    let ticks = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue;
+      const f = fields(pid);
+      if (f !== undefined && Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+    }
+    return ticks * 10; // USER_HZ is 100 on Linux
+  }
+
+  async stop(): Promise<void> {
+    process.off("exit", this.#onExit);
+    if (this.#running) this.stopServer("fast");
+    rmSync(this.#base, { recursive: true, force: true });
+  }
+
+  #kill(): void {
+    if (!this.#running) return;
+    spawnSync(join(this.#bin, "pg_ctl"), ["-D", this.#data, "-m", "immediate", "stop"], { ...this.#as, stdio: "ignore" });
+    rmSync(this.#base, { recursive: true, force: true });
+  }
+}
+
+class ExternalServer implements TestPostgres {
+  readonly owned = false;
+  readonly #url: URL;
+  readonly #created: string[] = [];
+
+  constructor(url: string) {
+    this.#url = new URL(url);
+  }
+
+  async createDatabase(label = "test"): Promise<string> {
+    const name = `warden_${label.replace(/[^a-z0-9_]/gi, "_").toLowerCase()}_${randomBytes(4).toString("hex")}`;
+    await adminQuery(this.#url.href, `CREATE DATABASE ${name}`);
+    this.#created.push(name);
+    const url = new URL(this.#url.href);
+    url.pathname = `/${name}`;
+    return url.href;
+  }
+
+  stopServer(): void {
+    throw new Error("the server named by WARDEN_TEST_POSTGRES_URL is not stopped by tests");
+  }
+
+  serverCpuMs(): undefined {
+    return undefined;
+  }
+
+  startServer(): void {
+    throw new Error("the server named by WARDEN_TEST_POSTGRES_URL is not started by tests");
+  }
+
+  async stop(): Promise<void> {
+    for (const name of this.#created) await adminQuery(this.#url.href, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
+  }
+}
+
+async function adminQuery(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The server tests run against: WARDEN_TEST_POSTGRES_URL, or a fresh private cluster. */
+export async function startTestPostgres(): Promise<TestPostgres> {
+  const external = process.env.WARDEN_TEST_POSTGRES_URL;
+  if (external !== undefined && external !== "") return new ExternalServer(external);
+  const cluster = new OwnedCluster(findPgBin(), serverUser());
+  try {
+    cluster.startServer();
+  } catch (error) {
+    await cluster.stop().catch(() => undefined);
+    throw error;
+  }
+  return cluster;
+}
