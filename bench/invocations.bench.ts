@@ -6,8 +6,9 @@
  *    see src/invocations/seed.ts), sampled across the whole store. Every lookup is a full replay:
  *    row read, claim-hash check, journal read and seal check, result parse.
  * 2. RSS of a fresh process holding the 1,000,000-claim store after 10,000 lookups.
- * 3. open→finish invocations/s (journal: run.started, one effect, run.terminated; the whole
- *    journal verified at finish, on the run-checker worker pool) at concurrency 1, 16 and 64,
+ * 3. open→finish invocations/s (journal: run.started, one effect, run.terminated; at finish the
+ *    journal read back and matched against its writer's length and sha256 — a full verification,
+ *    on the run-checker worker pool, only when they differ) at concurrency 1, 16 and 64,
  *    against the raw single-threaded append+fdatasync/s of the same disk measured just before.
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, so up to 64 journal
  *    fdatasyncs run at once (the variable is read when libuv's pool starts, which has happened
@@ -93,8 +94,8 @@ async function lookupLatencies(invocations: Invocations, ids: readonly string[])
 
 /** Child: throughput at every concurrency level; prints one JSON line. */
 async function throughputChild(): Promise<void> {
-  // Journal verification runs on the worker pool, as it does in a compiled build; from source the
-  // workers need tsx registered inside them (see tsRunChecker).
+  // Any full journal verification runs on the worker pool, as it does in a compiled build; from
+  // source the workers need tsx registered inside them (see tsRunChecker).
   const checker = tsRunChecker();
   const results: Record<number, { perSec: number; commits: number; invocations: number }> = {};
   for (const c of CONCURRENCY) results[c] = await throughput(c, checker);

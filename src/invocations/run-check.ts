@@ -5,7 +5,7 @@
 import type { RunInspection } from "../journal/inspect.js";
 import { inspectRun } from "../journal/inspect.js";
 import type { JournalEvent, PublicKeyRecord } from "../journal/types.js";
-import { verifyJournal, type VerifyError, type VerifyOptions } from "../journal/verify.js";
+import { verifyJournal, type VerifyError, type VerifyOptions, type VerifyReport } from "../journal/verify.js";
 
 export interface RunCheck {
   readonly ok: boolean;
@@ -19,7 +19,11 @@ export interface RunCheck {
 }
 
 export function checkRun(bytes: Uint8Array, keys: readonly PublicKeyRecord[], options: VerifyOptions): RunCheck {
-  const report = verifyJournal(bytes, keys, options);
+  return runCheckOf(verifyJournal(bytes, keys, options));
+}
+
+/** A verification report reduced to a RunCheck, with the inspector's verdict on it. */
+export function runCheckOf(report: VerifyReport): RunCheck {
   const first = report.valid[0];
   return {
     ok: report.ok,

@@ -10,8 +10,13 @@ import type { JournalSeal } from "./claim-store.js";
 
 const NEWLINE = 0x0a;
 
-export function sealOf(bytes: Uint8Array, report: { readonly entries: number; readonly tail_hash: string }): JournalSeal {
-  return { entries: report.entries, tail_hash: report.tail_hash, bytes: bytes.byteLength, sha256: sha256Digest(bytes) };
+/** `sha256` is the digest of `bytes`, for a caller that already computed it. */
+export function sealOf(
+  bytes: Uint8Array,
+  report: { readonly entries: number; readonly tail_hash: string },
+  sha256: Digest = sha256Digest(bytes),
+): JournalSeal {
+  return { entries: report.entries, tail_hash: report.tail_hash, bytes: bytes.byteLength, sha256 };
 }
 
 /** True when `bytes` is still exactly the journal that was sealed with result `resultHash`. */

@@ -11,6 +11,7 @@
  */
 import { ConflictError, LimitError, StorageError, ValidationError, isWardenError } from "../core/errors.js";
 import { canonicalJson } from "../core/canonical.js";
+import { DigestStream, type Digest } from "../core/digest.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
 import { RunLifecycle } from "./lifecycle.js";
 import { encodeValidatedLine, lineHash } from "./line.js";
@@ -69,6 +70,12 @@ export class JournalWriter {
   #durableSeq = 0;
   #durableHash = ZERO_HASH;
   #durableBytes: number;
+  /**
+   * sha256 over every durable line in append order, and their entries: a reader can tell whether
+   * the journal it reads back is exactly what this writer made durable without re-verifying it.
+   */
+  readonly #durableDigest = new DigestStream();
+  readonly #durableEntries: JournalEntry[] = [];
   #terminated = false;
   #failure: unknown = undefined;
   #closed = false;
@@ -100,6 +107,17 @@ export class JournalWriter {
   }
   get size(): number {
     return this.#durableBytes;
+  }
+  /**
+   * sha256 of the lines this writer made durable, in order: the sha256 of the whole journal when
+   * its bytes are exactly those (the journal starts empty at create).
+   */
+  get digest(): Digest {
+    return this.#durableDigest.copy().digest();
+  }
+  /** The entries this writer made durable, in order. */
+  entries(): readonly JournalEntry[] {
+    return this.#durableEntries.slice();
   }
   get terminated(): boolean {
     return this.#terminated;
@@ -183,6 +201,8 @@ export class JournalWriter {
     this.#durableSeq = accepted.entry.seq + 1;
     this.#durableHash = accepted.hash;
     this.#durableBytes += accepted.line.byteLength;
+    this.#durableDigest.update(accepted.line);
+    this.#durableEntries.push(accepted.entry);
     if (accepted.entry.event.type === "run.terminated") this.#terminated = true;
     return accepted;
   }
