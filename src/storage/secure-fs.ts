@@ -307,13 +307,23 @@ export function auditPrivateTreeSync(
   checkPrivateDirSync(root);
   let seen = 0;
   const walk = (dir: string, rel: string): void => {
-    for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch (error) {
+      if (dir !== root && errnoCode(error) === "ENOENT") return; // removed by its owner meanwhile
+      throw error;
+    }
+    for (const entry of entries) {
       if (++seen > maxEntries) {
         throw new UnsafeStorageError("unsafe-storage-too-many-entries", root, `more than ${maxEntries} entries`);
       }
       const path = join(dir, entry.name);
       const relPath = rel === "" ? entry.name : `${rel}/${entry.name}`;
-      const st = fs.lstatSync(path);
+      // Another process may rename or remove an entry between readdir and lstat (a lock file being
+      // published, say). What no longer exists cannot be unsafe: skip it rather than fail start-up.
+      const st = fs.lstatSync(path, { throwIfNoEntry: false });
+      if (st === undefined) continue;
       const refusal = accept?.(relPath, st.isDirectory());
       if (refusal !== undefined) throw new UnsafeStorageError("unsafe-storage-name", path, refusal);
       if (st.isDirectory()) {

@@ -225,6 +225,20 @@ describe("tree audit", () => {
     assert.equal(snapshot(root), before);
   });
 
+  test("an entry another process removes mid-audit is skipped, not an error", () => {
+    const root = freshRoot("audit-vanishing");
+    for (const name of ["a.lock", "b.lock"]) fs.writeFileSync(path.join(root, name), "", { mode: 0o600 });
+    const seen: string[] = [];
+    // Whichever entry the walk reaches first removes the other, as a concurrent opener renaming its
+    // pending lock file would, after readdir already listed it.
+    auditPrivateTreeSync(root, (rel) => {
+      seen.push(rel);
+      for (const other of ["a.lock", "b.lock"]) if (other !== rel) fs.rmSync(path.join(root, other), { force: true });
+      return undefined;
+    });
+    assert.equal(seen.length, 1);
+  });
+
   test("refuses names the owner does not recognise", () => {
     const root = freshRoot("audit-names");
     fs.writeFileSync(path.join(root, "stray"), "s", { mode: 0o600 });
