@@ -285,7 +285,13 @@ export class Invocations {
   }
 
   /** The outcome a stored claim stands for; see the module comment for what is checked. */
-  async #outcomeOf(claim: ClaimState, requestHash?: Digest): Promise<ExistingOutcome> {
+  async #outcomeOf(claim: ClaimState, requestHash?: Digest, reread = true): Promise<ExistingOutcome> {
+    if (reread && claim.receipt === undefined && claim.result === undefined && !claim.owner_alive && !claim.released) {
+      // The row was read before the liveness probe: its owner may have recorded a result and
+      // exited in between. An owner found dead cannot write any more, so one more read is final.
+      const again = await this.#claims.get(claim);
+      if (again !== undefined) return this.#outcomeOf(again, requestHash, false);
+    }
     checkClaimIntegrity(claim);
     if (requestHash !== undefined && claim.request_hash !== requestHash) {
       throw new ConflictError("idempotency-conflict", `invocation ${claim.scope}/${claim.id} was claimed for a different request`, {

@@ -102,7 +102,11 @@ function sweepDeadOwners(dir: string): void {
   for (const name of readdirSync(dir)) {
     if (!LOCK_NAME_RE.test(name)) continue;
     const path = join(dir, name);
-    if (name.startsWith(PENDING_PREFIX) && now - lstatSync(path).mtimeMs < STALE_PENDING_MS) continue;
+    if (name.startsWith(PENDING_PREFIX)) {
+      // Its creator may rename it into place between our readdir and this lstat.
+      const st = lstatSync(path, { throwIfNoEntry: false });
+      if (st === undefined || now - st.mtimeMs < STALE_PENDING_MS) continue;
+    }
     const lock = FileLock.tryAcquire(path);
     if (lock === undefined) continue;
     try {
