@@ -164,3 +164,41 @@ export async function closedPort(): Promise<number> {
   await new Promise((done) => server.close(done));
   return port;
 }
+
+export interface HttpReply {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** the parsed JSON body, or {} when the body is not JSON (ndjson, SSE, metrics, empty) */
+  readonly body: Record<string, unknown>;
+}
+
+export interface HttpCallOptions {
+  /** bearer token; undefined → the caller's default, null → no Authorization header */
+  readonly token?: string | null;
+  readonly headers?: Record<string, string>;
+  /** sent as JSON (content-type application/json unless the headers name another) */
+  readonly body?: unknown;
+  /** sent as is */
+  readonly raw?: string | Uint8Array;
+}
+
+/** One raw HTTP request to a node, for tests that check statuses, headers and problem bodies. */
+export async function httpCall(url: string, defaultToken: string, method: string, route: string, options: HttpCallOptions = {}): Promise<HttpReply> {
+  const token = options.token === undefined ? defaultToken : options.token;
+  const headers: Record<string, string> = { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...options.headers };
+  let body: string | Uint8Array | undefined = options.raw;
+  if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers["content-type"] ??= "application/json";
+  }
+  const res = await fetch(`${url}${route}`, { method, headers, ...(body === undefined ? {} : { body }) });
+  const text = await res.text();
+  let parsed: Record<string, unknown> = {};
+  try {
+    parsed = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, headers: res.headers, text, body: parsed };
+}

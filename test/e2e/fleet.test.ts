@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
 import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { fixtureAgents, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 
 const TOKEN = "fleet-operator-token-0123456789abcdef";
@@ -24,12 +24,7 @@ if (process.argv.some((a) => a.includes("#slow"))) await new Promise((r) => setT
 await import(${JSON.stringify(pathToFileURL(fixture).href)});
 `;
 
-interface Reply {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly text: string;
-  readonly body: Record<string, unknown>;
-}
+type Reply = HttpReply;
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 15_000, every = 50): Promise<T> {
   const deadline = Date.now() + ms;
@@ -61,23 +56,8 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
   };
   const node = (name: "a" | "b"): NodeProcess => nodes[name]!;
 
-  const call = async (at: NodeProcess, method: string, route: string, options: { body?: unknown; raw?: Uint8Array; headers?: Record<string, string> } = {}): Promise<Reply> => {
-    const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}`, ...options.headers };
-    let body: string | Uint8Array | undefined = options.raw;
-    if (options.body !== undefined) {
-      body = JSON.stringify(options.body);
-      headers["content-type"] = "application/json";
-    }
-    const res = await fetch(`${at.url}${route}`, { method, headers, ...(body === undefined ? {} : { body }) });
-    const text = await res.text();
-    let parsed: Record<string, unknown> = {};
-    try {
-      parsed = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      // not JSON
-    }
-    return { status: res.status, headers: res.headers, text, body: parsed };
-  };
+  const call = (at: NodeProcess, method: string, route: string, options: HttpCallOptions = {}): Promise<Reply> =>
+    httpCall(at.url, TOKEN, method, route, options);
   const invoke = (at: NodeProcess, key: string, body: unknown): Promise<Reply> =>
     call(at, "POST", "/v1/invocations", { headers: { "idempotency-key": key }, body });
   const stateOf = async (at: NodeProcess, key: string): Promise<Reply> => call(at, "GET", `/v1/invocations/api:operator/${key}`);

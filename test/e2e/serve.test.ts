@@ -13,17 +13,12 @@ import * as http from "node:http";
 import { randomUUID } from "node:crypto";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { fixtureAgents, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
 
 const OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "e2e-observer-token-0123456789abcdef";
 
-interface Reply {
-  readonly status: number;
-  readonly headers: Headers;
-  readonly text: string;
-  readonly body: Record<string, unknown>;
-}
+type Reply = HttpReply;
 
 function isAlive(pid: number): boolean {
   try {
@@ -67,24 +62,8 @@ describe("warden serve (child process, HTTP only)", () => {
       env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_STARTS: startsFile },
     });
 
-  const call = async (method: string, route: string, options: { token?: string | null; headers?: Record<string, string>; body?: unknown; raw?: string } = {}): Promise<Reply> => {
-    const token = options.token === undefined ? OPERATOR_TOKEN : options.token;
-    const headers: Record<string, string> = { ...(token === null ? {} : { authorization: `Bearer ${token}` }), ...options.headers };
-    let body: string | undefined = options.raw;
-    if (options.body !== undefined) {
-      body = JSON.stringify(options.body);
-      headers["content-type"] ??= "application/json";
-    }
-    const res = await fetch(`${node.url}${route}`, { method, headers, ...(body === undefined ? {} : { body }) });
-    const text = await res.text();
-    let parsed: Record<string, unknown> = {};
-    try {
-      parsed = JSON.parse(text) as Record<string, unknown>;
-    } catch {
-      // not JSON (ndjson, SSE, metrics, empty)
-    }
-    return { status: res.status, headers: res.headers, text, body: parsed };
-  };
+  const call = (method: string, route: string, options: HttpCallOptions = {}): Promise<Reply> =>
+    httpCall(node.url, OPERATOR_TOKEN, method, route, options);
   const invoke = (key: string | undefined, body: unknown, headers: Record<string, string> = {}): Promise<Reply> =>
     call("POST", "/v1/invocations", { headers: { ...(key === undefined ? {} : { "idempotency-key": key }), ...headers }, body });
   const stateOf = async (key: string): Promise<Record<string, unknown>> => (await call("GET", `/v1/invocations/api:operator/${key}`)).body;
