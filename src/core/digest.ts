@@ -1,3 +1,4 @@
+import * as crypto from "node:crypto";
 import { createHash, type Hash } from "node:crypto";
 import { ValidationError } from "./errors.js";
 
@@ -23,7 +24,15 @@ export function parseDigest(value: unknown, what = "digest"): Digest {
   return value;
 }
 
+type OneShotHash = (algorithm: string, data: Uint8Array | string, encoding: "hex") => string;
+/**
+ * crypto.hash (Node >= 20.12) digests in one native call, about twice as fast as a Hash object
+ * for the small inputs hashed on every replay; older Node falls back to createHash.
+ */
+const oneShot = (crypto as { hash?: OneShotHash }).hash;
+
 export function sha256Hex(data: Uint8Array | string): string {
+  if (oneShot !== undefined) return oneShot("sha256", data, "hex");
   return createHash("sha256").update(data).digest("hex");
 }
 

@@ -20,8 +20,12 @@ const { O_NOFOLLOW, O_DIRECTORY, O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
+// geteuid is a system call, and every private file open checks ownership with it. warden never
+// changes its uid, so the first answer stays right for the life of the process.
+let cachedEuid: number | undefined;
 function euid(): number {
-  return typeof process.geteuid === "function" ? process.geteuid() : -1;
+  cachedEuid ??= typeof process.geteuid === "function" ? process.geteuid() : -1;
+  return cachedEuid;
 }
 
 /** Checks a directory's lstat result against the private-directory rules. */
@@ -175,6 +179,11 @@ export async function openPrivateFile(
 }
 
 export function openPrivateFileSync(path: string, mode: OpenMode = "read", maxBytes?: number): number {
+  return openCheckedSync(path, mode, maxBytes).fd;
+}
+
+/** openPrivateFileSync, also answering the descriptor's checked stats. */
+function openCheckedSync(path: string, mode: OpenMode, maxBytes: number | undefined): { fd: number; size: number } {
   let fd: number;
   try {
     fd = fs.openSync(path, flagsFor(mode));
@@ -182,8 +191,9 @@ export function openPrivateFileSync(path: string, mode: OpenMode = "read", maxBy
     throw openError(path, error);
   }
   try {
-    checkFileStats(path, fs.fstatSync(fd), maxBytes);
-    return fd;
+    const st = fs.fstatSync(fd);
+    checkFileStats(path, st, maxBytes);
+    return { fd, size: st.size };
   } catch (error) {
     fs.closeSync(fd);
     throw error;
@@ -198,6 +208,20 @@ export async function createPrivateFile(path: string, mode: "append" | "readwrit
   } catch (error) {
     throw openError(path, error);
   }
+}
+
+/**
+ * Like createPrivateFile, as a raw descriptor (no FileHandle bookkeeping, for hot paths that close
+ * it themselves). "read-append" reads anywhere and writes only at the end.
+ */
+export function createPrivateFd(path: string, mode: "append" | "readwrite" | "read-append"): Promise<number> {
+  const access = mode === "append" ? O_WRONLY | O_APPEND : mode === "read-append" ? O_RDWR | O_APPEND : O_RDWR;
+  return new Promise((resolve, reject) => {
+    fs.open(path, access | O_CREAT | O_EXCL | O_NOFOLLOW, PRIVATE_FILE_MODE, (error, fd) => {
+      if (error === null) resolve(fd);
+      else reject(openError(path, error));
+    });
+  });
 }
 
 export function createPrivateFileSync(path: string, mode: "append" | "readwrite" = "readwrite"): number {
@@ -220,9 +244,19 @@ export async function readPrivateFile(path: string, maxBytes: number): Promise<B
 }
 
 export function readPrivateFileSync(path: string, maxBytes: number): Buffer {
-  const fd = openPrivateFileSync(path, "read", maxBytes);
+  const { fd, size } = openCheckedSync(path, "read", maxBytes);
   try {
-    return fs.readFileSync(fd);
+    if (size === 0) return fs.readFileSync(fd);
+    // The size the checks saw, read directly: readFileSync(fd) would fstat the descriptor again.
+    // Like readFileSync, bytes appended after the fstat are not read.
+    const buffer = Buffer.allocUnsafeSlow(size);
+    let read = 0;
+    while (read < size) {
+      const n = fs.readSync(fd, buffer, read, size - read, read);
+      if (n === 0) break;
+      read += n;
+    }
+    return read === size ? buffer : buffer.subarray(0, read);
   } finally {
     fs.closeSync(fd);
   }
