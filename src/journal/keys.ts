@@ -13,6 +13,7 @@ import {
   type KeyObject,
 } from "node:crypto";
 import { ValidationError } from "../core/errors.js";
+import { sharedSigner } from "./signer.js";
 import type { PublicKeyRecord, SigningKey } from "./types.js";
 
 export const ED25519_PUBLIC_KEY_BYTES = 32;
@@ -111,6 +112,7 @@ function signingKeyOf(privateKey: KeyObject): SigningKey {
     key_id: keyIdOf(raw),
     public_key: raw.toString("base64"),
     sign: (message: Uint8Array): Uint8Array => sign(null, message, privateKey),
+    signAsync: (message: Uint8Array): Promise<Uint8Array> => sharedSigner().sign(privateKey, message),
   });
 }
 

@@ -8,6 +8,7 @@ import { canonicalJson } from "../core/canonical.js";
 import { sha256Hex } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
+import { canonicalEvent as canonicalEventOf, fixedShapeEnvelope } from "./canonical-entry.js";
 import { validateEntry } from "./schema.js";
 import { JOURNAL_SIGNING_PREFIX, type JournalEntry, type SigningKey } from "./types.js";
 
@@ -33,8 +34,11 @@ export function lineText(canonicalEntry: string, signatureBase64: string): strin
  * that already serialized the event (to bound a note) passes it instead of paying for it twice.
  */
 export function canonicalEntry(entry: JournalEntry, canonicalEvent?: string): string {
-  const { event, ...envelope } = entry;
-  return `{"event":${canonicalEvent ?? canonicalJson(event)},${canonicalJson(envelope).slice(1)}`;
+  const event = canonicalEvent ?? canonicalEventOf(entry.event);
+  const envelope = fixedShapeEnvelope(entry);
+  if (envelope !== undefined) return `{"event":${event}${envelope}`;
+  const { event: _event, ...rest } = entry;
+  return `{"event":${event},${canonicalJson(rest).slice(1)}`;
 }
 
 /**
@@ -46,9 +50,16 @@ export function encodeValidatedLine(entry: JournalEntry, key: SigningKey, canoni
     throw new ValidationError("journal-key-mismatch", `entry names key ${entry.key_id} but is signed by ${key.key_id}`);
   }
   const canonical = canonicalEntry(entry, canonicalEvent);
-  const signature = Buffer.from(key.sign(signingMessage(canonical))).toString("base64");
-  return Buffer.from(lineText(canonical, signature) + "\n", "utf8");
+  return signedLine(canonical, key.sign(signingMessage(canonical)));
 }
+
+/** The exact line of an entry's canonical form and its signature, including "\n". */
+export function signedLine(canonical: string, signature: Uint8Array): Buffer {
+  return Buffer.from(lineText(canonical, Buffer.from(signature.buffer, signature.byteOffset, signature.byteLength).toString("base64")) + "\n", "utf8");
+}
+
+/** Bytes of a line beside its canonical entry: head, signature field (88 base64 chars), end, newline. */
+export const LINE_OVERHEAD_BYTES = LINE_HEAD.length + SIG_HEAD.length + 88 + LINE_END.length + 1;
 
 /** The exact DESIGN line of `entry` signed by `key`, including its newline. */
 export function encodeLine(entry: JournalEntry, key: SigningKey, limits: Pick<Limits, "noteBytes"> = DEFAULT_LIMITS): Buffer {

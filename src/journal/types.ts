@@ -75,14 +75,29 @@ export interface PublicKeyRecord {
 }
 
 /**
- * Where one run's journal lines are kept. `append` resolves only once the line is durable;
- * implementations may share flushes between concurrent appends (group commit) but never resolve
- * before the bytes are on disk.
+ * How durable an append must be before it resolves. `sync: false` lets the store resolve once the
+ * line is written in order, leaving it durable with the next synced append of the run or with
+ * `close`; a store may ignore the hint and make every line durable before resolving.
+ */
+export interface AppendOptions {
+  readonly sync?: boolean;
+}
+
+/**
+ * Where one run's journal lines are kept. `append` resolves only once the line is durable (unless
+ * `sync: false`, see AppendOptions); a synced append also makes every earlier line of the run
+ * durable, and `close` makes every line written durable. Implementations may share flushes between
+ * concurrent appends (group commit) but never resolve a synced append before the bytes are on disk.
  */
 export interface JournalAppender {
-  append(line: Uint8Array): Promise<void>;
+  append(line: Uint8Array, options?: AppendOptions): Promise<void>;
   /** bytes durably appended so far */
   readonly size: number;
+  /**
+   * Optional, before close: exactly what the store's `read(runId, maxBytes)` would answer now,
+   * answered more cheaply through the appender's own handle on the journal.
+   */
+  read?(maxBytes: number): Promise<Uint8Array | undefined>;
   close(): Promise<void>;
 }
 
@@ -108,4 +123,6 @@ export interface SigningKey {
   readonly key_id: string;
   readonly public_key: string;
   sign(message: Uint8Array): Uint8Array;
+  /** The same signature, possibly made off the event loop; writers use it when present. */
+  signAsync?(message: Uint8Array): Promise<Uint8Array>;
 }

@@ -2,23 +2,30 @@
  * Appends one run's journal (DESIGN.md "Journal"). Each append is validated, ordered, signed and
  * handed to the store, and resolves only once the store reports the line durable.
  *
- * Order is fixed when `append` is called: the entry is built and signed synchronously, so a caller
- * may issue the next append before the previous one resolves and the chain still follows call
- * order — and signing the next entry overlaps the previous fdatasync. The store receives lines in
+ * Order is fixed when `append` is called: the entry is validated, numbered and bounded
+ * synchronously (refusals are immediate), then signed as soon as the previous line's hash is known
+ * — off the event loop when the key offers `signAsync` — so a caller may issue the next append
+ * before the previous one resolves and the chain still follows call order, and signing the next
+ * entry overlaps the previous fdatasync. The store receives lines in
  * that order, must write them in that order and must refuse every line after a failed one (the
  * embedded store does, and shares one fdatasync among lines that queue up meanwhile). Nothing here
  * is process-global: writers of different runs proceed concurrently.
+ *
+ * An append with `sync: false` resolves once its line is written; it becomes durable with the next
+ * synced append or with `close`. The writer's durable state (nextSeq, tailHash, size, digest,
+ * entries) only ever counts lines a sync covered.
  */
-import { ConflictError, LimitError, StorageError, ValidationError, isWardenError } from "../core/errors.js";
-import { canonicalJson } from "../core/canonical.js";
+import { ConflictError, IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../core/errors.js";
+import { canonicalEvent as canonicalEventOf } from "./canonical-entry.js";
 import { DigestStream, type Digest } from "../core/digest.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
 import { RunLifecycle } from "./lifecycle.js";
-import { encodeValidatedLine, lineHash } from "./line.js";
+import { LINE_OVERHEAD_BYTES, canonicalEntry, lineHash, signedLine, signingMessage } from "./line.js";
 import { isUuid, journalTimestamp, validateEntry } from "./schema.js";
 import {
   JOURNAL_VERSION,
   ZERO_HASH,
+  type AppendOptions,
   type JournalAppender,
   type JournalEntry,
   type JournalEvent,
@@ -32,6 +39,13 @@ export interface JournalWriterOptions {
   runId: string;
   limits?: Limits;
   now?: () => Date;
+}
+
+/** An accepted entry awaiting its `prev` and signature. */
+interface Prepared {
+  readonly entry: JournalEntry;
+  readonly canonicalEvent: string;
+  readonly lineBytes: number;
 }
 
 export interface AppendResult {
@@ -57,6 +71,7 @@ function withoutUndefined(event: JournalEvent): JournalEvent {
 
 export class JournalWriter {
   readonly runId: string;
+  readonly #store: JournalStore;
   readonly #appender: JournalAppender;
   readonly #key: SigningKey;
   readonly #limits: Limits;
@@ -64,8 +79,9 @@ export class JournalWriter {
   /** Order state, advanced when an append is accepted. */
   readonly #lifecycle = new RunLifecycle();
   #acceptedSeq = 0;
-  #acceptedHash = ZERO_HASH;
   #acceptedBytes: number;
+  /** The hash of the last line signed (and handed to the store): the next line's `prev`. */
+  #signedTail: Promise<string> = Promise.resolve(ZERO_HASH);
   /** Durable state, advanced when the store confirms a line. */
   #durableSeq = 0;
   #durableHash = ZERO_HASH;
@@ -76,6 +92,8 @@ export class JournalWriter {
    */
   readonly #durableDigest = new DigestStream();
   readonly #durableEntries: JournalEntry[] = [];
+  /** Lines the store wrote without a sync yet, in order: durable with the next sync. */
+  #unsynced: AppendResult[] = [];
   #terminated = false;
   #failure: unknown = undefined;
   #closed = false;
@@ -84,6 +102,7 @@ export class JournalWriter {
 
   private constructor(opts: JournalWriterOptions, appender: JournalAppender) {
     this.runId = opts.runId;
+    this.#store = opts.store;
     this.#appender = appender;
     this.#key = opts.key;
     this.#limits = opts.limits ?? resolveLimits();
@@ -101,6 +120,14 @@ export class JournalWriter {
 
   get nextSeq(): number {
     return this.#durableSeq;
+  }
+  /** Entries the store has written, synced or not: durable ones plus those awaiting a sync. */
+  get writtenSeq(): number {
+    return this.#durableSeq + this.#unsynced.length;
+  }
+  /** The tail hash once every written line is durable. */
+  get writtenHash(): string {
+    return this.#unsynced.at(-1)?.hash ?? this.#durableHash;
   }
   get tailHash(): string {
     return this.#durableHash;
@@ -127,27 +154,40 @@ export class JournalWriter {
   }
 
   /**
-   * Appends `event`; resolves once its line is durable. Refusals (typed errors) write nothing and
+   * Appends `event`; resolves once its line is durable (with `sync: false`, once it is written:
+   * durable with the next synced append or `close`). Refusals (typed errors) write nothing and
    * leave the writer usable; a store failure poisons it, and every later append is refused.
    */
-  append(event: JournalEvent): Promise<AppendResult> {
-    let accepted: AppendResult;
+  append(event: JournalEvent, options: AppendOptions = {}): Promise<AppendResult> {
+    let prepared: Prepared;
     try {
-      accepted = this.#accept(event);
+      prepared = this.#accept(event);
     } catch (error) {
       return Promise.reject(error);
     }
-    // Handed over at once, in call order: the store writes lines in that order and refuses every
-    // line after a failed one, and may cover several with one fdatasync.
-    let handed: Promise<void>;
-    try {
-      handed = this.#appender.append(accepted.line);
-    } catch (error) {
-      handed = Promise.reject(error);
-    }
-    const durable = handed.then(
-      () => this.#confirm(accepted),
-      (error: unknown) => this.#fail(accepted, error),
+    const sync = options.sync !== false;
+    // Each line is signed once the previous one's hash (its `prev`) is known, and handed to the
+    // store in the same step: the store receives lines in call order, writes them in that order,
+    // refuses every line after a failed one, and may cover several with one fdatasync.
+    const step = this.#signedTail.then(async (prev) => {
+      const accepted = await this.#sign(prepared, prev);
+      let handed: Promise<void>;
+      try {
+        handed = this.#appender.append(accepted.line, { sync });
+      } catch (error) {
+        handed = Promise.reject(error);
+      }
+      return { accepted, handed };
+    });
+    this.#signedTail = step.then(({ accepted }) => accepted.hash);
+    this.#signedTail.catch(() => undefined); // a failed step is reported by its own append
+    const durable = step.then(
+      ({ accepted, handed }) =>
+        handed.then(
+          () => this.#confirm(accepted, sync),
+          (error: unknown) => this.#fail(accepted.entry.seq, error),
+        ),
+      (error: unknown) => this.#fail(prepared.entry.seq, error),
     );
     this.#tail = durable.then(
       () => undefined,
@@ -156,8 +196,12 @@ export class JournalWriter {
     return durable;
   }
 
-  /** Validates, orders and signs; advances the accepted state. Throws on refusal, changing nothing. */
-  #accept(input: JournalEvent): AppendResult {
+  /**
+   * Validates and orders an entry and bounds its line; advances the accepted state. Throws on
+   * refusal, changing nothing. The line's length does not depend on `prev` (always 64 hex) or on
+   * the signature (always 88 base64 characters), so every bound is checked before signing.
+   */
+  #accept(input: JournalEvent): Prepared {
     if (this.#failure !== undefined) {
       throw new StorageError("journal-writer-failed", `journal of run ${this.runId} failed earlier; it takes no more entries`, {
         cause: this.#failure,
@@ -165,13 +209,13 @@ export class JournalWriter {
     }
     if (this.#closed) throw new ConflictError("journal-writer-closed", `journal writer of run ${this.runId} is closed`);
     const event = withoutUndefined(input);
-    const canonicalEvent = canonicalJson(event);
+    const canonicalEvent = canonicalEventOf(event);
     const entry = validateEntry(
       {
         v: JOURNAL_VERSION,
         run_id: this.runId,
         seq: this.#acceptedSeq,
-        prev: this.#acceptedHash,
+        prev: ZERO_HASH, // the real one is filled in once the previous line is signed
         ts: journalTimestamp(this.#now()),
         key_id: this.#key.key_id,
         event,
@@ -181,35 +225,58 @@ export class JournalWriter {
     );
     const violation = this.#lifecycle.check(entry.event);
     if (violation !== undefined) throw new ConflictError(violation.code, violation.reason);
-    const line = encodeValidatedLine(entry, this.#key, canonicalEvent);
-    if (line.byteLength > this.#limits.journalEntryBytes) {
-      throw new LimitError("journal-entry-too-large", `entry is ${line.byteLength} bytes, over the limit of ${this.#limits.journalEntryBytes}`);
+    const lineBytes = Buffer.byteLength(canonicalEntry(entry, canonicalEvent)) + LINE_OVERHEAD_BYTES;
+    if (lineBytes > this.#limits.journalEntryBytes) {
+      throw new LimitError("journal-entry-too-large", `entry is ${lineBytes} bytes, over the limit of ${this.#limits.journalEntryBytes}`);
     }
     const reserve = entry.event.type === "run.terminated" ? 0 : TERMINATION_RESERVE_BYTES;
-    if (this.#acceptedBytes + line.byteLength + reserve > this.#limits.journalBytes) {
+    if (this.#acceptedBytes + lineBytes + reserve > this.#limits.journalBytes) {
       throw new LimitError("journal-too-large", `journal of run ${this.runId} would exceed ${this.#limits.journalBytes} bytes`);
     }
-    const hash = lineHash(line);
     this.#lifecycle.apply(entry.event, entry.seq);
     this.#acceptedSeq++;
-    this.#acceptedHash = hash;
-    this.#acceptedBytes += line.byteLength;
-    return { entry, line, hash };
+    this.#acceptedBytes += lineBytes;
+    return { entry, canonicalEvent, lineBytes };
   }
 
-  #confirm(accepted: AppendResult): AppendResult {
-    this.#durableSeq = accepted.entry.seq + 1;
-    this.#durableHash = accepted.hash;
-    this.#durableBytes += accepted.line.byteLength;
-    this.#durableDigest.update(accepted.line);
-    this.#durableEntries.push(accepted.entry);
-    if (accepted.entry.event.type === "run.terminated") this.#terminated = true;
+  /** Signs an accepted entry chained onto `prev` (off the event loop when the key can). */
+  async #sign(prepared: Prepared, prev: string): Promise<AppendResult> {
+    const entry: JournalEntry = { ...prepared.entry, prev };
+    const canonical = canonicalEntry(entry, prepared.canonicalEvent);
+    const message = signingMessage(canonical);
+    const signature = this.#key.signAsync === undefined ? this.#key.sign(message) : await this.#key.signAsync(message);
+    const line = signedLine(canonical, signature);
+    if (line.byteLength !== prepared.lineBytes) {
+      throw new IntegrityError("journal-line-length", `line ${entry.seq} of run ${this.runId} came out ${line.byteLength} bytes, not ${prepared.lineBytes}`, {
+        status: 500,
+      });
+    }
+    return { entry, line, hash: lineHash(line) };
+  }
+
+  /** The store wrote `accepted` (after every earlier line); a sync also made all of them durable. */
+  #confirm(accepted: AppendResult, synced: boolean): AppendResult {
+    this.#unsynced.push(accepted);
+    if (synced) this.#settle();
     return accepted;
   }
 
-  #fail(accepted: AppendResult, error: unknown): never {
+  /** Counts every written line as durable: a sync that began after they were written completed. */
+  #settle(): void {
+    for (const line of this.#unsynced) {
+      this.#durableSeq = line.entry.seq + 1;
+      this.#durableHash = line.hash;
+      this.#durableBytes += line.line.byteLength;
+      this.#durableDigest.update(line.line);
+      this.#durableEntries.push(line.entry);
+      if (line.entry.event.type === "run.terminated") this.#terminated = true;
+    }
+    this.#unsynced = [];
+  }
+
+  #fail(seq: number, error: unknown): never {
     if (this.#failure !== undefined) {
-      throw new StorageError("journal-writer-failed", `an earlier entry of run ${this.runId} failed; entry ${accepted.entry.seq} is not durable`, {
+      throw new StorageError("journal-writer-failed", `an earlier entry of run ${this.runId} failed; entry ${seq} is not durable`, {
         cause: error,
       });
     }
@@ -218,11 +285,29 @@ export class JournalWriter {
     throw new StorageError("journal-append-failed", `journal of run ${this.runId}: append failed`, { cause: error });
   }
 
-  /** Waits for accepted appends to settle, then closes the store's file. Later appends are refused. */
+  /**
+   * The run's journal as its store reads it now (through the open appender when the store offers
+   * that), refusing more than `maxBytes`; undefined when it is gone.
+   */
+  readBack(maxBytes: number): Promise<Uint8Array | undefined> {
+    if (!this.#closed && this.#appender.read !== undefined) return this.#appender.read(maxBytes);
+    return this.#store.read(this.runId, maxBytes);
+  }
+
+  /**
+   * Waits for accepted appends to settle, then closes the store's file, which makes every written
+   * line durable. Later appends are refused.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await this.#tail;
-    await this.#appender.close();
+    try {
+      await this.#appender.close();
+    } catch (error) {
+      this.#failure ??= error;
+      throw error;
+    }
+    if (this.#failure === undefined) this.#settle();
   }
 }
