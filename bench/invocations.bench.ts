@@ -10,6 +10,10 @@
  *    journal read back and matched against its writer's length and sha256 — a full verification,
  *    on the run-checker worker pool, only when they differ) at concurrency 1, 16 and 64,
  *    against the raw single-threaded append+fdatasync/s of the same disk measured just before.
+ *    Journal lines are signed on the signing worker and claim writes commit on the write worker,
+ *    as in a compiled build. Printed with each
+ *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
+ *    and the event loop's CPU per invocation (the main thread's bound on throughput).
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, so up to 64 journal
  *    fdatasyncs run at once (the variable is read when libuv's pool starts, which has happened
  *    long before a bench module runs, hence the child).
@@ -19,14 +23,17 @@
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { CLAIM_WRITE_WORKER_URL } from "../src/backends/embedded/claim-store.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../src/backends/embedded/index.js";
 import { Invocations, recordedCopies } from "../src/invocations/index.js";
 import type { RunChecker } from "../src/invocations/run-checker.js";
 import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
+import { SIGN_WORKER_URL, Signer, setSharedSigner } from "../src/journal/signer.js";
+import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
 import { benchDir, fmt, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
@@ -47,9 +54,34 @@ function service(backend: EmbeddedBackend, checker?: RunChecker): Invocations {
   });
 }
 
-async function throughput(concurrency: number, checker: RunChecker): Promise<{ perSec: number; commits: number; invocations: number }> {
+interface LevelResult {
+  perSec: number;
+  commits: number;
+  invocations: number;
+  fileSyncs: number;
+  dirSyncs: number;
+  mainCpuUs: number;
+}
+
+/** CPU time of the main thread (the event loop) so far, in µs; NaN where /proc is missing. */
+function mainThreadCpuUs(): number {
+  try {
+    const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / 100; // clock ticks of 10 ms
+  } catch {
+    return NaN;
+  }
+}
+
+async function throughput(concurrency: number, checker: RunChecker): Promise<LevelResult> {
   const home = join(benchDir("invocations-tp"), "home");
-  const backend = await openEmbeddedBackend({ home });
+  let fileSyncs = 0;
+  const backend = await openEmbeddedBackend({
+    home,
+    journalHooks: { beforeSync: () => void fileSyncs++ },
+    claimWriteWorker: () => tsWorker(CLAIM_WRITE_WORKER_URL),
+  });
+  if (!backend.claims.writesOffThread) throw new Error("the claim store's write worker did not start");
   const invocations = service(backend, checker);
   const once = async (): Promise<void> => {
     const outcome = await invocations.run(SCOPE, randomUUID(), REQUEST, "bench", async (h) => {
@@ -60,6 +92,9 @@ async function throughput(concurrency: number, checker: RunChecker): Promise<{ p
   };
   await once(); // key creation and first-use costs stay out of the figure
   const commitsBefore = backend.claims.commits;
+  const fileSyncsBefore = fileSyncs;
+  const dirSyncsBefore = backend.journals.dirSyncs;
+  const cpuBefore = mainThreadCpuUs();
   let done = 0;
   const start = performance.now();
   const end = start + SECONDS_PER_LEVEL * 1000;
@@ -72,10 +107,19 @@ async function throughput(concurrency: number, checker: RunChecker): Promise<{ p
     }),
   );
   const seconds = (performance.now() - start) / 1000;
+  const mainCpuUs = (mainThreadCpuUs() - cpuBefore) / done;
   const commits = backend.claims.commits - commitsBefore;
+  const result = {
+    perSec: done / seconds,
+    commits,
+    invocations: done,
+    fileSyncs: fileSyncs - fileSyncsBefore,
+    dirSyncs: backend.journals.dirSyncs - dirSyncsBefore,
+    mainCpuUs,
+  };
   await backend.close();
   rmSync(join(home, ".."), { recursive: true, force: true });
-  return { perSec: done / seconds, commits, invocations: done };
+  return result;
 }
 
 async function lookupLatencies(invocations: Invocations, ids: readonly string[]): Promise<{ p50: number; p99: number }> {
@@ -97,9 +141,12 @@ async function throughputChild(): Promise<void> {
   // Any full journal verification runs on the worker pool, as it does in a compiled build; from
   // source the workers need tsx registered inside them (see tsRunChecker).
   const checker = tsRunChecker();
-  const results: Record<number, { perSec: number; commits: number; invocations: number }> = {};
+  const signer = new Signer({ spawn: () => tsWorker(SIGN_WORKER_URL) });
+  setSharedSigner(signer);
+  const results: Record<number, LevelResult> = {};
   for (const c of CONCURRENCY) results[c] = await throughput(c, checker);
   await checker.close();
+  await signer.close();
   process.stdout.write(JSON.stringify(results) + "\n");
 }
 
@@ -185,14 +232,17 @@ export default async function (): Promise<void> {
   const raw = rawFdatasyncPerSec();
   const load = loadavg()[0] ?? 0;
   console.log(`baseline: raw single-threaded append+fdatasync ${fmt(raw)}/s  (${availableParallelism()} cores, load average ${load.toFixed(1)})`);
-  const tp = JSON.parse(await runChild("throughput", [], { UV_THREADPOOL_SIZE: "64" })) as Record<string, { perSec: number; commits: number; invocations: number }>;
+  const tp = JSON.parse(await runChild("throughput", [], { UV_THREADPOOL_SIZE: "64" })) as Record<string, LevelResult>;
   for (const c of CONCURRENCY) {
     const r = tp[c]!;
+    const per = (n: number): string => fmt(n / Math.max(1, r.invocations), 2);
     console.log(
       ratioLine(`open→finish at concurrency ${c}`, r.perSec, raw, "inv/s", c === 64 ? 1.0 : undefined) +
-        `  [${fmt(r.invocations / Math.max(1, r.commits), 1)} invocations per SQLite commit]`,
+        `  [${fmt(r.invocations / Math.max(1, r.commits), 1)} invocations per SQLite commit; per invocation: ${per(r.fileSyncs)} journal fdatasyncs, ` +
+        `${per(r.dirSyncs)} directory fsyncs, ${fmt(r.mainCpuUs)} µs event-loop CPU]`,
     );
   }
+  console.log(`  (load average ${(loadavg()[0] ?? 0).toFixed(1)} after the throughput runs)`);
 }
 
 const childMode = process.env[CHILD_MODE];

@@ -56,13 +56,19 @@ export interface OwnedClaim {
 /** The caller-facing journal of the run: notes and hand-managed effects. */
 export interface RunJournal {
   readonly runId: string;
-  /** durable entries so far */
+  /**
+   * Entries written so far. Every entry the caller appended is durable; the handle's own
+   * run.started and effect finishes become durable with the next synced line (see `effect`).
+   */
   readonly entries: number;
   readonly tailHash: string;
   append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult>;
 }
 
 type HandleState = "open" | "finishing" | "closed";
+
+/** Lines whose durability can wait for the run's next synced line (see `effect`). */
+export const UNSYNCED = Object.freeze({ sync: false });
 
 interface Abandoned {
   readonly claims: ClaimStore;
@@ -115,10 +121,10 @@ export class InvocationHandle implements AsyncDisposable {
     this.journal = Object.freeze({
       runId: claim.run_id,
       get entries(): number {
-        return writer.nextSeq;
+        return writer.writtenSeq;
       },
       get tailHash(): string {
-        return writer.tailHash;
+        return writer.writtenHash;
       },
       append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult> {
         return handle.#appendOwn(event);
@@ -132,9 +138,15 @@ export class InvocationHandle implements AsyncDisposable {
   }
 
   /**
-   * Runs one side effect under the journal: `effect.started` is durable before `fn` runs, then
-   * `effect.finished` records succeeded, failed (fn threw EffectFailed) or unknown (anything else
-   * thrown). The function's value is returned, its exception rethrown.
+   * Runs one side effect under the journal: `effect.started` is durable before `fn` runs (write-
+   * ahead; its sync also covers run.started), then `effect.finished` records succeeded, failed
+   * (fn threw EffectFailed) or unknown (anything else thrown). The function's value is returned,
+   * its exception rethrown.
+   *
+   * effect.finished is written but not synced on its own: the next synced line (the next effect's
+   * start, run.terminated at finish) or the journal's close makes it durable, and nothing is
+   * recorded before that. Lost in a crash, it leaves the effect open, which reads as needing
+   * reconciliation — the same verdict an unknown outcome gets, never a re-run or a replay.
    */
   async effect<T>(spec: EffectSpec, fn: () => T | Promise<T>): Promise<T> {
     this.#assertOpen();
@@ -145,15 +157,18 @@ export class InvocationHandle implements AsyncDisposable {
       value = await fn();
     } catch (error) {
       const known = error instanceof EffectFailed;
-      await this.#writer.append({
-        type: "effect.finished",
-        effect_id,
-        outcome: known ? "failed" : "unknown",
-        ...(known && error.detail !== undefined ? { detail: error.detail } : {}),
-      });
+      await this.#writer.append(
+        {
+          type: "effect.finished",
+          effect_id,
+          outcome: known ? "failed" : "unknown",
+          ...(known && error.detail !== undefined ? { detail: error.detail } : {}),
+        },
+        UNSYNCED,
+      );
       throw error;
     }
-    await this.#writer.append({ type: "effect.finished", effect_id, outcome: "succeeded" });
+    await this.#writer.append({ type: "effect.finished", effect_id, outcome: "succeeded" }, UNSYNCED);
     return value;
   }
 
@@ -169,8 +184,8 @@ export class InvocationHandle implements AsyncDisposable {
     this.#state = "finishing";
     const reason = options.failed === true ? "failed" : "completed";
     try {
+      // Synced: makes every earlier line (effect finishes included) durable too.
       await this.#writer.append({ type: "run.terminated", reason, result_hash: hash });
-      await this.#writer.close();
     } catch {
       await this.#giveUp();
       return this.#unresolved(["journal-write-failed", "released"], []);
@@ -179,6 +194,12 @@ export class InvocationHandle implements AsyncDisposable {
       await this.#giveUp();
       throw error;
     });
+    try {
+      await this.#writer.close();
+    } catch {
+      await this.#giveUp();
+      return this.#unresolved(["journal-write-failed", "released"], []);
+    }
     if (!verdict.clean) {
       await this.#giveUp();
       return this.#unresolved(["journal-not-clean", "released"], verdict.findings);
@@ -266,11 +287,12 @@ export class InvocationHandle implements AsyncDisposable {
   }
 
   /**
-   * Re-reads the whole journal from the store and checks it against what we wrote: unchanged, it
-   * is judged on the writer's own record; any difference is verified in full.
+   * Re-reads the whole journal as the store holds it (every line durable by now) and checks it
+   * against what we wrote: unchanged, it is judged on the writer's own record; any difference is
+   * verified in full.
    */
   async #verify(resultHash: Digest, reason: "completed" | "failed"): Promise<RunVerdict> {
-    const bytes = (await this.#ctx.journals.read(this.run_id, this.#ctx.limits.journalBytes)) ?? new Uint8Array();
+    const bytes = (await this.#writer.readBack(this.#ctx.limits.journalBytes)) ?? new Uint8Array();
     const digest = sha256Digest(bytes);
     const expect = { entries: this.#writer.nextSeq, tail_hash: this.#writer.tailHash };
     // Every line was built, validated, signed with the node's key and made durable by this

@@ -9,17 +9,17 @@
  */
 import { randomUUID } from "node:crypto";
 import { canonicalJson, type JsonValue } from "../core/canonical.js";
-import { isDigest, sha256Digest, type Digest } from "../core/digest.js";
+import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError, ValidationError, isWardenError } from "../core/errors.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
-import { isUuid, journalTimestamp, validateEvent } from "../journal/schema.js";
+import { journalTimestamp, validateEvent } from "../journal/schema.js";
 import { ZERO_HASH, type JournalStore, type KeyStore, type PublicKeyRecord, type RunStartedEvent, type SigningKey } from "../journal/types.js";
 import type { Checkpoint } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
-import { matchesSeal } from "./seal.js";
+import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
 import type { ClaimKey, ClaimListFilter, ClaimState, ClaimStore } from "./claim-store.js";
-import { InvocationHandle, type HandleContext } from "./handle.js";
+import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
@@ -68,6 +68,7 @@ export class Invocations {
   readonly #now: () => Date;
   readonly #handleContext: HandleContext;
   readonly #checker: RunChecker;
+  readonly #replayChecks = new ReplayChecks();
   #signingKey: Promise<SigningKey> | undefined;
   #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
 
@@ -109,7 +110,10 @@ export class Invocations {
     let writer: JournalWriter | undefined;
     try {
       writer = await JournalWriter.create({ store: this.#journals, key: signingKey, runId: run_id, limits: this.limits, now: this.#now });
-      await writer.append(started);
+      // Written, not synced: the first effect's write-ahead sync (or finish, or the journal's close)
+      // makes it durable. A crash before that leaves a claim without a started journal, which
+      // reads unresolved like any claim whose owner died — never fresh again.
+      await writer.append(started, UNSYNCED);
     } catch (error) {
       // The claim stays (it is durable and may have been seen): it reads unresolved from now on.
       await writer?.close().catch(() => undefined);
@@ -292,7 +296,7 @@ export class Invocations {
       const again = await this.#claims.get(claim);
       if (again !== undefined) return this.#outcomeOf(again, requestHash, false);
     }
-    checkClaimIntegrity(claim);
+    this.#replayChecks.claimIntegrity(claim);
     if (requestHash !== undefined && claim.request_hash !== requestHash) {
       throw new ConflictError("idempotency-conflict", `invocation ${claim.scope}/${claim.id} was claimed for a different request`, {
         status: 422,
@@ -315,17 +319,16 @@ export class Invocations {
       // Grown past its sealed length: changed. Unsafe files and I/O failures are raised.
       if (!(isWardenError(error) && error.code === "journal-too-large")) throw error;
     }
-    if (bytes === undefined || !matchesSeal(bytes, seal, claim.run_id, result.hash)) {
+    if (bytes === undefined || !this.#replayChecks.journalMatches(bytes, seal, claim.run_id, result.hash)) {
       return { status: "unresolved", audit: { ...audit, journal: seal, reasons: ["journal-changed"] } };
     }
-    return {
-      status: "recorded",
-      audit: { ...audit, journal: seal },
-      ...(result.payload === undefined ? {} : { result: JSON.parse(result.payload) as JsonValue }),
-      result_hash: result.hash,
-      expired: result.payload === undefined,
-      replayed: true,
-    };
+    // Every replay builds this: plain literals (no spreads) in the order the fields always had.
+    const recordedAudit: Audit = { run_id: audit.run_id, agent: audit.agent, journal: seal };
+    if (result.payload === undefined) {
+      return { status: "recorded", audit: recordedAudit, result_hash: result.hash, expired: true, replayed: true };
+    }
+    const value = JSON.parse(result.payload) as JsonValue;
+    return { status: "recorded", audit: recordedAudit, result: value, result_hash: result.hash, expired: false, replayed: true };
   }
 
   async #reconciled(claim: ClaimState, audit: Audit): Promise<ReconciledOutcome> {
@@ -400,22 +403,6 @@ export class Invocations {
       ...(problem === undefined ? {} : { problem }),
     };
   }
-}
-
-/** Refuses a row whose fields are malformed or do not match its claim hash. */
-function checkClaimIntegrity(claim: ClaimState): void {
-  const corrupt = (what: string): IntegrityError =>
-    new IntegrityError("claim-record-corrupt", `claim ${JSON.stringify([claim.scope, claim.id])} is damaged (${what}); it is neither replayed nor re-run`, {
-      status: 500,
-    });
-  if (!isDigest(claim.request_hash) || !isUuid(claim.run_id) || !isDigest(claim.claim_hash)) throw corrupt("malformed fields");
-  const result = claim.result;
-  if (result !== undefined) {
-    if (!isDigest(result.hash) || !isDigest(result.journal.sha256)) throw corrupt("malformed result fields");
-    if (result.payload === undefined && result.pruned_at === undefined) throw corrupt("result payload missing");
-    if (result.payload !== undefined && sha256Digest(result.payload) !== result.hash) throw corrupt("result payload does not match its hash");
-  }
-  if (claimHashOf(claim) !== claim.claim_hash) throw corrupt("claim hash mismatch");
 }
 
 function journalReportOf(report: RunCheck | undefined): JournalReport {

@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { appendFileSync, closeSync, openSync, readFileSync, readSync, writeSync } from "node:fs";
+import { appendFileSync, closeSync, openSync, readFileSync, readSync, renameSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { sha256Digest } from "../../src/core/digest.js";
 import type { PublicKeyRecord } from "../../src/journal/types.js";
@@ -115,5 +115,22 @@ test("a byte of an earlier line flipped during the run (same length): the result
     }
   });
   assert.equal(checker.calls, 1);
+  await assertNeverRecorded(env, invocations, id, outcome, "journal-bad-signature");
+});
+
+test("the journal replaced under its writer (a tampered copy renamed over it): the result is never recorded", async (t) => {
+  const env = await setup(t);
+  const { invocations, checker } = counted(env);
+  const id = randomUUID();
+  const { outcome } = await runWith(env, invocations, id, (journal) => {
+    // The writer's own descriptor still reads the intact file; the path now names another one.
+    const bytes = readFileSync(journal);
+    const at = bytes.indexOf('"sig":"') + '"sig":"'.length + 4;
+    bytes[at] = bytes[at] === 0x41 ? 0x42 : 0x41;
+    writeFileSync(`${journal}.forged`, bytes, { mode: 0o600 });
+    renameSync(`${journal}.forged`, journal);
+  });
+  assert.equal(checker.calls, 1);
+  // The writer's later lines went to the replaced file, so the path holds only the forged line.
   await assertNeverRecorded(env, invocations, id, outcome, "journal-bad-signature");
 });

@@ -1,9 +1,13 @@
 /**
  * The embedded ClaimStore: one SQLite database in the private state directory, writes grouped
- * per event-loop turn into one durable transaction (group-commit.ts), owner liveness through
- * per-process flock files (owner.ts).
+ * per event-loop turn into one durable transaction (claim-writer.ts) — on a worker thread's own
+ * connection when one is available (claim-write-channel.ts), so COMMIT's fsync never blocks the
+ * event loop — and owner liveness through per-process flock files (owner.ts). Reads use the
+ * store's own connection: WAL readers see every transaction committed before they start.
  */
 import { setImmediate as yieldToLoop } from "node:timers/promises";
+import { Worker } from "node:worker_threads";
+import { BoundedMap } from "../../core/bounded-map.js";
 import { IntegrityError, LimitError, StorageError, ValidationError } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
 import type {
@@ -17,7 +21,8 @@ import type {
   StoredResult,
 } from "../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, CLAIM_SCHEMA_MIGRATIONS, type ClaimRow } from "./claim-schema.js";
-import { GroupCommit } from "./group-commit.js";
+import { ClaimWriteChannel } from "./claim-write-channel.js";
+import { ClaimWriter, type ClaimWrites } from "./claim-writer.js";
 import { OwnerRegistry } from "./owner.js";
 import {
   migrateSchema,
@@ -36,9 +41,23 @@ export interface EmbeddedClaimStoreOptions {
   /** identities the store may hold (Limits.maxClaims) */
   readonly maxClaims: number;
   readonly database?: OpenDatabaseOptions;
+  /**
+   * Starts the write worker (claim-write-worker); undefined writes in-process. Default: a plain
+   * Worker on the compiled entry, in-process when run from TypeScript source.
+   */
+  readonly writeWorker?: (() => Worker) | undefined;
 }
 
+/** The write worker's entry next to this module (compiled: .js). */
+export const CLAIM_WRITE_WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./claim-write-worker.ts" : "./claim-write-worker.js", import.meta.url);
+// From TypeScript source a plain worker cannot load its .ts entry: such callers (tests, benches)
+// pass a `writeWorker` that sets their loader up; otherwise writes run in-process.
+const DEFAULT_WRITE_WORKER = import.meta.url.endsWith(".ts") ? undefined : (): Worker => new Worker(CLAIM_WRITE_WORKER_URL);
+
 const PRUNE_CHUNK = 1000;
+/** Settled rows `get` keeps while the database is unchanged (a replay reads the same rows again and again). */
+const SETTLED_CACHE_ROWS = 4096;
+const SETTLED_CACHE_BYTES = 16 * 1024 * 1024;
 const DEFAULT_IMPORT_BATCH = 50_000;
 const IMPORT_ROWS_PER_STATEMENT = 32;
 /** Page cache while importing, KiB: large batches touch much of the index. */
@@ -49,26 +68,27 @@ type Key = [scope: string, id: string];
 export class EmbeddedClaimStore implements ClaimStore {
   readonly #db: SqliteDatabase;
   readonly #owners: OwnerRegistry;
-  readonly #writes: GroupCommit;
+  readonly #writes: ClaimWrites;
   readonly #maxClaims: number;
   readonly #select: SqliteStatement<Key, ClaimRow>;
   readonly #insert: SqliteStatement<unknown[]>;
   readonly #insertMany: SqliteStatement<unknown[]>;
   readonly #count: SqliteStatement<[], number>;
   readonly #addCount: SqliteStatement<[number]>;
-  readonly #record: SqliteStatement<unknown[]>;
-  readonly #release: SqliteStatement<unknown[]>;
-  readonly #attachReceipt: SqliteStatement<unknown[]>;
   readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
   readonly #pruneCandidates: SqliteStatement<[number, string, string], { scope: string; id: string }>;
-  readonly #prune: SqliteStatement<[number, string, string]>;
+  readonly #dataVersion: SqliteStatement<[], number>;
+  readonly #totalChanges: SqliteStatement<[], number>;
+  /** Settled rows read while the database stood at #settledAt; see `get`. */
+  readonly #settled = new BoundedMap<string, ClaimState>(SETTLED_CACHE_ROWS, SETTLED_CACHE_BYTES);
+  #settledAt: { dataVersion: number; totalChanges: number } | undefined;
   #closed = false;
 
-  private constructor(db: SqliteDatabase, owners: OwnerRegistry, maxClaims: number) {
+  private constructor(db: SqliteDatabase, owners: OwnerRegistry, options: EmbeddedClaimStoreOptions) {
     this.#db = db;
     this.#owners = owners;
-    this.#maxClaims = maxClaims;
-    this.#writes = new GroupCommit(db);
+    this.#maxClaims = options.maxClaims;
+    this.#writes = claimWrites(db, owners.id, options);
     this.#select = db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE scope = ? AND id = ?`);
     const placeholders = `(${CLAIM_COLUMNS.split(",").map(() => "?").join(", ")})`;
     this.#insert = db.prepare(`INSERT INTO claims (${CLAIM_COLUMNS}) VALUES ${placeholders}`);
@@ -77,18 +97,6 @@ export class EmbeddedClaimStore implements ClaimStore {
     );
     this.#count = db.prepare<[], number>("SELECT value FROM counters WHERE name = 'claims'").pluck();
     this.#addCount = db.prepare("UPDATE counters SET value = value + ? WHERE name = 'claims'");
-    this.#record = db.prepare(
-      "UPDATE claims SET result_hash = ?, result = ?, recorded_at = ?, journal_entries = ?, journal_tail = ?, " +
-        "journal_bytes = ?, journal_sha256 = ?, claim_hash = ? " +
-        "WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND released = 0 " +
-        "AND result_hash IS NULL AND receipt IS NULL",
-    );
-    this.#release = db.prepare(
-      "UPDATE claims SET released = 1 WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND result_hash IS NULL",
-    );
-    this.#attachReceipt = db.prepare(
-      "UPDATE claims SET receipt = ? WHERE scope = ? AND id = ? AND receipt IS NULL AND claim_hash = ?",
-    );
     // Row-value comparisons let SQLite seek the index to the cursor instead of scanning up to it.
     const page = (where: string, index: string): SqliteStatement<[string, string, number], ClaimRow> =>
       db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims ${index} WHERE ${where} (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
@@ -103,9 +111,8 @@ export class EmbeddedClaimStore implements ClaimStore {
         "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT " +
         PRUNE_CHUNK,
     );
-    this.#prune = db.prepare(
-      "UPDATE claims SET result = NULL, pruned_at = ? WHERE scope = ? AND id = ? AND result IS NOT NULL",
-    );
+    this.#dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
+    this.#totalChanges = db.prepare<[], number>("SELECT total_changes()").pluck();
   }
 
   /** Opens (creating and migrating when needed) the store and registers this process as an owner. */
@@ -115,7 +122,7 @@ export class EmbeddedClaimStore implements ClaimStore {
       migrateSchema(db, CLAIM_SCHEMA_MIGRATIONS, "claim store");
       const owners = OwnerRegistry.open(options.ownersDir);
       try {
-        return new EmbeddedClaimStore(db, owners, options.maxClaims);
+        return new EmbeddedClaimStore(db, owners, options);
       } catch (error) {
         owners.close();
         throw error;
@@ -132,7 +139,12 @@ export class EmbeddedClaimStore implements ClaimStore {
 
   /** Write transactions committed so far: concurrent writes share them (group commit). */
   get commits(): number {
-    return this.#writes.batches;
+    return this.#writes.commits;
+  }
+
+  /** True when writes run on the write worker. */
+  get writesOffThread(): boolean {
+    return this.#writes instanceof ClaimWriteChannel && this.#writes.offloaded;
   }
 
   async claim(claim: NewClaim): Promise<ClaimAttempt> {
@@ -140,54 +152,56 @@ export class EmbeddedClaimStore implements ClaimStore {
     // Existing claims (replays, retries) are answered from a read: no write lock, no fsync.
     const existing = this.#read(claim.scope, claim.id);
     if (existing !== undefined) return { created: false, claim: existing };
-    return this.#writes.submit(() => {
-      // Re-read inside the transaction: an earlier unit of this batch or another process may
-      // have created it since; the first creator wins and everyone else sees its row.
-      const raced = this.#read(claim.scope, claim.id);
-      if (raced !== undefined) return { created: false, claim: raced };
-      const count = this.#count.get() ?? 0;
-      if (count >= this.#maxClaims) {
-        throw new LimitError(
-          "capacity-exhausted",
-          `the claim store holds ${count} identities, its limit; no new claim was created and nothing was deleted`,
-          { status: 507, details: { limit: this.#maxClaims } },
-        );
-      }
-      this.#insert.run(
-        claim.scope, claim.id, claim.request_hash, claim.agent, claim.run_id, this.#owners.id, claim.created_at, 0,
-        claim.claim_hash, null, null, null, null, null, null, null, null, null,
-      );
-      this.#addCount.run(1);
-      const row = this.#read(claim.scope, claim.id);
-      if (row === undefined) throw new IntegrityError("claim-vanished", "a claim just inserted is not readable", { status: 500 });
-      return { created: true, claim: row } satisfies ClaimAttempt;
-    });
+    const written = await this.#writes.claim(claim);
+    return { created: written.created, claim: this.#state(written.row) } as ClaimAttempt;
   }
 
+  /**
+   * The row as stored now. A settled row (recorded, reconciled or released: its liveness is not
+   * probed) is answered from memory while the database is unchanged since it was read: SQLite's
+   * data_version changes when any other connection (the write worker's, another process's, a
+   * repair tool's, an attacker's edit through SQLite) commits, and total_changes counts every row
+   * this connection writes. The two cost a tenth of reading and mapping the row again; any change
+   * at all empties the memory.
+   */
   async get(key: ClaimKey): Promise<ClaimState | undefined> {
     this.#assertOpen();
-    return this.#read(key.scope, key.id);
+    let dataVersion: number;
+    let totalChanges: number;
+    try {
+      dataVersion = this.#dataVersion.get() ?? -1;
+      totalChanges = this.#totalChanges.get() ?? -1;
+    } catch (error) {
+      throw sqliteFailure(error, "read a claim");
+    }
+    const at = this.#settledAt;
+    if (at === undefined || at.dataVersion !== dataVersion || at.totalChanges !== totalChanges) {
+      this.#settled.clear();
+      this.#settledAt = { dataVersion, totalChanges };
+    }
+    const cacheKey = `${key.scope.length}:${key.scope}:${key.id}`;
+    const known = this.#settled.get(cacheKey);
+    if (known !== undefined) return known;
+    const state = this.#read(key.scope, key.id);
+    if (state !== undefined && (state.result !== undefined || state.receipt !== undefined || state.released)) {
+      this.#settled.set(cacheKey, state, (state.result?.payload?.length ?? 0) + (state.receipt?.length ?? 0));
+    }
+    return state;
   }
 
   async record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean> {
     this.#assertOpen();
-    return this.#writes.submit(() => {
-      const changes = this.#record.run(
-        result.hash, result.payload ?? null, result.recorded_at, result.journal.entries, result.journal.tail_hash,
-        result.journal.bytes, result.journal.sha256, claimHash, key.scope, key.id, runId, this.#owners.id,
-      ).changes;
-      return changes === 1;
-    });
+    return this.#writes.record(key, runId, result, claimHash);
   }
 
   async release(key: ClaimKey, runId: string): Promise<void> {
     this.#assertOpen();
-    await this.#writes.submit(() => this.#release.run(key.scope, key.id, runId, this.#owners.id));
+    await this.#writes.release(key, runId);
   }
 
   async attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
     this.#assertOpen();
-    return this.#writes.submit(() => this.#attachReceipt.run(receipt, key.scope, key.id, claimHash).changes === 1);
+    return this.#writes.attachReceipt(key, claimHash, receipt);
   }
 
   async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]> {
@@ -209,11 +223,7 @@ export class EmbeddedClaimStore implements ClaimStore {
     for (;;) {
       const keys = this.#pruneCandidates.all(olderThan, after[0], after[1]);
       if (keys.length === 0) return pruned;
-      pruned += await this.#writes.submit(() => {
-        let n = 0;
-        for (const k of keys) n += this.#prune.run(now, k.scope, k.id).changes;
-        return n;
-      });
+      pruned += await this.#writes.prune(keys, now);
       const last = keys[keys.length - 1]!;
       after = [last.scope, last.id];
       await yieldToLoop();
@@ -281,8 +291,8 @@ export class EmbeddedClaimStore implements ClaimStore {
 
   async close(): Promise<void> {
     if (this.#closed) return;
-    // Let writes already queued commit before the connection goes away.
-    await this.#writes.submit(() => undefined).catch(() => undefined);
+    // Let writes already queued commit before the connections go away.
+    await this.#writes.close();
     this.#closed = true;
     try {
       this.#db.close();
@@ -310,6 +320,21 @@ export class EmbeddedClaimStore implements ClaimStore {
     const open = record.result === undefined && record.receipt === undefined && !record.released;
     return { ...record, owner_alive: open && this.#owners.isAlive(record.owner) };
   }
+}
+
+/** The store's writes: on the write worker when one starts, else on the store's own connection. */
+function claimWrites(db: SqliteDatabase, owner: string, options: EmbeddedClaimStoreOptions): ClaimWrites {
+  const inProcess = (): ClaimWrites => new ClaimWriter(db, owner, options.maxClaims);
+  const spawn = "writeWorker" in options ? options.writeWorker : DEFAULT_WRITE_WORKER;
+  if (spawn === undefined) return inProcess();
+  let worker: Worker;
+  try {
+    worker = spawn();
+  } catch {
+    return inProcess();
+  }
+  const config = { path: options.path, owner, maxClaims: options.maxClaims, ...(options.database === undefined ? {} : { database: options.database }) };
+  return new ClaimWriteChannel(worker, config, inProcess);
 }
 
 /** The INSERT values of an imported (recorded) claim, in CLAIM_COLUMNS order. */

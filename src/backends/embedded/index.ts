@@ -8,6 +8,7 @@
  *     owners/          one flock'ed lock file per living process incarnation
  */
 import { join } from "node:path";
+import type { Worker } from "node:worker_threads";
 import { resolveLimits, type Limits } from "../../core/limits.js";
 import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
 import { EmbeddedClaimStore } from "./claim-store.js";
@@ -23,6 +24,8 @@ export interface EmbeddedBackendOptions {
   readonly database?: OpenDatabaseOptions;
   /** journal I/O fault-injection seams */
   readonly journalHooks?: JournalStoreHooks;
+  /** starts the claim store's write worker; undefined writes in-process (see claim-store.ts) */
+  readonly claimWriteWorker?: (() => Worker) | undefined;
 }
 
 export interface EmbeddedBackend {
@@ -60,6 +63,7 @@ export async function openEmbeddedBackend(options: EmbeddedBackendOptions): Prom
     ownersDir: paths.owners,
     maxClaims: limits.maxClaims,
     ...(options.database === undefined ? {} : { database: options.database }),
+    ...("claimWriteWorker" in options ? { writeWorker: options.claimWriteWorker } : {}),
   });
   let closed = false;
   return {

@@ -1,0 +1,126 @@
+/**
+ * The checks a stored result passes before it is replayed: the claim row is intact (fields well
+ * formed, payload matching its hash, claim hash matching the row) and the journal is still the
+ * one that was sealed with the result (seal.ts).
+ *
+ * Both checks are pure functions of what was just read. A replay re-reads the row and the whole
+ * journal file every time, and when those are equal, field for field and byte for byte, to inputs
+ * that passed before, the same checks would pass again: hashing them again would only cost the
+ * replay path its time. So the inputs that passed are remembered (bounded, oldest forgotten
+ * first) and compared instead. Any change to the row or to one byte of the journal makes the
+ * inputs differ, and the full check runs on what is stored now.
+ */
+import { isDigest, sha256Digest, type Digest } from "../core/digest.js";
+import { BoundedMap } from "../core/bounded-map.js";
+import { IntegrityError } from "../core/errors.js";
+import { isUuid } from "../journal/schema.js";
+import { claimHashOf } from "./claim-hash.js";
+import type { ClaimState, JournalSeal } from "./claim-store.js";
+import { matchesSeal } from "./seal.js";
+
+/** Refuses a row whose fields are malformed or do not match its claim hash. */
+export function checkClaimIntegrity(claim: ClaimState): void {
+  const corrupt = (what: string): IntegrityError =>
+    new IntegrityError("claim-record-corrupt", `claim ${JSON.stringify([claim.scope, claim.id])} is damaged (${what}); it is neither replayed nor re-run`, {
+      status: 500,
+    });
+  if (!isDigest(claim.request_hash) || !isUuid(claim.run_id) || !isDigest(claim.claim_hash)) throw corrupt("malformed fields");
+  const result = claim.result;
+  if (result !== undefined) {
+    if (!isDigest(result.hash) || !isDigest(result.journal.sha256)) throw corrupt("malformed result fields");
+    if (result.payload === undefined && result.pruned_at === undefined) throw corrupt("result payload missing");
+    if (result.payload !== undefined && sha256Digest(result.payload) !== result.hash) throw corrupt("result payload does not match its hash");
+  }
+  if (claimHashOf(claim) !== claim.claim_hash) throw corrupt("claim hash mismatch");
+}
+
+/** Every field checkClaimIntegrity reads (liveness, owner and receipt are not among them). */
+function sameCheckedFields(a: ClaimState, b: ClaimState): boolean {
+  if (
+    a.scope !== b.scope ||
+    a.id !== b.id ||
+    a.request_hash !== b.request_hash ||
+    a.agent !== b.agent ||
+    a.run_id !== b.run_id ||
+    a.created_at !== b.created_at ||
+    a.claim_hash !== b.claim_hash
+  ) {
+    return false;
+  }
+  const r = a.result;
+  const s = b.result;
+  if (r === undefined || s === undefined) return r === s;
+  return (
+    r.hash === s.hash &&
+    r.payload === s.payload &&
+    r.recorded_at === s.recorded_at &&
+    r.pruned_at === s.pruned_at &&
+    sameSeal(r.journal, s.journal)
+  );
+}
+
+function sameSeal(a: JournalSeal, b: JournalSeal): boolean {
+  return a.entries === b.entries && a.tail_hash === b.tail_hash && a.bytes === b.bytes && a.sha256 === b.sha256;
+}
+
+interface SealedJournal {
+  readonly bytes: Buffer;
+  readonly seal: JournalSeal;
+  readonly runId: string;
+  readonly resultHash: Digest;
+}
+
+export interface ReplayCheckBounds {
+  /** inputs remembered per check */
+  readonly entries: number;
+  /** bytes of payloads and journals remembered per check; a larger single input is not kept */
+  readonly bytes: number;
+}
+
+export const DEFAULT_REPLAY_CHECK_BOUNDS: ReplayCheckBounds = { entries: 4096, bytes: 8 * 1024 * 1024 };
+
+/** The replay checks of one Invocations service, remembering the inputs that passed. */
+export class ReplayChecks {
+  readonly #claims: BoundedMap<string, ClaimState>;
+  readonly #journals: BoundedMap<string, SealedJournal>;
+
+  constructor(bounds: ReplayCheckBounds = DEFAULT_REPLAY_CHECK_BOUNDS) {
+    this.#claims = new BoundedMap(bounds.entries, bounds.bytes);
+    this.#journals = new BoundedMap(bounds.entries, bounds.bytes);
+  }
+
+  /** checkClaimIntegrity, answered by comparison when the same row passed before. */
+  claimIntegrity(claim: ClaimState): void {
+    const key = claim.run_id;
+    const passed = this.#claims.get(key);
+    if (passed !== undefined && sameCheckedFields(passed, claim)) return;
+    try {
+      checkClaimIntegrity(claim);
+    } catch (error) {
+      this.#claims.delete(key);
+      throw error;
+    }
+    this.#claims.set(key, claim, claim.result?.payload?.length ?? 0);
+  }
+
+  /** matchesSeal, answered by comparison when the same bytes matched the same seal before. */
+  journalMatches(bytes: Uint8Array, seal: JournalSeal, runId: string, resultHash: Digest): boolean {
+    const passed = this.#journals.get(runId);
+    if (
+      passed !== undefined &&
+      passed.runId === runId &&
+      passed.resultHash === resultHash &&
+      sameSeal(passed.seal, seal) &&
+      passed.bytes.equals(bytes)
+    ) {
+      return true;
+    }
+    if (!matchesSeal(bytes, seal, runId, resultHash)) {
+      this.#journals.delete(runId);
+      return false;
+    }
+    // A copy: the caller's buffer is its own to reuse.
+    this.#journals.set(runId, { bytes: Buffer.from(bytes), seal, runId, resultHash }, bytes.byteLength);
+    return true;
+  }
+}
