@@ -6,13 +6,13 @@
 import { randomUUID } from "node:crypto";
 import Fastify from "fastify";
 import swagger from "@fastify/swagger";
-import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
 import type { ServerSettings } from "../config/serve-config.js";
 import type { Warden } from "../warden.js";
 import { TokenAuthority } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
 import { problemOf, sendProblem } from "./problem.js";
+import { validatorCompiler } from "./validation.js";
 import { bundleRoutes } from "./routes/bundles.js";
 import { healthRoutes } from "./routes/health.js";
 import { invocationRoutes } from "./routes/invocations.js";
@@ -39,7 +39,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     bodyLimit: settings.jsonBodyBytes,
     return503OnClosing: false,
   }).withTypeProvider();
-  app.setValidatorCompiler(TypeBoxValidatorCompiler);
+  app.setValidatorCompiler(validatorCompiler);
   // Replies are plain JSON.stringify: the response schemas document and type them, and never
   // silently drop a field the way a schema-driven serializer would.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
@@ -62,9 +62,11 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   // Callback-style hooks: they run on every request, and a promise per hook is measurable there.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    // fastify builds a new routeOptions object on every read of it: read it once.
+    const route = request.routeOptions;
     // Before auth, so even a 401 on an invocation route is never cached.
-    if (request.routeOptions.url?.startsWith(INVOCATIONS_PREFIX) === true) reply.header("cache-control", "no-store");
-    if (request.routeOptions.config.public === true) return done();
+    if (route.url?.startsWith(INVOCATIONS_PREFIX) === true) reply.header("cache-control", "no-store");
+    if (route.config.public === true) return done();
     try {
       const caller = authority.authenticate(request.headers.authorization);
       authority.authorize(caller, request.method);
@@ -74,10 +76,21 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     }
     done();
   });
+  // Series by "method status route": a few dozen at most (routes are templates, not URLs).
+  const requestSeries = new Map<string, { readonly count: { value: number }; readonly seconds: { value: number } }>();
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url ?? "unmatched";
-    ctx.metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
-    ctx.metrics.requestSeconds.inc({ route }, reply.elapsedTime / 1000);
+    const key = `${request.method} ${reply.statusCode} ${route}`;
+    let series = requestSeries.get(key);
+    if (series === undefined) {
+      series = {
+        count: ctx.metrics.requests.series({ method: request.method, route, status: String(reply.statusCode) }),
+        seconds: ctx.metrics.requestSeconds.series({ route }),
+      };
+      requestSeries.set(key, series);
+    }
+    series.count.value += 1;
+    series.seconds.value += reply.elapsedTime / 1000;
     done();
   });
   app.addHook("preClose", async () => {

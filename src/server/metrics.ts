@@ -63,10 +63,18 @@ export class Counter {
   }
 
   inc(labels: Labels = {}, by = 1): void {
+    this.series(labels).value += by;
+  }
+
+  /** The series of `labels`, for a caller that increments it often without re-keying each time. */
+  series(labels: Labels = {}): { value: number } {
     const key = labelKey(labels);
-    const series = this.#family.series.get(key);
-    if (series === undefined) this.#family.series.set(key, { labels, value: by });
-    else series.value += by;
+    let series = this.#family.series.get(key);
+    if (series === undefined) {
+      series = { labels, value: 0 };
+      this.#family.series.set(key, series);
+    }
+    return series;
   }
 }
 

@@ -5,8 +5,29 @@
  * a body violation is `<prefix>-unknown-field`, `-missing-field`, `-field-type` or
  * `-field-invalid`, where the route picks the prefix (e.g. `invoke-request`, `review`).
  */
+import type { FastifySchemaCompiler } from "fastify";
+import type { TSchema } from "typebox";
+import { Compile } from "typebox/compile";
+import { Value } from "typebox/value";
 import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
 import type { ProblemSpec } from "./problem.js";
+
+/**
+ * TypeBox validation as @fastify/type-provider-typebox does it (bodies as sent; headers, params
+ * and query strings converted to the schema's types), except that a value already valid as sent
+ * is accepted untouched. Converting it would change nothing (no schema of src/api accepts both a
+ * string and what the string converts to), but it allocates a copy on every request, and a
+ * replaced `request.headers` makes fastify copy the headers again on every later read.
+ */
+export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
+  const compiled = Compile(schema);
+  if (httpPart === "body") return (value: unknown) => (compiled.Check(value) ? true : { error: compiled.Errors(value) });
+  return (value: unknown) => {
+    if (compiled.Check(value)) return true;
+    const converted = Value.Convert(schema, value);
+    return compiled.Check(converted) ? { value: converted } : { error: compiled.Errors(converted) };
+  };
+};
 
 export interface ValidationFailure {
   readonly errors: readonly SchemaErrorLike[];

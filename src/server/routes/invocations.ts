@@ -27,6 +27,16 @@ import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
 
 export function invocationRoutes(ctx: RouteContext) {
   const { warden, metrics, settings } = ctx;
+  // One series per outcome label (a handful), kept so a replay does not re-key its counter.
+  const outcomeSeries = new Map<string, { value: number }>();
+  const countInvocation = (outcome: string): void => {
+    let series = outcomeSeries.get(outcome);
+    if (series === undefined) {
+      series = metrics.invocations.series({ outcome });
+      outcomeSeries.set(outcome, series);
+    }
+    series.value += 1;
+  };
 
   return async function invocationsPlugin(app: App): Promise<void> {
     app.post(
@@ -45,11 +55,11 @@ export function invocationRoutes(ctx: RouteContext) {
         const scope = scopeOf(callerOf(request).name);
         const started = await warden.start(scope, id, request.body);
         if (started.status !== "started") {
-          metrics.invocations.inc({ outcome: outcomeLabel(started) });
+          countInvocation(outcomeLabel(started));
           if (started.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
           return reply.code(200).send(answerOf(scope, id, started));
         }
-        metrics.invocations.inc({ outcome: "started" });
+        countInvocation("started");
         started.done.then(
           (outcome) => metrics.runs.inc({ outcome: outcome.status }),
           () => metrics.runs.inc({ outcome: "error" }),
@@ -141,6 +151,15 @@ function answerOf(scope: string, id: string, outcome: KnownOutcome): InvocationV
 function viewOf(scope: string, id: string, outcome: KnownOutcome): InvocationViewType {
   if (outcome.status === "in_progress") return { scope, id, status: "in_progress", ...(outcome.run_id === undefined ? {} : { run_id: outcome.run_id }) };
   const audit = outcome.audit;
+  if (outcome.status === "recorded") {
+    // Every replay answers this one: built field by field (same fields, same order as below).
+    const view: InvocationViewType = { scope, id, status: "recorded", run_id: audit.run_id, agent: audit.agent };
+    if (audit.journal !== undefined) view.journal = audit.journal;
+    if (outcome.result !== undefined) view.result = outcome.result;
+    view.result_hash = outcome.result_hash;
+    view.expired = outcome.expired;
+    return view;
+  }
   const base = {
     scope,
     id,
@@ -150,13 +169,6 @@ function viewOf(scope: string, id: string, outcome: KnownOutcome): InvocationVie
     ...(audit.journal === undefined ? {} : { journal: audit.journal }),
   };
   switch (outcome.status) {
-    case "recorded":
-      return {
-        ...base,
-        ...(outcome.result === undefined ? {} : { result: outcome.result }),
-        result_hash: outcome.result_hash,
-        expired: outcome.expired,
-      };
     case "unresolved":
       return { ...base, reasons: audit.reasons ?? [], ...(audit.findings === undefined ? {} : { findings: audit.findings }) };
     case "reconciled":
