@@ -3,6 +3,7 @@
  * read goes through. Blobs are addressed by the sha256 of their bytes; a blob is published only
  * after its digest and length were checked, and checked again whenever it is read.
  */
+import { webcrypto } from "node:crypto";
 import { DigestStream, digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, LimitError } from "../core/errors.js";
 import type { BlobRef } from "./manifest-types.js";
@@ -84,12 +85,32 @@ function mismatch(ref: BlobRef, code: string, what: string): IntegrityError {
   return new IntegrityError(code, `blob ${ref.digest} ${what}`, { details: { digest: ref.digest, byte_len: ref.byte_len } });
 }
 
-/** Reads a whole blob, verified before any byte is returned, refusing one over `maxBytes`. */
-export async function readVerifiedBlob(store: BlobStore, ref: BlobRef, maxBytes: number): Promise<Uint8Array> {
+/**
+ * Checks whole bytes against their address. The digest runs on the I/O threads (WebCrypto), so a
+ * caller hashing other bytes on this thread overlaps with it.
+ */
+export async function verifyBytes(ref: BlobRef, bytes: Uint8Array, codes: MismatchCodes = TAMPERED): Promise<void> {
+  if (bytes.byteLength !== ref.byte_len) throw mismatch(ref, codes.length, `has ${bytes.byteLength} bytes, want ${ref.byte_len}`);
+  const actual = await digestOffThread(bytes);
+  if (!digestEquals(actual, ref.digest)) throw mismatch(ref, codes.digest, `hashes to ${actual}`);
+}
+
+/** The digest of whole bytes, computed on the I/O threads (WebCrypto) rather than this one. */
+export async function digestOffThread(bytes: Uint8Array): Promise<Digest> {
+  return `sha256:${Buffer.from(await webcrypto.subtle.digest("SHA-256", bytes)).toString("hex")}`;
+}
+
+/** Refuses to hold in memory a blob over `maxBytes`. */
+export function checkBufferable(ref: BlobRef, maxBytes: number): void {
   if (ref.byte_len > maxBytes) {
     throw new LimitError("blob-too-large-to-buffer", `blob ${ref.digest} is ${ref.byte_len} bytes, over ${maxBytes}`, {
       details: { digest: ref.digest, byte_len: ref.byte_len, limit: maxBytes },
     });
   }
+}
+
+/** Reads a whole blob, verified before any byte is returned, refusing one over `maxBytes`. */
+export async function readVerifiedBlob(store: BlobStore, ref: BlobRef, maxBytes: number): Promise<Uint8Array> {
+  checkBufferable(ref, maxBytes);
   return store.read(ref);
 }

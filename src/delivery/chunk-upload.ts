@@ -1,8 +1,10 @@
 /**
  * One chunk of a blob (PATCH /v1/stages/{id}/blobs/{digest}): appended to the blob's partial
- * with an incremental hash, acknowledged once durable, published when the blob is complete and
- * its digest verified; or, when it repeats bytes already received, compared and accepted without
- * writing. The caller (the service) holds the blob's lock and has checked the offset.
+ * with an incremental hash and acknowledged once it is part of the partial; when it completes the
+ * blob, the digest is checked on the bytes as they arrived (a mismatch restarts the blob at 0).
+ * A complete blob is published at commit (`Delivery.commit`), which makes it durable first. A
+ * chunk that repeats bytes already received is compared and accepted without writing. The caller
+ * (the service) holds the blob's lock and has checked the offset.
  */
 import { DigestStream, digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError } from "../core/errors.js";
@@ -19,28 +21,39 @@ export interface ChunkAccepted {
 export class ChunkUpload {
   readonly #stores: DeliveryStores;
   readonly #limits: Limits;
-  /** Running hash of each partial at its durable offset; rebuilt from the partial when missing. */
+  /** Running hash of each partial at its received offset; rebuilt from the partial when missing. */
   readonly #hashes = new Map<string, DigestStream>();
+  /**
+   * Blobs whose complete partial this process hashed to their digest as the bytes were appended:
+   * commit publishes them without hashing them again (it still verifies what it publishes).
+   */
+  readonly #verified = new Set<string>();
 
   constructor(stores: DeliveryStores, limits: Limits) {
     this.#stores = stores;
     this.#limits = limits;
   }
 
-  /** Drops the running hash of one blob, or of every blob of a stage that closed. */
+  /** Drops what is known of one blob, or of every blob of a stage that closed. */
   forget(stageId: string, digest?: Digest): void {
     if (digest !== undefined) {
       this.#hashes.delete(hashKey(stageId, digest));
+      this.#verified.delete(hashKey(stageId, digest));
       return;
     }
     const prefix = hashKey(stageId, "");
     for (const key of this.#hashes.keys()) if (key.startsWith(prefix)) this.#hashes.delete(key);
+    for (const key of this.#verified) if (key.startsWith(prefix)) this.#verified.delete(key);
+  }
+
+  /** True when this process verified the blob's complete partial while receiving it. */
+  verified(stageId: string, digest: Digest): boolean {
+    return this.#verified.has(hashKey(stageId, digest));
   }
 
   async append(stageId: string, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
     const { stages } = this.#stores;
     const key = hashKey(stageId, blob.digest);
-    const ref = { digest: blob.digest, byte_len: blob.byte_len };
     const cached = this.#hashes.get(key);
     const base = cached !== undefined && cached.length === blob.received ? cached : await hashPartial(stages, stageId, blob.digest, blob.received);
     const running = base.copy();
@@ -62,46 +75,41 @@ export class ChunkUpload {
     const next = running.length;
     const complete = next === blob.byte_len;
     if (complete) {
-      this.#hashes.delete(key);
       const actual = running.digest();
       if (!digestEquals(actual, blob.digest)) {
+        this.#hashes.delete(key);
         await partial.abandon();
-        await stages.requireBlob(stageId, ref);
+        await stages.requireBlob(stageId, { digest: blob.digest, byte_len: blob.byte_len });
         throw new IntegrityError("blob-digest-mismatch", `the bytes received for ${blob.digest} hash to ${actual}; the blob restarts at offset 0`, {
           details: { digest: blob.digest, actual, expected_offset: 0 },
         });
       }
     }
-    // A chunk is acknowledged once its bytes (fdatasync) and its new offset (a durable record)
-    // are both on disk. The record commits while the fdatasync runs on an I/O thread: one disk
-    // wait instead of two. Should the machine fail between them, the record may name bytes the
-    // partial lacks; recovery restarts such a blob, and no blob is ever published unverified.
-    const synced = partial.sync();
-    synced.catch(() => undefined); // awaited below, whatever happens to the record
-    let published = false;
+    // The flush (a row insert on a database backend) and the record overlap: one wait, not two.
+    const flushed = partial.flush();
+    flushed.catch(() => undefined); // awaited below, whatever happens to the record
     try {
-      if (complete) published = await stages.promote(stageId, ref, now);
-      else await stages.recordReceived(stageId, blob.digest, next, now);
+      await stages.recordReceived(stageId, blob.digest, next, now);
     } catch (error) {
-      await synced.catch(() => undefined);
+      await flushed.catch(() => undefined);
       await partial.abandon();
       throw error;
     }
     try {
-      await synced;
+      await flushed;
     } catch (error) {
-      // The bytes are not known durable: take back what was recorded before refusing the chunk.
-      if (complete) {
-        if (published) await this.#stores.blobs.delete(blob.digest);
-        await stages.requireBlob(stageId, ref);
-      } else {
-        await stages.recordReceived(stageId, blob.digest, blob.received, now);
-      }
+      // The chunk is not part of the partial: take back the offset before refusing it.
+      await stages.recordReceived(stageId, blob.digest, blob.received, now).catch(() => undefined);
       await partial.abandon();
       throw error;
     }
     await partial.close();
-    if (!complete) this.#hashes.set(key, running);
+    if (complete) {
+      this.#hashes.delete(key);
+      this.#verified.add(key);
+    } else {
+      this.#hashes.set(key, running);
+    }
     return { next_offset: next };
   }
 

@@ -1,12 +1,19 @@
 /**
- * What a commit checks before its record is written (G7, G8): every component re-read from the
- * blob store and verified, the bundle digest recomputed over them in path order, and the bundle
- * contract's content rules on the same bytes — one read of each component for all three.
+ * What a commit checks before anything is published or recorded (G7, G8): every component's
+ * bytes read back — from the blob store, or from the stage's partial for a blob received but not
+ * yet published — the bundle digest recomputed over them in path order, and the bundle contract's
+ * content rules on the same bytes: one read of each component for all of it.
+ *
+ * Each blob is checked against its digest at commit. Bytes of a blob this process hashed to its
+ * digest as they were received are checked through the bundle digest: it covers every byte read
+ * here, so any byte changed since it was received fails it (the blobs are then hashed one by one
+ * to name the changed one). Every other blob (a stored one, or one received before a restart) is
+ * hashed on its own.
  */
 import { digestEquals, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
-import { readVerifiedBlob } from "./blob-store.js";
+import { checkBufferable, readVerifiedBlob, verifyBytes } from "./blob-store.js";
 import { checkContractContent } from "./contract.js";
 import { BundleDigestBuilder, type BlobRef } from "./manifest-types.js";
 import type { DeliveryStores } from "./recovery.js";
@@ -15,39 +22,70 @@ import type { StageRecord } from "./stage.js";
 /** Components read ahead (bounds the memory held to this many files). */
 const READ_AHEAD = 4;
 
-export async function verifyForCommit(stores: DeliveryStores, stage: StageRecord, limits: Limits): Promise<void> {
+/**
+ * `verifiedOnReceipt(digest)`: this process hashed the blob's complete partial to its digest as
+ * the bytes arrived (and the partial has not been replaced since).
+ */
+export async function verifyForCommit(
+  stores: DeliveryStores,
+  stage: StageRecord,
+  limits: Limits,
+  verifiedOnReceipt: (digest: Digest) => boolean,
+): Promise<void> {
   const manifest = stage.manifest;
   const components = manifest.components;
-  const read = (ref: BlobRef): Promise<Uint8Array> => readForCommit(stores, stage, ref, limits);
+  const received = new Set(stage.blobs.filter((b) => !b.complete).map((b) => b.digest));
+  const trusted = (ref: BlobRef): boolean => received.has(ref.digest) && verifiedOnReceipt(ref.digest);
+  const read = (ref: BlobRef, into?: Uint8Array): Promise<Uint8Array> =>
+    readForCommit(stores, stage, ref, limits, received.has(ref.digest), trusted(ref), into);
   const builder = new BundleDigestBuilder();
+  // Partials are read into a few reused buffers: 32 MiB of fresh buffers per commit costs page
+  // faults and garbage collections.
+  const buffers = new ReadBuffers(Math.max(0, ...components.map((c) => c.blob.byte_len)));
   // Reads (and their digests) run ahead on the I/O threads while this thread feeds the bundle digest.
   const ahead = new Map<number, Promise<Uint8Array>>();
   const readAhead = (index: number): Promise<Uint8Array> => {
     let pending = ahead.get(index);
     if (pending === undefined) {
-      pending = read(components[index]!.blob);
+      const ref = components[index]!.blob;
+      pending = read(ref, received.has(ref.digest) ? buffers.take() : undefined);
       pending.catch(() => undefined); // awaited when its turn comes; never an unhandled rejection
       ahead.set(index, pending);
     }
     return pending;
   };
   let fed = 0;
-  await checkContractContent(manifest, async (component) => {
-    // The contract reads components once each in manifest order; if it ever did not, the
-    // digest is recomputed below in a pass of its own rather than from a wrong order.
-    if (fed < 0 || component !== components[fed]) {
-      fed = -1;
-      return read(component.blob);
-    }
-    for (let next = fed + 1; next < Math.min(fed + 1 + READ_AHEAD, components.length); next++) readAhead(next);
-    const bytes = await readAhead(fed);
-    ahead.delete(fed);
-    builder.file(component.relative_path, component.blob.byte_len).update(bytes);
-    fed++;
-    return bytes;
-  });
+  let lent: Uint8Array | undefined;
+  try {
+    await checkContractContent(manifest, async (component) => {
+      // The contract is done with the previous component's bytes when it asks for the next.
+      if (lent !== undefined) buffers.give(lent);
+      lent = undefined;
+      // The contract reads components once each in manifest order; if it ever did not, the
+      // digest is recomputed below in a pass of its own rather than from a wrong order.
+      if (fed < 0 || component !== components[fed]) {
+        fed = -1;
+        return read(component.blob);
+      }
+      for (let next = fed + 1; next < Math.min(fed + 1 + READ_AHEAD, components.length); next++) readAhead(next);
+      const bytes = await readAhead(fed);
+      ahead.delete(fed);
+      lent = bytes;
+      builder.file(component.relative_path, component.blob.byte_len).update(bytes);
+      fed++;
+      return bytes;
+    });
+  } finally {
+    // Reads started ahead of a failure must end before the caller moves on (nothing may be
+    // published while a read of its partial is in flight).
+    await Promise.allSettled(ahead.values());
+  }
   const actual = fed === components.length ? builder.digest() : await bundleDigestOf(stage, read);
   if (!digestEquals(actual, manifest.bundle_digest)) {
+    // A trusted blob whose bytes changed since they were received is the likelier cause: name it.
+    for (const ref of new Map(components.map((c) => [c.blob.digest, c.blob])).values()) {
+      if (trusted(ref)) await readForCommit(stores, stage, ref, limits, true, false);
+    }
     throw new IntegrityError("bundle-digest-mismatch", `the blobs hash to bundle digest ${actual}, the manifest says ${manifest.bundle_digest}`, {
       details: { expected: manifest.bundle_digest, actual },
     });
@@ -63,20 +101,73 @@ async function bundleDigestOf(stage: StageRecord, read: (ref: BlobRef) => Promis
 }
 
 /**
- * A blob's verified bytes for commit. A blob that is missing or fails verification is asked for
- * again (bytes that do not match their address are garbage and are dropped), so the client can
- * repair the stage instead of failing every commit.
+ * A blob's bytes for commit: a received one from its partial (hashed here unless `trusted`), a
+ * stored one verified from the blob store. A blob that is missing or fails verification is asked
+ * for again (bytes that do not match their address are garbage and are dropped), so the client
+ * can repair the stage instead of failing every commit.
  */
-async function readForCommit(stores: DeliveryStores, stage: StageRecord, ref: BlobRef, limits: Limits): Promise<Uint8Array> {
+async function readForCommit(
+  stores: DeliveryStores,
+  stage: StageRecord,
+  ref: BlobRef,
+  limits: Limits,
+  fromPartial: boolean,
+  trusted: boolean,
+  into?: Uint8Array,
+): Promise<Uint8Array> {
+  checkBufferable(ref, limits.fileBytes);
   try {
-    return await readVerifiedBlob(stores.blobs, ref, limits.fileBytes);
+    if (!fromPartial) return await readVerifiedBlob(stores.blobs, ref, limits.fileBytes);
+    const bytes = await readPartialForCommit(stores, stage, ref, into);
+    if (!trusted) await verifyBytes(ref, bytes);
+    return bytes;
   } catch (error) {
     if (!isWardenError(error) || (error.code !== "blob-tampered" && error.code !== "blob-not-found")) throw error;
-    if (error.code === "blob-tampered") await stores.blobs.delete(ref.digest);
+    if (error.code === "blob-tampered" && !fromPartial) await stores.blobs.delete(ref.digest);
     await stores.stages.requireBlob(stage.stage_id, ref);
     if (error.code === "blob-tampered") throw error;
     throw new ConflictError("stage-incomplete", `blob ${ref.digest} is no longer stored; upload it again`, {
       details: { stage_id: stage.stage_id, digest: ref.digest },
     });
+  }
+}
+
+/**
+ * The whole partial (its length is checked when it is made durable and published), or, when its
+ * publication already happened and only the commit is missing, the stored blob.
+ */
+async function readPartialForCommit(stores: DeliveryStores, stage: StageRecord, ref: BlobRef, into?: Uint8Array): Promise<Uint8Array> {
+  if ((await stores.stages.partialLength(stage.stage_id, ref.digest)) === undefined) return stores.blobs.read(ref);
+  try {
+    return await stores.stages.readPartial(stage.stage_id, ref.digest, 0, ref.byte_len, into);
+  } catch (error) {
+    if (isWardenError(error) && error.code === "stage-partial-short") {
+      throw new IntegrityError("blob-tampered", `the partial of ${ref.digest} is shorter than ${ref.byte_len} bytes`, {
+        details: { digest: ref.digest, byte_len: ref.byte_len },
+      });
+    }
+    throw error;
+  }
+}
+
+/** Equal-sized buffers handed out and given back; the views returned by reads are given back whole. */
+class ReadBuffers {
+  readonly #size: number;
+  readonly #free: Uint8Array[] = [];
+  readonly #ours = new WeakSet<ArrayBufferLike>();
+
+  constructor(size: number) {
+    this.#size = size;
+  }
+
+  take(): Uint8Array {
+    const buffer = this.#free.pop() ?? new Uint8Array(this.#size);
+    this.#ours.add(buffer.buffer);
+    return buffer;
+  }
+
+  /** Takes back the buffer under `view` if it is one of ours (a stored blob's bytes are not). */
+  give(view: Uint8Array): void {
+    if (this.#ours.has(view.buffer) && view.byteOffset === 0) this.#free.push(new Uint8Array(view.buffer, 0, this.#size));
   }
 }

@@ -7,7 +7,7 @@
 import * as fsp from "node:fs/promises";
 import * as nodePath from "node:path";
 import { ValidationError, errnoCode } from "../core/errors.js";
-import { sha256Digest, type Digest } from "../core/digest.js";
+import type { Digest } from "../core/digest.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
 import {
   BundleDigestBuilder,
@@ -18,6 +18,7 @@ import {
   type ComponentKind,
   type ComponentScope,
 } from "./manifest-types.js";
+import { digestOffThread } from "./blob-store.js";
 import { createManifest, parseManifest, validateBundleIdentifier } from "./manifest.js";
 import type { Manifest } from "./manifest-types.js";
 import { validateRelativePath } from "./paths.js";
@@ -114,7 +115,11 @@ interface ReadBundle {
   readonly bundleDigest: Digest;
 }
 
-/** Reads every walked file once (in manifest order), digesting blobs and the bundle as it goes. */
+/**
+ * Reads every walked file once, in manifest order, digesting blobs and the bundle as it goes. The
+ * files are still read one after another (the next once this one is read), but the next read
+ * overlaps with this one's bundle digest, and each blob's own digest runs on the I/O threads.
+ */
 async function readFiles(
   files: readonly WalkedFile[],
   kindOf: (path: string) => ComponentKind,
@@ -123,15 +128,28 @@ async function readFiles(
 ): Promise<ReadBundle> {
   const bundleDigest = new BundleDigestBuilder();
   const contents = new Map<string, Uint8Array>();
-  const compiled: CompiledFile[] = [];
-  for (const f of files) {
+  const read = (f: WalkedFile): Promise<Buffer> => {
     const hook = hooks.beforeRead;
-    const bytes = await readStable(f.absolutePath, f.relativePath, f.stat, {
+    const reading = readStable(f.absolutePath, f.relativePath, f.stat, {
       beforeRead: hook && (() => hook({ relativePath: f.relativePath, absolutePath: f.absolutePath })),
     });
+    reading.catch(() => undefined); // awaited in turn; a failure ahead must not go unhandled
+    return reading;
+  };
+  const digests: Promise<Digest>[] = [];
+  let next = files.length > 0 ? read(files[0]!) : undefined;
+  for (const [i, f] of files.entries()) {
+    const bytes = await next!;
+    next = i + 1 < files.length ? read(files[i + 1]!) : undefined;
+    const digest = digestOffThread(bytes);
+    digest.catch(() => undefined);
+    digests.push(digest);
     bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
     contents.set(f.relativePath, bytes);
-    const blob = { digest: sha256Digest(bytes), byte_len: bytes.byteLength };
+  }
+  const compiled: CompiledFile[] = [];
+  for (const [i, f] of files.entries()) {
+    const blob = { digest: await digests[i]!, byte_len: contents.get(f.relativePath)!.byteLength };
     const component = { kind: kindOf(f.relativePath), scope, relative_path: f.relativePath, blob };
     compiled.push({ component, absolutePath: f.absolutePath });
   }

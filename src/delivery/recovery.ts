@@ -25,11 +25,12 @@ export interface RecoveryReport {
 }
 
 /**
- * A blob whose last chunk was recorded (received = byte_len) but which is not yet published:
- * publish the partial if it still verifies, else adopt an identical stored blob, else ask for the
- * blob again. Verification here matters because the running hash did not survive the restart.
+ * A blob received in full (received = byte_len) by an earlier process but not published, or
+ * whose publication a crash interrupted: publish the partial if it still verifies, else adopt an
+ * identical stored blob, else ask for the blob again. Verification here matters because the
+ * running hash did not survive the restart.
  */
-export async function settleReceivedBlob(stores: DeliveryStores, stageId: string, blob: StageBlob, now: number): Promise<void> {
+async function settleReceivedBlob(stores: DeliveryStores, stageId: string, blob: StageBlob, now: number): Promise<void> {
   const { stages, blobs } = stores;
   const ref = { digest: blob.digest, byte_len: blob.byte_len };
   if ((await stages.partialLength(stageId, blob.digest)) === blob.byte_len) {

@@ -32,7 +32,7 @@ import {
 import { LockTable } from "./lock-table.js";
 import { parseManifest } from "./manifest.js";
 import { receiptOf, type BlobRef, type CommitReceipt, type Manifest } from "./manifest-types.js";
-import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, settleReceivedBlob, type DeliveryStores, type RecoveryReport } from "./recovery.js";
+import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, type DeliveryStores, type RecoveryReport } from "./recovery.js";
 import { isExpired, missingOf, newStageId, parseStageId, type MissingBlob, type StageRecord } from "./stage.js";
 
 export type { ChunkAccepted } from "./chunk-upload.js";
@@ -200,8 +200,9 @@ export class Delivery {
 
   /**
    * Appends one chunk at `offset` of a blob's partial: streamed straight to the file with an
-   * incremental hash, fsynced, then its end recorded as the durable offset before it is
-   * acknowledged. A chunk that replays bytes already received is accepted without writing.
+   * incremental hash, acknowledged once it is part of the partial; the last chunk of a blob is
+   * checked against the blob's digest. A chunk that replays bytes already received is accepted
+   * without writing.
    */
   async putChunk(stageId: string, digest: string, offset: number, body: ByteSource): Promise<ChunkAccepted> {
     return guard(async () => {
@@ -243,10 +244,12 @@ export class Delivery {
   }
 
   /**
-   * Commits a fully uploaded stage: every blob re-read from the blob store and verified, the
-   * bundle digest recomputed over them in path order, the bundle contract checked on the bytes,
-   * then the commit record written durably in one transaction that also closes the stage.
-   * Idempotent: a committed stage id answers the same receipt, also after a restart.
+   * Commits a fully uploaded stage: every blob read back and checked against its digest, the
+   * bundle digest recomputed over them in path order and the bundle contract checked on the bytes
+   * (commit-verify.ts); the received blobs made durable and published; the blobs' directory
+   * entries made durable; then the commit record written durably in one transaction that also
+   * closes the stage. Idempotent: a committed stage id answers the same receipt, also after a
+   * restart.
    */
   async commit(stageId: string): Promise<CommitReceipt> {
     return guard(async () => {
@@ -257,9 +260,10 @@ export class Delivery {
       return this.#locks.exclusive(stageKey(id), async () => {
         const replay = await catalog.findByStage(id);
         if (replay !== undefined) return replay.receipt;
-        const stage = await this.#settled(await this.#liveStage(id, this.#clock()));
+        const stage = await this.#liveStage(id, this.#clock());
+        throwIfIncomplete(stage);
+        await this.#publish(stage);
         const manifest = stage.manifest;
-        await verifyForCommit(this.#backend, stage, this.limits);
         await this.#backend.blobs.sync(receiptOf(manifest).blobs.map((b) => b.digest));
         const entry = await catalog.record(
           {
@@ -282,16 +286,28 @@ export class Delivery {
     });
   }
 
-  /** Refuses an incomplete stage, and publishes blobs whose publication was interrupted. */
-  async #settled(stage: StageRecord): Promise<StageRecord> {
-    throwIfIncomplete(stage);
-    const pending = stage.blobs.filter((b) => !b.complete);
-    if (pending.length === 0) return stage;
-    for (const blob of pending) await settleReceivedBlob(this.#backend, stage.stage_id, blob, this.#clock());
-    const settled = await this.#backend.stages.get(stage.stage_id);
-    if (settled === undefined) throw stageNotFound(stage.stage_id);
-    throwIfIncomplete(settled);
-    return settled;
+  /**
+   * Verifies a complete stage and publishes the blobs it received. Their partials are made durable
+   * (most already were, in the background, as each completed) while the verification reads them,
+   * and nothing is published before both are done. Publications go in parallel.
+   */
+  async #publish(stage: StageRecord): Promise<void> {
+    const { stages } = this.#backend;
+    const id = stage.stage_id;
+    const received = stage.blobs.filter((b) => !b.complete).map((b) => ({ digest: b.digest, byte_len: b.byte_len }));
+    const [durable, verified] = await Promise.allSettled([
+      stages.syncReceived(id, received),
+      verifyForCommit(this.#backend, stage, this.limits, (digest) => this.#chunks.verified(id, digest)),
+    ]);
+    // A partial that could not be made durable is dropped while the verification may be reading
+    // it: its failure is the cause of whatever the verification then met.
+    if (durable.status === "rejected") throw durable.reason;
+    if (verified.status === "rejected") throw verified.reason;
+    const now = this.#clock();
+    const published = await Promise.allSettled(received.map((ref) => stages.promote(id, ref, now)));
+    for (const ref of received) this.#chunks.forget(id, ref.digest);
+    const failed = published.find((p): p is PromiseRejectedResult => p.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
   }
 
   async abort(stageId: string): Promise<void> {

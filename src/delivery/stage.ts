@@ -1,7 +1,11 @@
 /**
- * Stages: a manifest being uploaded. The metadata is durable (stages resume after a restart) and
- * each blob being received has an append-only partial whose durable offset is recorded after
- * every acknowledged chunk. This module holds the stage model and the store interface a backend
+ * Stages: a manifest being uploaded. The stage record is durable (stages resume after a restart)
+ * and each blob being received has an append-only partial. A chunk is acknowledged once it is
+ * part of its partial; the partial itself is the record of what was received, so no offset has to
+ * be written per chunk: after a restart a store reports what its partial holds (a crash of the
+ * machine may lose an unsynced tail, and then the client simply resumes earlier). Bytes become
+ * durable when a complete, verified partial is published (`promote`, at commit), before the
+ * commit record is written. This module holds the stage model and the store interface a backend
  * implements; the upload rules themselves live in service.ts.
  */
 import { randomBytes } from "node:crypto";
@@ -13,9 +17,12 @@ import type { BlobRef, Manifest } from "./manifest-types.js";
 export interface StageBlob {
   readonly digest: Digest;
   readonly byte_len: number;
-  /** Durable offset: bytes received, fsynced and recorded. */
+  /**
+   * Bytes received: what the blob's partial holds. After a restart it is what the partial still
+   * holds (made durable at start-up); `byte_len` once every byte was received and verified.
+   */
   readonly received: number;
-  /** Published into the blob store; the partial is gone. */
+  /** Published into the blob store (at commit, or found already stored); the partial is gone. */
   readonly complete: boolean;
 }
 
@@ -38,12 +45,17 @@ export interface MissingBlob {
   readonly offset: number;
 }
 
-/** An open append-only partial. Nothing written is acknowledged until `sync` returns. */
+/** An open append-only partial. Nothing written is acknowledged until `flush` returns. */
 export interface PartialAppender {
   append(bytes: Uint8Array): Promise<void>;
-  /** Makes every appended byte durable (fdatasync). */
-  sync(): Promise<void>;
-  /** Drops everything appended since opening (back to the durable offset) and closes. */
+  /**
+   * Ends a chunk: every appended byte is part of the partial, read back by `readPartial` and kept
+   * across a crash of this process. Surviving a crash of the machine is not required here: a
+   * store reports after a restart only what its partial still holds, and `promote` makes the
+   * whole partial durable before it is published.
+   */
+  flush(): Promise<void>;
+  /** Drops everything appended since opening (back to the offset it was opened at) and closes. */
   abandon(): Promise<void>;
   close(): Promise<void>;
 }
@@ -54,14 +66,28 @@ export interface StageStore {
   get(stageId: string): Promise<StageRecord | undefined>;
   findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined>;
   list(): Promise<readonly StageRecord[]>;
+  /**
+   * Records activity (begin, chunk, status): stages expire after inactivity. A store may persist
+   * it lazily, a second or so behind; a crash can then make a stage look that much older.
+   */
   touch(stageId: string, now: number): Promise<void>;
-  /** Opens the blob's partial positioned at its durable offset (longer partials are cut back). */
-  openPartial(stageId: string, digest: Digest, durableOffset: number): Promise<PartialAppender>;
+  /**
+   * Opens the blob's partial positioned at `received` (a longer partial holds bytes of a chunk that
+   * was never acknowledged, and is cut back; a shorter one lost bytes: the blob restarts at 0).
+   */
+  openPartial(stageId: string, digest: Digest, received: number): Promise<PartialAppender>;
   /** Length of the blob's partial file, or undefined when there is none. */
   partialLength(stageId: string, digest: Digest): Promise<number | undefined>;
-  /** Bytes `[position, position + length)` of the partial (unverified; for replay and rehashing). */
-  readPartial(stageId: string, digest: Digest, position: number, length: number): Promise<Uint8Array>;
-  /** Durably records the blob's new durable offset. */
+  /**
+   * Bytes `[position, position + length)` of the partial (unverified; for replay, rehashing and
+   * commit). With `into` (at least `length` bytes) a store may read into it and return a view of
+   * it, so that a caller reading many partials reuses its buffers.
+   */
+  readPartial(stageId: string, digest: Digest, position: number, length: number, into?: Uint8Array): Promise<Uint8Array>;
+  /**
+   * Records that the blob's partial now holds `received` bytes (a flushed chunk), and the stage's
+   * activity. It need not be durable on its own: the partial is the record that survives.
+   */
   recordReceived(stageId: string, digest: Digest, received: number, now: number): Promise<void>;
   /**
    * Asks for a blob again from offset 0: drops any partial and records the blob missing, adding
@@ -69,10 +95,21 @@ export interface StageStore {
    */
   requireBlob(stageId: string, ref: BlobRef): Promise<void>;
   /**
+   * Makes the complete partials of these blobs durable ahead of their publication, all at once so
+   * their disk waits overlap (and overlap with the commit's verification reading them). A partial
+   * of the wrong length was changed since it was received: it is dropped, the blob asked for again
+   * and `blob-tampered` thrown; one whose sync fails is dropped too (its bytes are not known to be
+   * on disk). A store whose partials are durable as written does nothing.
+   */
+  syncReceived(stageId: string, refs: readonly BlobRef[]): Promise<void>;
+  /**
    * Publishes the blob's complete partial into the blob store (create-new; an already stored blob
-   * is kept) and durably records it complete. The caller has fsynced the partial and verified its
-   * digest. The publication itself becomes durable with `BlobStore.sync` at commit. Returns true
-   * when this call created the blob, false when it was already stored.
+   * is kept) and records it complete: the partial's bytes are made durable first (unless
+   * `syncReceived` just did), so a published blob is never torn by a crash. The caller verified
+   * the partial's digest; a partial found changed since is dropped, the blob asked for again, and
+   * `blob-tampered` thrown. The publication's directory entry becomes durable with
+   * `BlobStore.sync` at commit. Returns true when this call created the blob, false when it was
+   * already stored.
    */
   promote(stageId: string, ref: BlobRef, now: number): Promise<boolean>;
   /** Marks a blob complete because the blob store already holds it; drops any partial. */

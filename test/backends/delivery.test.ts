@@ -148,14 +148,39 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(new Uint8Array(await delivery.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
     });
 
-    test("a blob tampered between upload and commit fails the commit, and the stage asks for it again", async (t) => {
+    for (const [what, edit] of [
+      ["a byte appended", (bytes: Buffer) => Buffer.concat([bytes, Buffer.from("x")])],
+      ["a byte changed", (bytes: Buffer) => Buffer.from(bytes.map((b, i) => (i === 100 ? b ^ 0xff : b)))],
+    ] as const) {
+      test(`received bytes tampered between upload and commit (${what}) fail the commit, and the stage asks for them again`, async (t) => {
+        const state = await backend.state(t);
+        const { delivery } = await state.open();
+        const built = uniqueBundle([12_000]);
+        const begun = await delivery.begin(built.manifest);
+        await uploadMissing(delivery, begun, built.blobs);
+        const target = begun.missing.find((m) => m.byte_len === 12_000)!;
+        await state.editPartial(begun.stage_id, target.digest as Digest, edit);
+        await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
+        assert.deepEqual(await delivery.list().then((l) => l.filter((b) => b.bundle_id === built.manifest.bundle_id)), []);
+        assert.deepEqual((await delivery.status(begun.stage_id)).missing.map((m) => [m.digest, m.offset]), [[target.digest, 0]]);
+        await rejectsWith(delivery.openBlob(target), "blob-not-found");
+        await uploadMissing(delivery, await delivery.begin(built.manifest), built.blobs);
+        assert.equal((await delivery.commit(begun.stage_id)).bundle_id, built.manifest.bundle_id);
+        assert.deepEqual(new Uint8Array(await delivery.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
+      });
+    }
+
+    test("a stored blob tampered before a commit that reuses it fails that commit, and the stage asks for it again", async (t) => {
       const state = await backend.state(t);
       const { delivery } = await state.open();
       const built = uniqueBundle([12_000]);
+      const target = built.manifest.components.find((c) => c.blob.byte_len === 12_000)!.blob;
+      const first = skillManifest(`${built.manifest.bundle_id}-first`, "r1", [{ path: "data/shared.bin", content: built.blobs.get(target.digest)! }]);
+      await commitWhole(delivery, first);
       const begun = await delivery.begin(built.manifest);
+      assert.ok(!begun.missing.some((m) => m.digest === target.digest), "the stored blob is not asked for");
       await uploadMissing(delivery, begun, built.blobs);
-      const target = begun.missing.find((m) => m.byte_len === 12_000)!;
-      await state.editBlob(target.digest as Digest, (bytes) => Buffer.concat([bytes, Buffer.from("x")]));
+      await state.editBlob(target.digest, (bytes) => Buffer.concat([bytes, Buffer.from("x")]));
       await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
       assert.deepEqual((await delivery.status(begun.stage_id)).missing.map((m) => [m.digest, m.offset]), [[target.digest, 0]]);
       await uploadMissing(delivery, await delivery.begin(built.manifest), built.blobs);

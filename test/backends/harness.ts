@@ -49,6 +49,8 @@ export interface State {
   appendJournalLine(runId: string, line: Buffer): Promise<void>;
   /** Rewrites a stored blob's bytes. */
   editBlob(digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
+  /** Rewrites the bytes a stage received for a blob (its partial), before they are published. */
+  editPartial(stageId: string, digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
 }
 
 export interface BackendUnderTest {
@@ -99,6 +101,10 @@ function embeddedBackend(): BackendUnderTest {
         },
         async editBlob(digest, edit) {
           const path = new DeliveryLayout(home).blobPath(digest);
+          writeFileSync(path, edit(readFileSync(path)));
+        },
+        async editPartial(stageId, digest, edit) {
+          const path = new DeliveryLayout(home).partialPath(stageId, digest);
           writeFileSync(path, edit(readFileSync(path)));
         },
       };
@@ -157,6 +163,15 @@ function postgresBackend(): BackendUnderTest {
             const whole = edit(Buffer.concat(rows.rows.map((r) => r.bytes)));
             await client.query("DELETE FROM warden_blob_chunks WHERE digest = $1", [digest]);
             await client.query("INSERT INTO warden_blob_chunks (digest, off, bytes) VALUES ($1, 0, $2)", [digest, whole]);
+          });
+        },
+        async editPartial(stageId, digest, edit) {
+          await withClient(url, async (client) => {
+            const where = "WHERE stage_id = $1 AND digest = $2";
+            const rows = await client.query<{ bytes: Buffer }>(`SELECT bytes FROM warden_stage_chunks ${where} ORDER BY off`, [stageId, digest]);
+            const whole = edit(Buffer.concat(rows.rows.map((r) => r.bytes)));
+            await client.query(`DELETE FROM warden_stage_chunks ${where}`, [stageId, digest]);
+            await client.query("INSERT INTO warden_stage_chunks (stage_id, digest, off, len, bytes) VALUES ($1, $2, 0, $3, $4)", [stageId, digest, whole.byteLength, whole]);
           });
         },
       };

@@ -102,15 +102,38 @@ test("a stored blob found tampered at commit is refused, dropped, and asked for 
   const opened = await openStore(t, tempHome(t));
   const { delivery } = opened;
   const { manifest, blobs } = skillManifest();
+  const victim = manifest.components[1]!.blob;
+  const first = buildManifest([{ path: "docs/copy.json", content: blobs.get(victim.digest)! }], "first");
+  await uploadMissing(delivery, await delivery.begin(first.manifest), first.blobs);
+  await delivery.commit((await delivery.begin(first.manifest)).stage_id);
   const begun = await delivery.begin(manifest);
+  assert.ok(!begun.missing.some((m) => m.digest === victim.digest), "stored already: not asked for");
   await uploadMissing(delivery, begun, blobs);
-  const victim = begun.missing[1]!;
   const blobPath = opened.layout.blobPath(victim.digest);
   const bytes = fs.readFileSync(blobPath);
   bytes[bytes.length - 1]! ^= 0x20;
   fs.writeFileSync(blobPath, bytes);
   await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
   assert.equal(fs.existsSync(blobPath), false, "bytes that do not match their address are dropped");
+  assert.deepEqual((await delivery.status(begun.stage_id)).missing, [{ digest: victim.digest, byte_len: victim.byte_len, offset: 0 }]);
+  await uploadMissing(delivery, await delivery.begin(manifest), blobs);
+  await delivery.commit(begun.stage_id);
+});
+
+test("a received partial changed between its last chunk and commit is refused, dropped, and asked for again", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const { manifest, blobs } = skillManifest();
+  const begun = await delivery.begin(manifest);
+  await uploadMissing(delivery, begun, blobs);
+  const victim = begun.missing[1]!;
+  const partial = opened.layout.partialPath(begun.stage_id, victim.digest);
+  const bytes = fs.readFileSync(partial);
+  bytes[bytes.length - 1]! ^= 0x20;
+  fs.writeFileSync(partial, bytes);
+  await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
+  assert.equal(fs.existsSync(opened.layout.blobPath(victim.digest)), false, "the changed bytes are not left published");
+  assert.deepEqual(await delivery.list(), []);
   assert.deepEqual((await delivery.status(begun.stage_id)).missing, [{ digest: victim.digest, byte_len: victim.byte_len, offset: 0 }]);
   await uploadMissing(delivery, await delivery.begin(manifest), blobs);
   await delivery.commit(begun.stage_id);
@@ -207,24 +230,24 @@ for (const [point, what] of [
   });
 }
 
-test("a failure recording a completed blob undoes its publication; the exact retry publishes it", async (t) => {
-  const fault = failOnceAt("offset-record");
+test("a failure right after linking a blob at commit undoes that link; the retry publishes it", async (t) => {
+  const fault = failOnceAt("blob-linked");
   const opened = await openStore(t, tempHome(t), { faults: fault.faults });
   const { delivery } = opened;
   const { manifest, blobs } = skillManifest();
   const begun = await delivery.begin(manifest);
-  const last = begun.missing[0]!;
-  const bytes = blobs.get(last.digest)!;
-  await delivery.putChunk(begun.stage_id, last.digest, 0, bytes.subarray(0, 10));
+  await uploadMissing(delivery, begun, blobs);
   fault.arm();
-  await rejectsWith(delivery.putChunk(begun.stage_id, last.digest, 10, bytes.subarray(10)), "delivery-storage-failed");
-  assert.equal(fs.existsSync(opened.layout.blobPath(last.digest)), false, "the unrecorded link was undone");
-  assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, last.digest)).nlink, 1);
-  assert.equal((await delivery.status(begun.stage_id)).missing.find((m) => m.digest === last.digest)?.offset, 10);
-  assert.equal((await delivery.putChunk(begun.stage_id, last.digest, 10, bytes.subarray(10))).next_offset, last.byte_len);
-  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, last.digest)), false);
-  await uploadMissing(delivery, { ...begun, missing: begun.missing.slice(1) }, blobs);
+  await rejectsWith(delivery.commit(begun.stage_id), "delivery-storage-failed");
+  assert.deepEqual(await delivery.list(), []);
+  const unlinked = begun.missing.filter((m) => !fs.existsSync(opened.layout.blobPath(m.digest)));
+  assert.equal(unlinked.length, 1, "exactly the blob whose link failed is not published");
+  const partial = opened.layout.partialPath(begun.stage_id, unlinked[0]!.digest);
+  assert.equal(fs.statSync(partial).nlink, 1, "the partial is again the blob's only name");
+  assert.deepEqual((await delivery.status(begun.stage_id)).missing, [], "its verified bytes are kept: nothing to send again");
   assert.equal((await delivery.commit(begun.stage_id)).manifest_digest, manifest.manifest_digest);
+  assert.equal(fs.existsSync(partial), false);
+  for (const m of begun.missing) assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(m.digest))), blobs.get(m.digest));
 });
 
 test("a failure after the commit record is durable: the retry and a restart answer the same receipt", async (t) => {

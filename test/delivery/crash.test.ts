@@ -33,17 +33,20 @@ interface Run {
 const POINTS: ReadonlyArray<readonly [DeliveryFaultPoint, number]> = [
   ["blob-temp-written", 1],
   ["partial-created", 4],
-  ["chunk-written", 9],
-  ["partial-sync", 9],
-  ["offset-record", 9],
-  ["blob-linked", 4],
+  ["chunk-written", 8],
+  ["partial-sync", 5],
+  ["blob-linked", 5],
   ["blob-dir-sync", 1],
   ["commit-record", 1],
   ["commit-recorded", 1],
   ["stage-remove", 1],
 ];
-/** From here on every blob was durably received before the kill. */
-const AFTER_UPLOAD = new Set<DeliveryFaultPoint>(["blob-dir-sync", "commit-record", "commit-recorded", "stage-remove"]);
+/**
+ * From here on every chunk was acknowledged before the kill (these points are passed at commit;
+ * a blob's fdatasync may start earlier, while later blobs upload): a crash of the process keeps
+ * every acknowledged byte, so the re-push sends nothing.
+ */
+const AFTER_UPLOAD = new Set<DeliveryFaultPoint>(["blob-linked", "blob-dir-sync", "commit-record", "commit-recorded", "stage-remove"]);
 /** From here on the commit record was durable before the kill. */
 const AFTER_COMMIT = new Set<DeliveryFaultPoint>(["commit-recorded", "stage-remove"]);
 
@@ -94,6 +97,16 @@ interface Outcome {
   readonly steps: number;
 }
 
+/** The last acknowledged offset of each blob, from the child's "acked" lines. */
+function ackedOffsets(lines: readonly string[]): Map<string, number> {
+  const acked = new Map<string, number>();
+  for (const line of lines) {
+    const match = /^acked (\S+) (\d+)$/.exec(line);
+    if (match !== null) acked.set(match[1]!, Number(match[2]));
+  }
+  return acked;
+}
+
 async function crashAndRecover(child: WarmChild, run: Run): Promise<Outcome> {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), "warden-delivery-crash-"));
   try {
@@ -124,6 +137,11 @@ async function crashAndRecover(child: WarmChild, run: Run): Promise<Outcome> {
 
       const begun = await delivery.begin(manifest);
       const missingBytes = begun.missing.reduce((sum, m) => sum + (m.byte_len - m.offset), 0);
+      // A crash of the process loses no acknowledged byte: every blob resumes at or past its last ack.
+      for (const [digest, acked] of ackedOffsets(child.lines)) {
+        const resume = begun.missing.find((m) => m.digest === digest)?.offset;
+        assert.ok(resume === undefined || resume >= acked, `${digest} resumes at ${resume}, below its acknowledged ${acked}`);
+      }
       const sent = await uploadMissing(delivery, begun, blobs, CRASH_CHUNK_BYTES);
       assert.equal(sent, missingBytes, "the re-push sends exactly the missing bytes");
       if (run.point !== undefined && AFTER_UPLOAD.has(run.point)) assert.equal(sent, 0, `${run.point}: every blob was already durable`);

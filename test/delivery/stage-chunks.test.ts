@@ -67,10 +67,11 @@ test("replay reports the exact end of each chunk after several chunks, then the 
   assert.deepEqual(new Uint8Array(fs.readFileSync(partial)), bytes.subarray(0, 4));
   assert.equal((await delivery.putChunk(begun.stage_id, digest, 4, bytes.subarray(4))).next_offset, bytes.byteLength);
 
-  // Published: the partial is gone and the blob store holds exactly the bytes.
-  assert.equal(fs.existsSync(partial), false);
-  assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), bytes);
-  // Replays after publication are compared with the stored blob.
+  // Received and verified: the partial holds exactly the blob; it is published at commit.
+  assert.deepEqual(new Uint8Array(fs.readFileSync(partial)), bytes);
+  assert.equal(fs.existsSync(opened.layout.blobPath(digest)), false);
+  assert.equal((await delivery.status(begun.stage_id)).missing.some((m) => m.digest === digest), false);
+  // Replays of a received blob are compared with its partial.
   assert.equal((await delivery.putChunk(begun.stage_id, digest, 2, bytes.subarray(2, 4))).next_offset, 4);
   await rejectsWith(delivery.putChunk(begun.stage_id, digest, 2, enc("xy")), "chunk-out-of-order");
   assert.equal((await delivery.putChunk(begun.stage_id, digest, bytes.byteLength, new Uint8Array(0))).next_offset, bytes.byteLength);
@@ -79,6 +80,28 @@ test("replay reports the exact end of each chunk after several chunks, then the 
   await uploadMissing(delivery, { ...begun, missing: begun.missing.filter((m) => m.digest !== digest) }, blobs);
   const receipt = await delivery.commit(begun.stage_id);
   assert.equal(receipt.manifest_digest, manifest.manifest_digest);
+  // Published: the partial is gone and the blob store holds exactly the bytes.
+  assert.equal(fs.existsSync(partial), false);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), bytes);
+});
+
+test("replays of a blob another bundle stored meanwhile are compared with the stored blob", async (t) => {
+  const { delivery } = await openStore(t, tempHome(t));
+  const shared = bytesOf(30, 9_000);
+  const a = buildManifest([{ path: "data/shared.bin", content: shared }], "bundle-a");
+  const b = buildManifest([{ path: "data/shared.bin", content: shared }, { path: "data/b.bin", content: bytesOf(31, 500) }], "bundle-b");
+  const stageB = await delivery.begin(b.manifest);
+  const digest = a.manifest.components[0]!.blob.digest;
+  await delivery.putChunk(stageB.stage_id, digest, 0, shared.subarray(0, 3000));
+  await uploadMissing(delivery, await delivery.begin(a.manifest), a.blobs);
+  await delivery.commit((await delivery.begin(a.manifest)).stage_id);
+  // Resuming B finds the blob stored: it is no longer asked for, and replays compare with it.
+  const resumed = await delivery.begin(b.manifest);
+  assert.deepEqual(resumed.missing.map((m) => m.digest), b.manifest.components.filter((c) => c.blob.digest !== digest).map((c) => c.blob.digest));
+  assert.equal((await delivery.putChunk(stageB.stage_id, digest, 3000, shared.subarray(3000, 6000))).next_offset, 6000);
+  await rejectsWith(delivery.putChunk(stageB.stage_id, digest, 3000, shared.subarray(0, 3000)), "chunk-out-of-order");
+  await uploadMissing(delivery, resumed, b.blobs);
+  await delivery.commit(stageB.stage_id);
 });
 
 test("a partial only grows by appends: earlier bytes and the file itself are never rewritten", async (t) => {
@@ -117,7 +140,8 @@ test("a streamed chunk is accepted piece by piece and checked against the blob's
   assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000);
   const next = await delivery.putChunk(begun.stage_id, digest, 10_000, streamOf(data.subarray(10_000, 30_000), data.subarray(30_000)));
   assert.equal(next.next_offset, data.byteLength);
-  assert.ok(fs.existsSync(opened.layout.blobPath(digest)));
+  await delivery.commit(begun.stage_id);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
 });
 
 test("limits: an oversized chunk has its own code, and a chunk past byte_len writes nothing", async (t) => {
@@ -209,10 +233,12 @@ test("a failure right after creating a partial removes it, and the exact retry s
   await delivery.commit(begun.stage_id);
 });
 
-for (const point of ["chunk-written", "partial-sync", "offset-record"] as const) {
+for (const point of ["chunk-written", "activity-record"] as const) {
   test(`a failure at ${point} acknowledges nothing; the partial is cut back and the retry continues`, async (t) => {
     const fault = failOnceAt(point);
-    const opened = await openStore(t, tempHome(t), { faults: fault.faults });
+    // Activity is written at most once a second: this clock makes every chunk write it.
+    let now = 1_000_000;
+    const opened = await openStore(t, tempHome(t), { faults: fault.faults, clock: () => (now += 2000) });
     const { delivery } = opened;
     const data = bytesOf(4, 30_000);
     const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
@@ -221,17 +247,56 @@ for (const point of ["chunk-written", "partial-sync", "offset-record"] as const)
     await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
     fault.arm();
     await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000)), "delivery-storage-failed");
-    assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "durable offset unchanged");
-    assert.ok(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size <= 20_000);
+    assert.ok(fault.fired());
+    assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
+    assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the refused chunk's bytes are gone");
     // The client retries the same chunk at the same offset.
     assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000))).next_offset, 20_000);
     assert.equal((await delivery.putChunk(begun.stage_id, digest, 20_000, data.subarray(20_000))).next_offset, 30_000);
-    assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
     await delivery.commit(begun.stage_id);
+    assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
   });
 }
 
-test("a failed fdatasync of a blob's last chunk publishes nothing and asks for the blob again", async (t) => {
+test("a chunk costs no database commit and no fsync; the bytes are made durable once, at commit, before they are published", async (t) => {
+  const points: string[] = [];
+  // A still clock: activity is then never due for writing, which a test of its own covers.
+  const opened = await openStore(t, tempHome(t), { faults: { at: (p) => void points.push(p) }, clock: () => 1_000_000 });
+  const { delivery } = opened;
+  const data = bytesOf(6, 40_000);
+  const { manifest, blobs } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  await uploadMissing(delivery, begun, blobs, 1000);
+  assert.deepEqual(points, ["partial-created", ...Array<string>(40).fill("chunk-written")], "no sync and no record per chunk");
+  points.length = 0;
+  await delivery.commit(begun.stage_id);
+  // Durability order: the bytes before their link into the store, the links before the record.
+  assert.deepEqual(points, ["partial-sync", "blob-linked", "blob-dir-sync", "commit-record", "commit-recorded", "stage-remove"]);
+});
+
+test("a blob's fdatasync starts while the next blob uploads, never after the upload's last chunk", async (t) => {
+  const points: string[] = [];
+  const opened = await openStore(t, tempHome(t), { faults: { at: (p) => void points.push(p) }, clock: () => 1_000_000 });
+  const { delivery } = opened;
+  const { manifest, blobs } = buildManifest([
+    { path: "data/a.bin", content: bytesOf(7, 3000) },
+    { path: "data/b.bin", content: bytesOf(8, 3000) },
+  ]);
+  const begun = await delivery.begin(manifest);
+  const [first, second] = begun.missing;
+  await uploadMissing(delivery, { ...begun, missing: [first!] }, blobs, 1000);
+  assert.equal(points.includes("partial-sync"), false, "the last chunk is answered with no sync started");
+  await delivery.putChunk(begun.stage_id, second!.digest, 0, blobs.get(second!.digest)!.subarray(0, 1000));
+  assert.equal(points.filter((p) => p === "partial-sync").length, 1, "the next chunk starts the first blob's sync");
+  await uploadMissing(delivery, { ...begun, missing: [{ ...second!, offset: 1000 }] }, blobs, 1000);
+  assert.equal(points.filter((p) => p === "partial-sync").length, 1);
+  points.length = 0;
+  await delivery.commit(begun.stage_id);
+  assert.deepEqual(points.filter((p) => p === "partial-sync").length, 1, "the commit syncs only the last blob");
+  assert.ok(points.indexOf("partial-sync") < points.indexOf("blob-dir-sync"));
+});
+
+test("a failed fdatasync at commit publishes nothing, commits nothing and asks for the blob again", async (t) => {
   const fault = failOnceAt("partial-sync");
   const opened = await openStore(t, tempHome(t), { faults: fault.faults });
   const { delivery } = opened;
@@ -239,11 +304,15 @@ test("a failed fdatasync of a blob's last chunk publishes nothing and asks for t
   const { manifest, blobs } = buildManifest([{ path: "data/a.bin", content: data }]);
   const begun = await delivery.begin(manifest);
   const digest = begun.missing[0]!.digest;
-  await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+  await uploadMissing(delivery, begun, blobs, 10_000);
   fault.arm();
-  await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000)), "delivery-storage-failed");
+  await rejectsWith(delivery.commit(begun.stage_id), "delivery-storage-failed");
+  assert.ok(fault.fired());
   assert.equal(fs.existsSync(opened.layout.blobPath(digest)), false, "bytes not known durable are not published");
+  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, digest)), false, "nor kept");
+  assert.deepEqual(await delivery.list(), []);
   assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 0);
+  await rejectsWith(delivery.commit(begun.stage_id), "stage-incomplete");
   await uploadMissing(delivery, await delivery.begin(manifest), blobs);
   await delivery.commit(begun.stage_id);
 });

@@ -65,30 +65,76 @@ test("stages survive a restart and resume from the last durable offset", async (
   assert.equal(receipt.manifest_digest, manifest.manifest_digest);
 });
 
-test("a partial longer than its durable offset (a crash mid-write) is cut back on reopen", async (t) => {
+test("a crash mid-chunk keeps the bytes it wrote: the blob resumes at the partial's length", async (t) => {
   const { home, manifest, blobs, stageId, digest, data, partial } = await partlyUploaded(t, 8, 100_000, 30_000);
-  // Bytes a crashed writer appended but never acknowledged, and wrong ones at that.
-  fs.appendFileSync(partial, new Uint8Array(5000).fill(0xee));
+  // The first 5000 bytes of a chunk the crashed node was writing when it died, never acknowledged.
+  fs.appendFileSync(partial, data.subarray(30_000, 35_000));
 
   const second = await openStore(t, home);
-  assert.equal(second.repairs.truncatedPartials, 1);
-  assert.equal(fs.statSync(partial).size, 30_000);
+  assert.equal(second.repairs.droppedPartials, 0);
   const resumed = await second.delivery.begin(manifest);
-  assert.equal(resumed.missing[0]!.offset, 30_000);
+  assert.equal(resumed.missing[0]!.offset, 35_000);
+  // The client may still send the chunk it never saw acknowledged: the overlap is refused with the offset to go on from.
+  const overlap = await rejectsWith(second.delivery.putChunk(stageId, digest, 30_000, data.subarray(30_000, 40_000)), "chunk-out-of-order");
+  assert.equal(overlap.details.expected_offset, 35_000);
   // The running hash is rebuilt from the partial: the final digest check passes.
-  await uploadMissing(second.delivery, resumed, blobs, 40_000);
+  assert.equal(await uploadMissing(second.delivery, resumed, blobs, 40_000), 65_000, "only the bytes the partial lacks travel");
   await second.delivery.commit(stageId);
   assert.deepEqual(new Uint8Array(await second.delivery.openBlob({ digest, byte_len: data.byteLength })), data);
 });
 
-test("a partial shorter than its durable offset lost acknowledged bytes: the blob restarts at 0", async (t) => {
-  const { home, manifest, blobs, stageId, partial } = await partlyUploaded(t, 9, 50_000, 30_000);
-  fs.truncateSync(partial, 1000);
+test("bytes in a partial that are not the blob's are caught when it completes: 422, the blob restarts at 0", async (t) => {
+  const { home, manifest, blobs, stageId, digest, data, partial } = await partlyUploaded(t, 8, 100_000, 30_000);
+  // A machine crash can leave a tail that was never written (zeros) in a partial.
+  fs.appendFileSync(partial, new Uint8Array(5000));
+
   const second = await openStore(t, home);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.missing[0]!.offset, 35_000, "what the partial holds is all the node can report");
+  const mismatch = await rejectsWith(second.delivery.putChunk(stageId, digest, 35_000, data.subarray(35_000)), "blob-digest-mismatch");
+  assert.equal(mismatch.status, 422);
+  assert.equal(mismatch.details.expected_offset, 0);
+  assert.equal(fs.existsSync(second.layout.blobPath(digest)), false, "nothing was published");
+  await uploadMissing(second.delivery, await second.delivery.begin(manifest), blobs);
+  await second.delivery.commit(stageId);
+  assert.deepEqual(new Uint8Array(await second.delivery.openBlob({ digest, byte_len: data.byteLength })), data);
+});
+
+test("a partial longer than its blob is dropped on reopen: the blob restarts at 0", async (t) => {
+  const { home, manifest, blobs, stageId, partial } = await partlyUploaded(t, 8, 10_000, 3_000);
+  fs.appendFileSync(partial, new Uint8Array(7001).fill(0xee));
+  const second = await openStore(t, home);
+  assert.equal(second.repairs.droppedPartials, 1);
+  assert.equal(fs.existsSync(partial), false);
   const resumed = await second.delivery.begin(manifest);
   assert.equal(resumed.missing[0]!.offset, 0);
   await uploadMissing(second.delivery, resumed, blobs);
   await second.delivery.commit(stageId);
+});
+
+test("a partial that lost its tail (a machine crash before it was synced) resumes from what it still holds", async (t) => {
+  const { home, manifest, blobs, stageId, partial } = await partlyUploaded(t, 9, 50_000, 30_000);
+  fs.truncateSync(partial, 1000);
+  const second = await openStore(t, home);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.missing[0]!.offset, 1000);
+  assert.equal(await uploadMissing(second.delivery, resumed, blobs), 49_000);
+  await second.delivery.commit(stageId);
+});
+
+test("a partial cut shorter while the node runs lost acknowledged bytes: the blob restarts at 0", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const data = bytesOf(9, 50_000);
+  const { manifest, blobs } = buildManifest([{ path: "data/big.bin", content: data }]);
+  const begun = await opened.delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await opened.delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 30_000));
+  fs.truncateSync(opened.layout.partialPath(begun.stage_id, digest), 1000);
+  const lost = await rejectsWith(opened.delivery.putChunk(begun.stage_id, digest, 30_000, data.subarray(30_000)), "stage-partial-lost");
+  assert.equal(lost.details.expected_offset, 0);
+  assert.equal((await opened.delivery.status(begun.stage_id)).missing[0]!.offset, 0);
+  await uploadMissing(opened.delivery, await opened.delivery.begin(manifest), blobs);
+  await opened.delivery.commit(begun.stage_id);
 });
 
 test("stages expire after inactivity, not after creation", async (t) => {

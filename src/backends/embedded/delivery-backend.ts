@@ -47,7 +47,7 @@ export async function openEmbeddedDelivery(home: string, options: EmbeddedDelive
     db = openDeliveryDatabase(layout.dbPath);
     const blobs = new EmbeddedBlobStore(layout, options.faults);
     const stages = new EmbeddedStageStore(db, layout, blobs, options.faults);
-    const catalog = new EmbeddedCatalogStore(db, options.faults);
+    const catalog = new EmbeddedCatalogStore(db, options.faults, (stageId) => stages.closed(stageId));
     const repairs = await repairDeliveryFiles(audit, layout, stages);
     const opened = db;
     let closed = false;

@@ -3,14 +3,14 @@
  * create-new (link(2), never rename over), and every read is verified against the address.
  */
 import * as fs from "node:fs";
-import { webcrypto } from "node:crypto";
 import { join } from "node:path";
-import { digestFromHex, digestEquals, type Digest } from "../../core/digest.js";
+import { digestFromHex, type Digest } from "../../core/digest.js";
 import { IntegrityError, NotFoundError, errnoCode } from "../../core/errors.js";
 import {
   RECEIVED_MISMATCH,
   TAMPERED,
   piecesOf,
+  verifyBytes,
   verifyingStream,
   type BlobStore,
   type ByteSource,
@@ -21,10 +21,9 @@ import {
   ensurePrivateDirSync,
   openPrivateFileSync,
   publishTempFile,
-  syncDir,
   tempPathFor,
 } from "../../storage/secure-fs.js";
-import { datasync, lstatOrUndefined, readExactly, writeAll } from "./delivery-fd-io.js";
+import { datasync, lstatOrUndefined, readExactly, syncDirectory, writeAll } from "./delivery-fd-io.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 import { BLOB_NAME_RE, SHARD_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
 
@@ -82,7 +81,7 @@ export class EmbeddedBlobStore implements BlobStore {
   async sync(digests: readonly Digest[]): Promise<void> {
     fire(this.#faults, "blob-dir-sync");
     const dirs = new Set([this.#layout.blobsDir, ...digests.map((d) => this.#layout.shardDir(d))]);
-    await Promise.all([...dirs].map((dir) => syncDir(dir)));
+    await Promise.all([...dirs].map((dir) => syncDirectory(dir)));
   }
 
   /** Shards are created on first use; their own directory entry is made durable by `sync`. */
@@ -91,10 +90,7 @@ export class EmbeddedBlobStore implements BlobStore {
     ensurePrivateDirSync(this.#layout.shardDir(digest), { create: true, recursive: true });
   }
 
-  /**
-   * The whole blob, verified before it is returned. The digest runs on the I/O threads
-   * (WebCrypto), so a caller hashing the previous blob on this thread overlaps with it.
-   */
+  /** The whole blob, verified (off this thread: see verifyBytes) before it is returned. */
   async read(ref: BlobRef): Promise<Uint8Array> {
     const fd = this.#open(ref.digest);
     let bytes: Buffer;
@@ -104,10 +100,7 @@ export class EmbeddedBlobStore implements BlobStore {
     } finally {
       fs.closeSync(fd);
     }
-    const actual = `sha256:${Buffer.from(await webcrypto.subtle.digest("SHA-256", bytes)).toString("hex")}`;
-    if (bytes.byteLength !== ref.byte_len || !digestEquals(actual, ref.digest)) {
-      throw new IntegrityError("blob-tampered", `stored blob ${ref.digest} hashes to ${actual}`, { details: { digest: ref.digest, byte_len: ref.byte_len } });
-    }
+    await verifyBytes(ref, bytes, TAMPERED);
     return bytes;
   }
 

@@ -37,10 +37,13 @@ export class EmbeddedCatalogStore implements CatalogStore {
   readonly #closeStage;
   readonly #retire;
   readonly #liveDigests;
+  readonly #stageClosed: ((stageId: string) => void) | undefined;
 
-  constructor(db: DeliveryDatabase, faults?: DeliveryFaults) {
+  /** `stageClosed` hears of every stage a commit record closed, once that record is durable. */
+  constructor(db: DeliveryDatabase, faults?: DeliveryFaults, stageClosed?: (stageId: string) => void) {
     this.#db = db;
     this.#faults = faults;
+    this.#stageClosed = stageClosed;
     this.#byManifest = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE manifest_digest = ?`);
     this.#byStage = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE stage_id = ?`);
     this.#byRevision = db.prepare<[string, string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE bundle_id = ? AND revision = ?`);
@@ -99,6 +102,7 @@ export class EmbeddedCatalogStore implements CatalogStore {
       this.#closeStage.run(entry.stage_id);
       return entry;
     })();
+    this.#stageClosed?.(entry.stage_id);
     fire(this.#faults, "commit-recorded");
     return recorded;
   }

@@ -9,11 +9,11 @@ export type DeliveryFaultPoint =
   | "partial-created"
   /** a chunk's bytes were appended, before they are fsynced */
   | "chunk-written"
-  /** before the fdatasync of a partial */
+  /** at commit, before the fdatasync that makes a complete partial durable for its publication */
   | "partial-sync"
-  /** inside the transaction recording a durable offset, before it commits */
-  | "offset-record"
-  /** a completed partial was linked into the blob store, before its directory is fsynced */
+  /** inside the transaction writing a stage's latest activity (at most once a second), before it commits */
+  | "activity-record"
+  /** a complete partial was linked into the blob store, before it is recorded complete and its partial name dropped */
   | "blob-linked"
   /** before the fsync of a blob shard directory */
   | "blob-dir-sync"

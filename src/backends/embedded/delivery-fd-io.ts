@@ -1,8 +1,9 @@
 /**
  * Descriptor I/O of the embedded delivery stores. Opening, closing, linking and unlinking are
  * cheap syscalls done synchronously (a round trip through the I/O threads costs more than the
- * call, especially on a busy machine); reading, writing and syncing file data go to the I/O
- * threads, so hashing on this thread overlaps with them.
+ * call, especially on a busy machine), and so is appending a small piece (a copy into the page
+ * cache); reading, writing large pieces and syncing go to the I/O threads, so hashing on this
+ * thread overlaps with them.
  */
 import * as fs from "node:fs";
 
@@ -22,13 +23,33 @@ export function writeAll(fd: number, bytes: Uint8Array): Promise<void> {
   });
 }
 
+/**
+ * fsyncs a directory: opening and closing here, only the fsync on the I/O threads (a commit
+ * syncs a hundred shard directories; three round trips each would queue behind one another).
+ */
+export async function syncDirectory(path: string): Promise<void> {
+  const fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+  try {
+    await new Promise<void>((resolve, reject) => fs.fsync(fd, (error) => (error === null ? resolve() : reject(error))));
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+export function writeAllSync(fd: number, bytes: Uint8Array): void {
+  for (let offset = 0; offset < bytes.byteLength; ) offset += fs.writeSync(fd, bytes, offset, bytes.byteLength - offset);
+}
+
 export function datasync(fd: number): Promise<void> {
   return new Promise((resolve, reject) => fs.fdatasync(fd, (error) => (error === null ? resolve() : reject(error))));
 }
 
-/** Reads `length` bytes at `position`; fewer only if the file ends first. */
-export function readExactly(fd: number, position: number, length: number): Promise<Buffer> {
-  const buffer = Buffer.allocUnsafe(length);
+/**
+ * Reads `length` bytes at `position`; fewer only if the file ends first. With `into` (at least
+ * `length` bytes) the bytes land there, and the result is a view of it.
+ */
+export function readExactly(fd: number, position: number, length: number, into?: Uint8Array): Promise<Buffer> {
+  const buffer = into === undefined ? Buffer.allocUnsafe(length) : Buffer.from(into.buffer, into.byteOffset, length);
   return new Promise((resolve, reject) => {
     const step = (filled: number): void => {
       if (filled >= length) {
@@ -47,4 +68,32 @@ export function readExactly(fd: number, position: number, length: number): Promi
 
 export function lstatOrUndefined(path: string): fs.Stats | undefined {
   return fs.lstatSync(path, { throwIfNoEntry: false });
+}
+
+/**
+ * Runs at most `limit` jobs at once, the rest in arrival order. An fdatasync holds one of the
+ * four I/O threads for as long as the disk takes: bounding them keeps threads free for the
+ * writes and reads that the event loop waits on.
+ */
+export class BoundedRunner {
+  readonly #limit: number;
+  readonly #waiting: Array<() => void> = [];
+  #running = 0;
+
+  constructor(limit: number) {
+    this.#limit = limit;
+  }
+
+  async run<T>(job: () => Promise<T>): Promise<T> {
+    if (this.#running >= this.#limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else this.#running++;
+    try {
+      return await job();
+    } finally {
+      // The slot passes straight to the next job waiting, or frees up.
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#running--;
+    }
+  }
 }

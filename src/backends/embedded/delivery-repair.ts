@@ -1,20 +1,24 @@
 /**
  * File repairs of start-up recovery, run only after the audit passed the whole tree: drop temp
  * files and publication twins a crash left behind, remove stage directories whose stage is gone,
- * and cut every partial back to its durable offset (bytes past it were never acknowledged).
+ * and make every partial's length durable: it is the offset its blob resumes from (a crash of
+ * the machine may have cut an unsynced tail, and the client then resumes earlier; bytes that are
+ * not the blob's are caught by the digest check when the blob completes).
  */
 import * as fs from "node:fs";
 import { dirname, join } from "node:path";
 import { digestHex } from "../../core/digest.js";
 import { openPrivateFileSync, syncDirSync } from "../../storage/secure-fs.js";
 import type { DeliveryAudit } from "./delivery-audit.js";
+import { datasync, lstatOrUndefined } from "./delivery-fd-io.js";
 import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
 import { removeStageDirSync, type EmbeddedStageStore } from "./delivery-stage-store.js";
 
 export interface FileRepairReport {
   readonly removedTemps: number;
   readonly removedStageDirs: number;
-  readonly truncatedPartials: number;
+  /** Partials longer than their blob (no chunk this store accepts makes one): dropped, the blob restarts at 0. */
+  readonly droppedPartials: number;
 }
 
 export async function repairDeliveryFiles(audit: DeliveryAudit, layout: DeliveryLayout, stages: EmbeddedStageStore): Promise<FileRepairReport> {
@@ -31,7 +35,8 @@ export async function repairDeliveryFiles(audit: DeliveryAudit, layout: Delivery
     touched.add(layout.stagesDir);
     removedStageDirs++;
   }
-  let truncatedPartials = 0;
+  let droppedPartials = 0;
+  const kept: string[] = [];
   for (const stage of records.values()) {
     const receiving = new Map(stage.blobs.filter((b) => !b.complete).map((b) => [digestHex(b.digest), b]));
     const dir = layout.stageDir(stage.stage_id);
@@ -44,28 +49,26 @@ export async function repairDeliveryFiles(audit: DeliveryAudit, layout: Delivery
     }
     for (const blob of receiving.values()) {
       const path = layout.partialPath(stage.stage_id, blob.digest);
-      const size = fs.existsSync(path) ? fs.lstatSync(path).size : undefined;
-      const ref = { digest: blob.digest, byte_len: blob.byte_len };
-      if (size === undefined) {
-        // A fully received blob without partial may have been published: settling decides.
-        if (blob.received > 0 && blob.received < blob.byte_len) await stages.requireBlob(stage.stage_id, ref);
-      } else if (size > blob.received) {
-        truncateSync(path, blob.received);
-        truncatedPartials++;
-      } else if (size < blob.received) {
-        await stages.requireBlob(stage.stage_id, ref);
+      const size = lstatOrUndefined(path)?.size;
+      if (size === undefined) continue;
+      if (size > blob.byte_len) {
+        await stages.requireBlob(stage.stage_id, { digest: blob.digest, byte_len: blob.byte_len });
+        touched.add(dir);
+        droppedPartials++;
+      } else {
+        kept.push(path);
       }
     }
   }
+  await Promise.all(kept.map(syncFile));
   for (const dir of touched) if (fs.existsSync(dir)) syncDirSync(dir);
-  return { removedTemps: audit.blobTemps.length, removedStageDirs, truncatedPartials };
+  return { removedTemps: audit.blobTemps.length, removedStageDirs, droppedPartials };
 }
 
-function truncateSync(path: string, length: number): void {
-  const fd = openPrivateFileSync(path, "readwrite");
+async function syncFile(path: string): Promise<void> {
+  const fd = openPrivateFileSync(path, "read");
   try {
-    fs.ftruncateSync(fd, length);
-    fs.fdatasyncSync(fd);
+    await datasync(fd);
   } finally {
     fs.closeSync(fd);
   }

@@ -1,8 +1,15 @@
 /**
- * Stages of the embedded backend: metadata in the delivery database, one append-only partial
- * file per blob being received under stages/<stage_id>/. A partial only ever grows by appends
- * (O_APPEND) and is cut back only to its recorded durable offset, i.e. only bytes that were never
- * acknowledged are dropped.
+ * Stages of the embedded backend: stage records in the delivery database, one append-only partial
+ * file per blob being received under stages/<stage_id>/. The partial is the record of what was
+ * received. This process (the only one with the store open: it holds the store's lock) keeps each
+ * blob's received offset in memory, and a restarted one reads it back from the partial's length,
+ * which start-up repair makes durable. So a chunk costs its write and neither a database commit
+ * nor an fsync; a partial's bytes are made durable once, at commit (`syncReceived`, `promote`),
+ * before it is published. A partial only ever grows by appends (O_APPEND) and is cut back only to
+ * bytes that were never acknowledged.
+ *
+ * The rows' `received` column is no longer maintained (older versions recorded every chunk
+ * there); `complete` records blobs found already stored.
  */
 import * as fs from "node:fs";
 import { join } from "node:path";
@@ -13,27 +20,67 @@ import { manifestDigestOf, type BlobRef, type Manifest } from "../../delivery/ma
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
-import { datasync, lstatOrUndefined, readExactly, writeAll } from "./delivery-fd-io.js";
+import { BoundedRunner, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
 
+/**
+ * Pieces up to this size are appended on this thread: copying them into the page cache costs less
+ * than handing them to an I/O thread and back; larger ones are written there while this thread
+ * hashes them.
+ */
+const SYNC_WRITE_BYTES = 128 * 1024;
+
+/** fdatasyncs of complete partials in flight at once (see BoundedRunner). */
+const SYNCS_IN_FLIGHT = 2;
+
+/**
+ * Activity is written to the stage's row at most this often: a crash can make a stage look up to
+ * this much older (against an inactivity expiry of minutes), and a chunk stream costs no commit.
+ */
+const ACTIVITY_PERSIST_MS = 1000;
+
 interface StageRow {
   stage_id: string;
   manifest_digest: string;
-  manifest: string;
   created_at: number;
   last_active_at: number;
   reserved_bytes: number;
 }
 
 interface StageBlobRow {
-  stage_id: string;
   digest: string;
   byte_len: number;
-  received: number;
   complete: number;
 }
+
+interface BlobProgress {
+  readonly byte_len: number;
+  received: number;
+  complete: boolean;
+  /**
+   * The fdatasync of its complete partial (at commit); resolves to the error when it failed (the
+   * partial's bytes are then not known to be on disk).
+   */
+  sync: Promise<unknown> | undefined;
+  /** This process created or opened its partial (and checked the path) already. */
+  opened: boolean;
+}
+
+/** What this process knows of a stage: its row, and more. */
+interface LiveStage {
+  readonly row: StageRow;
+  /** Each blob's progress, by digest, in digest order. */
+  blobs: Map<string, BlobProgress>;
+  /** Latest activity seen, and the latest written to the row. */
+  lastActive: number;
+  persistedActive: number;
+  /** Blobs received in full whose fdatasync has not started yet. */
+  unsynced: Set<Digest>;
+}
+
+const STAGE_COLUMNS = "stage_id, manifest_digest, created_at, last_active_at, reserved_bytes";
 
 export class EmbeddedStageStore implements StageStore {
   readonly #db: DeliveryDatabase;
@@ -45,15 +92,20 @@ export class EmbeddedStageStore implements StageStore {
    * once, not on every chunk. Entries go with their stage.
    */
   readonly #manifests = new Map<string, Manifest>();
+  /**
+   * Stages this process has seen, read back from their rows once. Rows are deleted by `remove` and
+   * by a commit record (the catalog calls `closed`): both drop the entry here too.
+   */
+  readonly #live = new Map<string, LiveStage>();
+  readonly #syncs = new BoundedRunner(SYNCS_IN_FLIGHT);
   readonly #insertStage;
   readonly #insertBlob;
   readonly #selectStage;
   readonly #selectStageByManifest;
   readonly #selectStages;
+  readonly #selectManifest;
   readonly #selectBlobs;
-  readonly #selectAllBlobs;
   readonly #touch;
-  readonly #setReceived;
   readonly #setComplete;
   readonly #requireBlob;
   readonly #deleteStage;
@@ -69,15 +121,12 @@ export class EmbeddedStageStore implements StageStore {
     this.#insertBlob = db.prepare<[string, string, number, number, number]>(
       "INSERT INTO stage_blobs (stage_id, digest, byte_len, received, complete) VALUES (?, ?, ?, ?, ?)",
     );
-    this.#selectStage = db.prepare<[string], StageRow>("SELECT * FROM stages WHERE stage_id = ?");
-    this.#selectStageByManifest = db.prepare<[string], StageRow>("SELECT * FROM stages WHERE manifest_digest = ?");
-    this.#selectStages = db.prepare<[], StageRow>("SELECT * FROM stages ORDER BY created_at, stage_id");
-    this.#selectBlobs = db.prepare<[string], StageBlobRow>("SELECT * FROM stage_blobs WHERE stage_id = ? ORDER BY digest");
-    this.#selectAllBlobs = db.prepare<[], StageBlobRow>("SELECT * FROM stage_blobs ORDER BY stage_id, digest");
-    this.#touch = db.prepare<[number, string]>("UPDATE stages SET last_active_at = ? WHERE stage_id = ?");
-    this.#setReceived = db.prepare<[number, string, string]>(
-      "UPDATE stage_blobs SET received = ? WHERE stage_id = ? AND digest = ? AND complete = 0",
-    );
+    this.#selectStage = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE stage_id = ?`);
+    this.#selectStageByManifest = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE manifest_digest = ?`);
+    this.#selectStages = db.prepare<[], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages ORDER BY created_at, stage_id`);
+    this.#selectManifest = db.prepare<[string], { manifest: string }>("SELECT manifest FROM stages WHERE stage_id = ?");
+    this.#selectBlobs = db.prepare<[string], StageBlobRow>("SELECT digest, byte_len, complete FROM stage_blobs WHERE stage_id = ? ORDER BY digest");
+    this.#touch = db.prepare<[number, string]>("UPDATE stages SET last_active_at = max(last_active_at, ?) WHERE stage_id = ?");
     this.#setComplete = db.prepare<[string, string]>(
       "UPDATE stage_blobs SET received = byte_len, complete = 1 WHERE stage_id = ? AND digest = ?",
     );
@@ -100,38 +149,60 @@ export class EmbeddedStageStore implements StageStore {
       );
       for (const b of stage.blobs) this.#insertBlob.run(stage.stage_id, b.digest, b.byte_len, b.received, b.complete ? 1 : 0);
     })();
+    this.#manifests.set(stage.manifest.manifest_digest, stage.manifest);
+    this.#live.set(stage.stage_id, {
+      row: {
+        stage_id: stage.stage_id,
+        manifest_digest: stage.manifest.manifest_digest,
+        created_at: stage.created_at,
+        last_active_at: stage.last_active_at,
+        reserved_bytes: stage.reserved_bytes,
+      },
+      blobs: new Map(stage.blobs.map((b) => [b.digest, { byte_len: b.byte_len, received: b.received, complete: b.complete, sync: undefined, opened: false }])),
+      lastActive: stage.last_active_at,
+      persistedActive: stage.last_active_at,
+      unsynced: new Set(),
+    });
   }
 
   async get(stageId: string): Promise<StageRecord | undefined> {
-    const row = this.#selectStage.get(stageId);
-    return row === undefined ? undefined : toRecord(row, this.#selectBlobs.all(stageId), this.#manifests);
+    const live = this.#live.get(stageId);
+    return live !== undefined ? this.#recordOf(live.row, stageId) : this.#recordOf(this.#selectStage.get(stageId), stageId);
+  }
+
+  /** A commit record closed the stage (and deleted its row). */
+  closed(stageId: string): void {
+    const live = this.#live.get(stageId);
+    if (live !== undefined) this.#manifests.delete(live.row.manifest_digest);
+    this.#live.delete(stageId);
   }
 
   async findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined> {
     const row = this.#selectStageByManifest.get(manifestDigest);
-    return row === undefined ? undefined : toRecord(row, this.#selectBlobs.all(row.stage_id), this.#manifests);
+    return row === undefined ? undefined : this.#recordOf(row, row.stage_id);
   }
 
   async list(): Promise<readonly StageRecord[]> {
-    const blobsByStage = new Map<string, StageBlobRow[]>();
-    for (const b of this.#selectAllBlobs.all()) {
-      const list = blobsByStage.get(b.stage_id) ?? [];
-      list.push(b);
-      blobsByStage.set(b.stage_id, list);
-    }
-    return this.#selectStages.all().map((row) => toRecord(row, blobsByStage.get(row.stage_id) ?? [], this.#manifests));
+    return this.#selectStages.all().map((row) => this.#recordOf(row, row.stage_id)!);
   }
 
   async touch(stageId: string, now: number): Promise<void> {
-    this.#touch.run(now, stageId);
+    const live = this.#liveOf(stageId);
+    if (live !== undefined) this.#noteActivity(stageId, live, now);
   }
 
-  async openPartial(stageId: string, digest: Digest, durableOffset: number): Promise<PartialAppender> {
+  async openPartial(stageId: string, digest: Digest, received: number): Promise<PartialAppender> {
     const path = this.#layout.partialPath(stageId, digest);
+    const live = this.#live.get(stageId);
+    if (live !== undefined) this.#syncAhead(stageId, live);
+    const blob = live?.blobs.get(digest);
+    // A partial this process opened before is opened straight away: the descriptor checks
+    // (regular file, owner, mode, one link) still run on every open.
+    if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received);
     ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
     const existing = lstatOrUndefined(path);
     if (existing === undefined) {
-      if (durableOffset > 0) throw await this.#lost(stageId, digest, durableOffset, 0);
+      if (received > 0) throw await this.#lost(stageId, digest, received, 0);
       const fd = createPrivateFileSync(path, "append");
       try {
         fire(this.#faults, "partial-created");
@@ -140,27 +211,40 @@ export class EmbeddedStageStore implements StageStore {
         fs.rmSync(path, { force: true });
         throw error;
       }
+      if (blob !== undefined) blob.opened = true;
       return new FilePartial(fd, path, 0, this.#faults);
     }
     checkFileStats(path, existing);
-    const fd = openPrivateFileSync(path, "append");
+    const partial = await this.#reopen(stageId, digest, path, received);
+    if (blob !== undefined) blob.opened = true;
+    return partial;
+  }
+
+  async #reopen(stageId: string, digest: Digest, path: string, received: number): Promise<PartialAppender> {
+    let fd: number;
+    try {
+      fd = openPrivateFileSync(path, "append");
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") throw await this.#lost(stageId, digest, received, 0);
+      throw error;
+    }
     try {
       const size = fs.fstatSync(fd).size;
-      if (size < durableOffset) throw await this.#lost(stageId, digest, durableOffset, size);
-      // Bytes past the durable offset were never acknowledged: a write or sync that failed.
-      if (size > durableOffset) fs.ftruncateSync(fd, durableOffset);
-      return new FilePartial(fd, path, durableOffset, this.#faults);
+      if (size < received) throw await this.#lost(stageId, digest, received, size);
+      // Bytes past the received offset were never acknowledged: a chunk that failed midway.
+      if (size > received) fs.ftruncateSync(fd, received);
+      return new FilePartial(fd, path, received, this.#faults);
     } catch (error) {
       fs.closeSync(fd);
       throw error;
     }
   }
 
-  /** A partial shorter than its durable offset lost acknowledged bytes: ask for the blob again. */
-  async #lost(stageId: string, digest: Digest, durableOffset: number, size: number): Promise<IntegrityError> {
-    const row = this.#selectBlobs.all(stageId).find((b) => b.digest === digest);
-    if (row !== undefined) await this.requireBlob(stageId, { digest, byte_len: row.byte_len });
-    return new IntegrityError("stage-partial-lost", `the partial of ${digest} has ${size} of ${durableOffset} acknowledged bytes; it restarts at 0`, {
+  /** A partial shorter than what it acknowledged lost bytes: ask for the blob again. */
+  async #lost(stageId: string, digest: Digest, received: number, size: number): Promise<IntegrityError> {
+    const blob = this.#live.get(stageId)?.blobs.get(digest);
+    if (blob !== undefined) await this.requireBlob(stageId, { digest, byte_len: blob.byte_len });
+    return new IntegrityError("stage-partial-lost", `the partial of ${digest} has ${size} of ${received} acknowledged bytes; it restarts at 0`, {
       details: { stage_id: stageId, digest, expected_offset: 0 },
     });
   }
@@ -170,10 +254,10 @@ export class EmbeddedStageStore implements StageStore {
     return st?.isFile() === true ? st.size : undefined;
   }
 
-  async readPartial(stageId: string, digest: Digest, position: number, length: number): Promise<Uint8Array> {
+  async readPartial(stageId: string, digest: Digest, position: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
     const fd = openPrivateFileSync(this.#layout.partialPath(stageId, digest), "read");
     try {
-      const bytes = await readExactly(fd, position, length);
+      const bytes = await readExactly(fd, position, length, into);
       if (bytes.byteLength !== length) {
         throw new IntegrityError("stage-partial-short", `the partial of ${digest} ends before ${position + length}`, {
           details: { stage_id: stageId, digest },
@@ -186,24 +270,60 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   async recordReceived(stageId: string, digest: Digest, received: number, now: number): Promise<void> {
-    const changed = this.#db.transaction(() => {
-      fire(this.#faults, "offset-record");
-      this.#touch.run(now, stageId);
-      return this.#setReceived.run(received, stageId, digest).changes;
-    })();
-    if (changed !== 1) {
+    const live = this.#live.get(stageId);
+    const blob = live?.blobs.get(digest);
+    if (live === undefined || blob === undefined || blob.complete) {
       throw new NotFoundError("stage-not-found", `stage ${stageId} no longer receives ${digest}`, { details: { stage_id: stageId, digest } });
     }
+    this.#noteActivity(stageId, live, now);
+    blob.received = received;
+    if (received === blob.byte_len) live.unsynced.add(digest);
+  }
+
+  /**
+   * Starts the fdatasyncs of blobs received in full, in the background, when the stage's next chunk
+   * arrives: the disk waits then overlap the rest of the upload instead of all falling on commit.
+   * The blob whose last chunk just arrived is synced by the next chunk or by the commit, so a node
+   * has no sync left running once an upload's last chunk is answered.
+   */
+  #syncAhead(stageId: string, live: LiveStage): void {
+    for (const digest of live.unsynced) {
+      const blob = live.blobs.get(digest);
+      if (blob !== undefined && !blob.complete && blob.received === blob.byte_len && blob.sync === undefined) {
+        blob.sync = this.#startSync(stageId, digest);
+      }
+    }
+    live.unsynced.clear();
   }
 
   async requireBlob(stageId: string, ref: BlobRef): Promise<void> {
     fs.rmSync(this.#layout.partialPath(stageId, ref.digest), { force: true });
     this.#requireBlob.run(stageId, ref.digest, ref.byte_len);
+    const live = this.#live.get(stageId);
+    if (live === undefined) return;
+    const blob = live.blobs.get(ref.digest);
+    if (blob !== undefined) {
+      blob.received = 0;
+      blob.complete = false;
+      blob.sync = undefined;
+      blob.opened = false;
+      return;
+    }
+    // A blob the stage did not upload (a stored one found tampered) joins it, in digest order.
+    live.blobs.set(ref.digest, { byte_len: ref.byte_len, received: 0, complete: false, sync: undefined, opened: false });
+    live.blobs = new Map([...live.blobs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+
+  async syncReceived(stageId: string, refs: readonly BlobRef[]): Promise<void> {
+    const synced = await Promise.allSettled(refs.map((ref) => this.#durable(stageId, ref)));
+    const failed = synced.find((s): s is PromiseRejectedResult => s.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
   }
 
   async promote(stageId: string, ref: BlobRef, now: number): Promise<boolean> {
     const path = this.#layout.partialPath(stageId, ref.digest);
-    if (lstatOrUndefined(path) === undefined) {
+    const st = lstatOrUndefined(path);
+    if (st === undefined) {
       if (!(await this.#blobs.has(ref.digest))) {
         await this.requireBlob(stageId, ref);
         throw new IntegrityError("stage-partial-lost", `neither the partial nor the blob ${ref.digest} exists; it restarts at 0`, {
@@ -213,6 +333,13 @@ export class EmbeddedStageStore implements StageStore {
       this.#complete(stageId, ref.digest, now);
       return false;
     }
+    if (st.size !== ref.byte_len) {
+      await this.requireBlob(stageId, ref);
+      throw new IntegrityError("blob-tampered", `the partial of ${ref.digest} has ${st.size} bytes, want ${ref.byte_len}; it restarts at 0`, {
+        details: { stage_id: stageId, digest: ref.digest, byte_len: ref.byte_len, size: st.size, expected_offset: 0 },
+      });
+    }
+    await this.#durable(stageId, ref);
     const linked = await this.#blobs.link(ref, path);
     try {
       fire(this.#faults, "blob-linked");
@@ -228,25 +355,140 @@ export class EmbeddedStageStore implements StageStore {
     return linked;
   }
 
+  /**
+   * Makes a complete partial durable, once: `syncReceived` and `promote` share the fdatasync. A
+   * partial whose fdatasync failed is dropped and its blob asked for again: a failed fdatasync
+   * may have lost the bytes while the file still reads back well, so trying again proves nothing.
+   */
+  async #durable(stageId: string, ref: BlobRef): Promise<void> {
+    const blob = this.#live.get(stageId)?.blobs.get(ref.digest);
+    const sync = blob?.sync ?? this.#startSync(stageId, ref.digest);
+    if (blob !== undefined) blob.sync = sync;
+    const error = await sync;
+    if (error === undefined) return;
+    if (blob === undefined || blob.sync === sync) await this.requireBlob(stageId, ref);
+    throw error;
+  }
+
+  /** fdatasyncs a complete partial (bounded: see BoundedRunner); resolves to the error, if any. */
+  #startSync(stageId: string, digest: Digest): Promise<unknown> {
+    const path = this.#layout.partialPath(stageId, digest);
+    return this.#syncs
+      .run(async () => {
+        const fd = openPrivateFileSync(path, "read");
+        try {
+          fire(this.#faults, "partial-sync");
+          await datasync(fd);
+        } finally {
+          fs.closeSync(fd);
+        }
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error ?? new Error("fdatasync failed"),
+      );
+  }
+
   #complete(stageId: string, digest: Digest, now: number): void {
-    this.#db.transaction(() => {
-      fire(this.#faults, "offset-record");
-      this.#touch.run(now, stageId);
-      this.#setComplete.run(stageId, digest);
-    })();
+    const live = this.#liveOf(stageId);
+    const blob = live?.blobs.get(digest);
+    if (live === undefined || blob === undefined) return;
+    blob.received = blob.byte_len;
+    blob.complete = true;
+    this.#noteActivity(stageId, live, now);
   }
 
   async markStored(stageId: string, ref: BlobRef): Promise<void> {
     fs.rmSync(this.#layout.partialPath(stageId, ref.digest), { force: true });
     this.#setComplete.run(stageId, ref.digest);
+    const blob = this.#live.get(stageId)?.blobs.get(ref.digest);
+    if (blob !== undefined) {
+      blob.received = blob.byte_len;
+      blob.complete = true;
+      blob.sync = undefined;
+      blob.opened = false;
+    }
   }
 
   async remove(stageId: string): Promise<void> {
     const row = this.#selectStage.get(stageId);
     if (row !== undefined) this.#manifests.delete(row.manifest_digest);
+    this.#live.delete(stageId);
     this.#deleteStage.run(stageId);
     fire(this.#faults, "stage-remove");
     removeStageDirSync(this.#layout.stageDir(stageId));
+  }
+
+  /** Writes the stage's activity to its row when the row is more than ACTIVITY_PERSIST_MS behind. */
+  #noteActivity(stageId: string, live: LiveStage, now: number): void {
+    live.lastActive = Math.max(live.lastActive, now);
+    if (now - live.persistedActive < ACTIVITY_PERSIST_MS) return;
+    this.#db.transaction(() => {
+      fire(this.#faults, "activity-record");
+      this.#touch.run(now, stageId);
+    })();
+    live.persistedActive = now;
+  }
+
+  #liveOf(stageId: string): LiveStage | undefined {
+    const live = this.#live.get(stageId);
+    if (live !== undefined) return live;
+    const row = this.#selectStage.get(stageId);
+    return row === undefined ? undefined : this.#load(row);
+  }
+
+  /**
+   * A stage's blobs as a restarted process finds them: a partial holds what was received (its
+   * length was made durable by start-up repair); no partial but a stored blob means its
+   * publication finished and only the commit is missing (recovery settles it).
+   */
+  #load(row: StageRow): LiveStage {
+    const blobs = new Map<string, BlobProgress>();
+    for (const b of this.#selectBlobs.all(row.stage_id)) {
+      const digest = b.digest as Digest;
+      let received = b.byte_len;
+      if (b.complete !== 1) {
+        const partial = lstatOrUndefined(this.#layout.partialPath(row.stage_id, digest));
+        if (partial?.isFile() === true) received = partial.size <= b.byte_len ? partial.size : 0;
+        else if (lstatOrUndefined(this.#layout.blobPath(digest))?.isFile() !== true) received = 0;
+      }
+      blobs.set(digest, { byte_len: b.byte_len, received, complete: b.complete === 1, sync: undefined, opened: false });
+    }
+    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>() };
+    this.#live.set(row.stage_id, live);
+    return live;
+  }
+
+  /** The record of a stage whose row was read; a missing row means the stage closed. */
+  #recordOf(row: StageRow | undefined, stageId: string): StageRecord | undefined {
+    if (row === undefined) {
+      this.#live.delete(stageId);
+      return undefined;
+    }
+    const live = this.#live.get(stageId) ?? this.#load(row);
+    return {
+      stage_id: row.stage_id,
+      manifest: this.#manifestOf(row),
+      created_at: row.created_at,
+      last_active_at: Math.max(row.last_active_at, live.lastActive),
+      reserved_bytes: row.reserved_bytes,
+      blobs: [...live.blobs].map(([digest, b]): StageBlob => ({ digest: digest as Digest, byte_len: b.byte_len, received: b.received, complete: b.complete })),
+    };
+  }
+
+  #manifestOf(row: StageRow): Manifest {
+    const cached = this.#manifests.get(row.manifest_digest);
+    if (cached !== undefined) return cached;
+    const text = this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
+    const manifest = JSON.parse(text) as Manifest;
+    if (!digestEquals(manifestDigestOf(manifest), row.manifest_digest) || manifest.manifest_digest !== row.manifest_digest) {
+      throw new IntegrityError("delivery-record-corrupt", `the stored manifest of stage ${row.stage_id} does not match its digest`, {
+        status: 500,
+        details: { stage_id: row.stage_id },
+      });
+    }
+    this.#manifests.set(row.manifest_digest, manifest);
+    return manifest;
   }
 }
 
@@ -276,32 +518,31 @@ export function removeStageDirSync(dir: string): void {
 class FilePartial implements PartialAppender {
   readonly #fd: number;
   readonly #path: string;
-  readonly #durableOffset: number;
+  readonly #openedAt: number;
   readonly #faults: DeliveryFaults | undefined;
   #closed = false;
 
-  constructor(fd: number, path: string, durableOffset: number, faults: DeliveryFaults | undefined) {
+  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined) {
     this.#fd = fd;
     this.#path = path;
-    this.#durableOffset = durableOffset;
+    this.#openedAt = openedAt;
     this.#faults = faults;
   }
 
   async append(bytes: Uint8Array): Promise<void> {
-    await writeAll(this.#fd, bytes);
+    if (bytes.byteLength <= SYNC_WRITE_BYTES) writeAllSync(this.#fd, bytes);
+    else await writeAll(this.#fd, bytes);
     fire(this.#faults, "chunk-written");
   }
 
-  async sync(): Promise<void> {
-    fire(this.#faults, "partial-sync");
-    await datasync(this.#fd);
-  }
+  /** Written bytes are in the file (the page cache survives a crash of this process): nothing to do. */
+  async flush(): Promise<void> {}
 
   async abandon(): Promise<void> {
     // Best effort: this runs on an error path, and the next open cuts the partial back anyway.
     try {
-      if (this.#durableOffset === 0) fs.rmSync(this.#path, { force: true });
-      else fs.ftruncateSync(this.#fd, this.#durableOffset);
+      if (this.#openedAt === 0) fs.rmSync(this.#path, { force: true });
+      else fs.ftruncateSync(this.#fd, this.#openedAt);
     } catch {
       // the original error is the one worth reporting
     }
@@ -318,30 +559,4 @@ class FilePartial implements PartialAppender {
     this.#closed = true;
     fs.closeSync(this.#fd);
   }
-}
-
-function toRecord(row: StageRow, blobs: readonly StageBlobRow[], manifests: Map<string, Manifest>): StageRecord {
-  let manifest = manifests.get(row.manifest_digest);
-  if (manifest === undefined) {
-    manifest = JSON.parse(row.manifest) as Manifest;
-    if (!digestEquals(manifestDigestOf(manifest), row.manifest_digest) || manifest.manifest_digest !== row.manifest_digest) {
-      throw new IntegrityError("delivery-record-corrupt", `the stored manifest of stage ${row.stage_id} does not match its digest`, {
-        status: 500,
-        details: { stage_id: row.stage_id },
-      });
-    }
-    manifests.set(row.manifest_digest, manifest);
-  }
-  return {
-    stage_id: row.stage_id,
-    manifest,
-    created_at: row.created_at,
-    last_active_at: row.last_active_at,
-    reserved_bytes: row.reserved_bytes,
-    blobs: blobs.map(toBlob),
-  };
-}
-
-function toBlob(row: StageBlobRow): StageBlob {
-  return { digest: row.digest as Digest, byte_len: row.byte_len, received: row.received, complete: row.complete === 1 };
 }

@@ -2,7 +2,7 @@
  * Stages of the postgres backend. A blob's partial is append-only `warden_stage_chunks` rows,
  * one per acknowledged chunk, and its durable offset IS the end of its committed rows: there is
  * no separate offset to drift from the bytes. A chunk is buffered while it arrives and inserted
- * by `sync` in one statement (warden_stage_append) that first checks, under the blob's row lock,
+ * by `flush` in one statement (warden_stage_append) that first checks, under the blob's row lock,
  * that the chunk starts exactly where the committed rows end. So an upload can move between nodes
  * (it resumes from the rows, wherever they were written) and two nodes receiving the same blob
  * can never interleave: the second is refused `chunk-out-of-order` with the offset to resume at.
@@ -141,7 +141,7 @@ export class PostgresStageStore implements StageStore {
   }
 
   /**
-   * The durable offset moves with the committed rows (RowPartial.sync); this records the
+   * The durable offset moves with the committed rows (RowPartial.flush); this records the
    * activity and confirms the stage still receives the blob.
    */
   async recordReceived(stageId: string, digest: Digest, _received: number, now: number): Promise<void> {
@@ -171,9 +171,12 @@ export class PostgresStageStore implements StageStore {
     }
   }
 
+  /** Chunk rows are durable once inserted: nothing to do. */
+  async syncReceived(): Promise<void> {}
+
   async promote(stageId: string, ref: BlobRef, now: number): Promise<boolean> {
-    // The service publishes the last chunk while that chunk's insert may still be in flight; if
-    // that insert failed, nothing of this chunk may be published (its rows may be another node's).
+    // A chunk's insert may still be in flight (another request of the same client); if that
+    // insert fails, nothing of it may be published (its rows may be another node's).
     await this.#syncing.get(syncKey(stageId, ref.digest));
     try {
       const result = await this.#pool.query<{ created: boolean }>({
@@ -187,8 +190,9 @@ export class PostgresStageStore implements StageStore {
       if (state === SQLSTATE_NOT_RECEIVING) throw noLongerReceives(stageId, ref.digest);
       if (state === SQLSTATE_PARTIAL_SHORT || state === SQLSTATE_PARTIAL_MISMATCH) {
         await this.requireBlob(stageId, ref);
-        const code = state === SQLSTATE_PARTIAL_SHORT ? "stage-partial-lost" : "blob-digest-mismatch";
-        throw new IntegrityError(code, `the stored partial of ${ref.digest} is not the blob; it restarts at offset 0`, {
+        // The service verified the rows' bytes as they arrived (or hashed them again after a
+        // restart): rows that no longer add up to the blob were changed since.
+        throw new IntegrityError("blob-tampered", `the stored partial of ${ref.digest} is not the blob; it restarts at offset 0`, {
           details: { stage_id: stageId, digest: ref.digest, expected_offset: 0 },
         });
       }
@@ -269,7 +273,7 @@ export class PostgresStageStore implements StageStore {
   }
 }
 
-/** A chunk being received: buffered until `sync` inserts it as one row. */
+/** A chunk being received: buffered until `flush` inserts it as one row. */
 class RowPartial implements PartialAppender {
   readonly #stages: PostgresStageStore;
   readonly #stageId: string;
@@ -288,7 +292,7 @@ class RowPartial implements PartialAppender {
     this.#pending.push(Buffer.from(bytes));
   }
 
-  async sync(): Promise<void> {
+  async flush(): Promise<void> {
     if (this.#pending.length === 0) return;
     const bytes = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending);
     this.#pending = [];

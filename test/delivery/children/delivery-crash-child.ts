@@ -4,13 +4,14 @@
  * bundle (begin, chunked upload, commit). With `point`, it SIGKILLs itself at the `nth` time the
  * store reaches that fault point; with `step` alone, at the nth fault point of any kind; otherwise
  * the parent kills it after a random delay. A push that completes prints "steps <n>" (how many
- * fault points it passed) and exits 0; 3 means the requested kill point was never reached.
+ * fault points it passed) and exits 0; 3 means the requested kill point was never reached. Each
+ * acknowledged chunk is reported as "acked <digest> <next offset>" (stdout is a pipe: written
+ * synchronously, so a line printed before a kill reaches the parent).
  */
 import { createInterface } from "node:readline";
 import { openEmbeddedDelivery } from "../../../src/backends/embedded/delivery-backend.js";
 import type { DeliveryFaultPoint } from "../../../src/backends/embedded/delivery-faults.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./crash-bundle.js";
-import { uploadMissing } from "../store-harness.js";
 
 interface Params {
   readonly home: string;
@@ -35,7 +36,14 @@ async function run(params: Params): Promise<void> {
   process.stdout.write("opened\n");
   const { manifest, blobs } = crashBundle(params.seed);
   const begun = await delivery.begin(manifest);
-  await uploadMissing(delivery, begun, blobs, CRASH_CHUNK_BYTES);
+  for (const missing of begun.missing) {
+    const bytes = blobs.get(missing.digest)!;
+    for (let offset = missing.offset; offset < bytes.byteLength; ) {
+      const chunk = bytes.subarray(offset, Math.min(offset + CRASH_CHUNK_BYTES, bytes.byteLength));
+      offset = (await delivery.putChunk(begun.stage_id, missing.digest, offset, chunk)).next_offset;
+      process.stdout.write(`acked ${missing.digest} ${offset}\n`);
+    }
+  }
   await delivery.commit(begun.stage_id);
   await delivery.close();
   process.stdout.write(`steps ${steps}\n`);
