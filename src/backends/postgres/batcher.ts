@@ -23,6 +23,17 @@ export interface BatcherOptions<I> {
   readonly keyOf: (item: I) => string;
   /** largest batch */
   readonly maxItems?: number;
+  /**
+   * When queued items are sent. "immediate" (the default): after the event loop's I/O poll, so
+   * callers woken by every socket that poll read join one batch — the most sharing, for writes.
+   * "tick": as soon as the callback whose callers queued them has finished, before the next
+   * socket's results are handled. With maxItems below the callers' number this keeps several
+   * statements in flight that take turns: the database answers one while this process handles
+   * the results of another, instead of every caller converging on one statement that the
+   * database and this process work on strictly by turns (a convoy, whose cycle every caller
+   * waits out in full).
+   */
+  readonly drainOn?: "immediate" | "tick";
 }
 
 interface Pending<I, R> {
@@ -60,11 +71,13 @@ export class Batcher<I, R> {
       this.#queue.push({ item, key: this.#options.keyOf(item), resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
-        // setImmediate, not a microtask: callers woken by the same I/O poll join this batch.
-        setImmediate(() => {
+        // Not a microtask: every caller the current callback wakes has queued before it runs.
+        const drain = (): void => {
           this.#scheduled = false;
           this.#drain();
-        });
+        };
+        if (this.#options.drainOn === "tick") process.nextTick(drain);
+        else setImmediate(drain);
       }
     });
   }

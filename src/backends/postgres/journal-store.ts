@@ -86,11 +86,11 @@ function journalOf(runId: string, maxBytes: number, stored: StoredJournal): Uint
  * dropped. Nothing is cached across calls; a read that finds no entry goes to the database.
  */
 export class JournalPrefetch {
-  readonly #entries = new Map<string, StoredJournal & { readonly maxBytes: number }>();
+  readonly #entries = new Map<string, { readonly stored: StoredJournal; readonly maxBytes: number }>();
   #sweeping = false;
 
   offer(runId: string, maxBytes: number, stored: StoredJournal): void {
-    this.#entries.set(runId, { ...stored, maxBytes });
+    this.#entries.set(runId, { stored, maxBytes });
     if (this.#sweeping) return;
     this.#sweeping = true;
     setImmediate(() => {
@@ -103,7 +103,7 @@ export class JournalPrefetch {
     const entry = this.#entries.get(runId);
     if (entry === undefined || entry.maxBytes !== maxBytes) return undefined;
     this.#entries.delete(runId);
-    return entry;
+    return entry.stored;
   }
 }
 
@@ -188,6 +188,11 @@ export class PostgresJournalStore implements JournalStore {
   /** Write statements sent so far. */
   get commits(): number {
     return this.#writes.batches;
+  }
+
+  /** Read statements sent so far (reads answered from a prefetch send none). */
+  get reads(): number {
+    return this.#reads.batches;
   }
 
   async create(runId: string): Promise<JournalAppender> {
