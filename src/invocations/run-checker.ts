@@ -5,7 +5,8 @@
  * core, or if a worker cannot start, checks run inline — same function, same answer.
  */
 import { availableParallelism } from "node:os";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { workerEntry } from "../core/worker-entry.js";
 import { IntegrityError } from "../core/errors.js";
 import type { PublicKeyRecord } from "../journal/types.js";
 import type { VerifyOptions } from "../journal/verify.js";
@@ -19,11 +20,10 @@ interface PoolWorker {
 }
 
 const MAX_WORKERS = 4;
-/** The worker entry next to this module (compiled: .js). */
-export const RUN_CHECK_WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./run-check-worker.ts" : "./run-check-worker.js", import.meta.url);
-// Run from TypeScript source, a plain worker could not load its .ts entry: such callers (tests,
-// benches) pass a `spawn` that sets their loader up in the worker; otherwise checks run inline.
-const DEFAULT_SPAWN = import.meta.url.endsWith(".ts") ? undefined : (): Worker => new Worker(RUN_CHECK_WORKER_URL);
+// Without a worker (from source with no spawn passed, see worker-entry.ts) checks run inline.
+const RUN_CHECK_WORKER = workerEntry("run-check-worker", import.meta.url);
+export const RUN_CHECK_WORKER_URL = RUN_CHECK_WORKER.url;
+const DEFAULT_SPAWN = RUN_CHECK_WORKER.defaultSpawn;
 
 export interface RunCheckerOptions {
   /** pool size; default one per spare core (up to 4); 0 checks inline */

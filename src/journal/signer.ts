@@ -6,7 +6,8 @@
  * spawn seam, or after a worker failed) lines are signed inline — same key, same bytes.
  */
 import { sign, type KeyObject } from "node:crypto";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { workerEntry } from "../core/worker-entry.js";
 
 type Reply = { id: number; ok: true; signatures: ArrayBuffer } | { id: number; ok: false; message: string };
 
@@ -19,11 +20,10 @@ interface Request {
   reject(error: unknown): void;
 }
 
-/** The worker entry next to this module (compiled: .js). */
-export const SIGN_WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./sign-worker.ts" : "./sign-worker.js", import.meta.url);
-// From TypeScript source a plain worker cannot load its .ts entry: callers that run from source
-// (tests, benches) pass a `spawn` that sets their loader up; otherwise lines are signed inline.
-const DEFAULT_SPAWN = import.meta.url.endsWith(".ts") ? undefined : (): Worker => new Worker(SIGN_WORKER_URL);
+// Without a worker (from source with no spawn passed, see worker-entry.ts) lines are signed inline.
+const SIGN_WORKER = workerEntry("sign-worker", import.meta.url);
+export const SIGN_WORKER_URL = SIGN_WORKER.url;
+const DEFAULT_SPAWN = SIGN_WORKER.defaultSpawn;
 
 export interface SignerOptions {
   /** starts the worker running sign-worker; undefined signs inline */

@@ -6,7 +6,8 @@
  * store's own connection: WAL readers see every transaction committed before they start.
  */
 import { setImmediate as yieldToLoop } from "node:timers/promises";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { workerEntry } from "../../core/worker-entry.js";
 import { BoundedMap } from "../../core/bounded-map.js";
 import { IntegrityError, LimitError, StorageError, ValidationError } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
@@ -48,11 +49,10 @@ export interface EmbeddedClaimStoreOptions {
   readonly writeWorker?: (() => Worker) | undefined;
 }
 
-/** The write worker's entry next to this module (compiled: .js). */
-export const CLAIM_WRITE_WORKER_URL = new URL(import.meta.url.endsWith(".ts") ? "./claim-write-worker.ts" : "./claim-write-worker.js", import.meta.url);
-// From TypeScript source a plain worker cannot load its .ts entry: such callers (tests, benches)
-// pass a `writeWorker` that sets their loader up; otherwise writes run in-process.
-const DEFAULT_WRITE_WORKER = import.meta.url.endsWith(".ts") ? undefined : (): Worker => new Worker(CLAIM_WRITE_WORKER_URL);
+// Without a worker (from source with no writeWorker passed, see worker-entry.ts) writes run in-process.
+const CLAIM_WRITE_WORKER = workerEntry("claim-write-worker", import.meta.url);
+export const CLAIM_WRITE_WORKER_URL = CLAIM_WRITE_WORKER.url;
+const DEFAULT_WRITE_WORKER = CLAIM_WRITE_WORKER.defaultSpawn;
 
 const PRUNE_CHUNK = 1000;
 /** Settled rows `get` keeps while the database is unchanged (a replay reads the same rows again and again). */
