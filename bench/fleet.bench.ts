@@ -23,6 +23,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { loadavg } from "node:os";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import pg from "pg";
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import { openPostgresBackend } from "../src/backends/postgres/index.js";
@@ -49,6 +50,9 @@ interface Phase {
   readonly serverMs: number | undefined;
   /** WAL bytes written during the phase */
   readonly wal: number;
+  /** where a tail comes from: how late the event loop ran (p99, ms) and this process's GC pauses */
+  readonly loopDelayP99: number;
+  readonly gc: { readonly count: number; readonly ms: number; readonly maxMs: number };
 }
 
 /** One side under test: a new call and a replay of a completed id, and its write statements so far. */
@@ -82,6 +86,13 @@ async function measure(server: TestPostgres, url: string, seconds: number, op: (
   const samples: number[] = [];
   let next = 0;
   const lsn = await walLsn(url);
+  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
+  const pauses: number[] = [];
+  const gcWatch = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pauses.push(entry.duration);
+  });
+  gcWatch.observe({ entryTypes: ["gc"] });
+  loopDelay.enable();
   const serverBefore = server.serverCpuMs();
   const cpuBefore = process.cpuUsage();
   const start = performance.now();
@@ -97,6 +108,8 @@ async function measure(server: TestPostgres, url: string, seconds: number, op: (
   );
   const elapsed = (performance.now() - start) / 1000;
   const cpu = process.cpuUsage(cpuBefore);
+  loopDelay.disable();
+  gcWatch.disconnect();
   const serverAfter = server.serverCpuMs();
   const wal = await walSince(url, lsn);
   samples.sort((a, b) => a - b);
@@ -109,6 +122,8 @@ async function measure(server: TestPostgres, url: string, seconds: number, op: (
     clientMs: (cpu.user + cpu.system) / 1000 / n,
     serverMs: serverBefore === undefined || serverAfter === undefined ? undefined : (serverAfter - serverBefore) / n,
     wal,
+    loopDelayP99: loopDelay.percentile(99) / 1e6,
+    gc: { count: pauses.length, ms: pauses.reduce((a, b) => a + b, 0), maxMs: Math.max(0, ...pauses) },
   };
 }
 
@@ -223,6 +238,9 @@ export default async function (): Promise<void> {
     console.log(`  all rounds, warden: ${fresh.get(warden)!.map((p) => fmt(p.perSec)).join(", ")}; DBOS: ${fresh.get(dbos)!.map((p) => fmt(p.perSec)).join(", ")}`);
     console.log(ratioLine(`replays/s of completed ids (median of ${REPLAY_ROUNDS}), warden vs DBOS`, wr.perSec, dr.perSec, "/s", 5));
     console.log(`  ${describe("warden", wr)} (target p99 < 10 ms: ${wr.p99 < 10 ? "met" : "NOT met"})`);
+    console.log(
+      `  warden replay phase: event loop delay p99 ${wr.loopDelayP99.toFixed(1)} ms; GC pauses ${wr.gc.count}, ${wr.gc.ms.toFixed(0)} ms in all, longest ${wr.gc.maxMs.toFixed(1)} ms`,
+    );
     console.log(`  ${describe("DBOS", dr)}`);
     console.log(`  warden replays sent ${replayWrites} write statements (${replayWrites === 0 ? "a replay is a read" : "NOT a read"})`);
     console.log(

@@ -52,3 +52,46 @@ export class BoundedMap<K, V> {
     this.#weight = 0;
   }
 }
+
+/**
+ * Which keys came back soon: the admission test in front of a BoundedMap of `window` entries. A
+ * key seen only once within the last `window` sightings would be forgotten by that map before it
+ * is asked for again (ids that cycle through more than it holds), so remembering it costs a copy
+ * and garbage for nothing; one seen twice within them is worth keeping. Sightings are fixed-size
+ * hash slots, nothing is allocated per key: a slot another key takes over may forget a sighting
+ * (the key is then kept one sighting later), and a false "seen" needs a full 32-bit hash match.
+ */
+export class RecentSightings {
+  readonly #window: number;
+  readonly #mask: number;
+  readonly #hashes: Int32Array;
+  readonly #seenAt: Float64Array;
+  #sightings = 0;
+
+  constructor(window: number) {
+    this.#window = window;
+    // A quarter full at most: most sightings within the window keep their own slot.
+    let size = 16;
+    while (size < window * 4) size *= 2;
+    this.#mask = size - 1;
+    this.#hashes = new Int32Array(size);
+    this.#seenAt = new Float64Array(size).fill(-Infinity);
+  }
+
+  /** Records a sighting of `key`: true when it was also seen among the `window` sightings before. */
+  seenRecently(key: string): boolean {
+    const hash = fnv1a(key);
+    const slot = hash & this.#mask;
+    const now = ++this.#sightings;
+    const recent = this.#hashes[slot] === hash && now - this.#seenAt[slot]! <= this.#window;
+    this.#hashes[slot] = hash;
+    this.#seenAt[slot] = now;
+    return recent;
+  }
+}
+
+function fnv1a(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+  return hash | 0;
+}

@@ -9,9 +9,13 @@
  * replay path its time. So the inputs that passed are remembered (bounded, oldest forgotten
  * first) and compared instead. Any change to the row or to one byte of the journal makes the
  * inputs differ, and the full check runs on what is stored now.
+ *
+ * Only inputs of runs replayed twice within the memory's reach are remembered: ids that cycle
+ * through more runs than it holds would never be found in it, and copying each journal into it
+ * only to evict it later made every such replay slower (allocation that outlives young GCs).
  */
 import { isDigest, sha256Digest, type Digest } from "../core/digest.js";
-import { BoundedMap } from "../core/bounded-map.js";
+import { BoundedMap, RecentSightings } from "../core/bounded-map.js";
 import { IntegrityError } from "../core/errors.js";
 import { isUuid } from "../journal/schema.js";
 import { claimHashOf } from "./claim-hash.js";
@@ -83,10 +87,19 @@ export const DEFAULT_REPLAY_CHECK_BOUNDS: ReplayCheckBounds = { entries: 4096, b
 export class ReplayChecks {
   readonly #claims: BoundedMap<string, ClaimState>;
   readonly #journals: BoundedMap<string, SealedJournal>;
+  readonly #claimSightings: RecentSightings;
+  readonly #journalSightings: RecentSightings;
 
   constructor(bounds: ReplayCheckBounds = DEFAULT_REPLAY_CHECK_BOUNDS) {
     this.#claims = new BoundedMap(bounds.entries, bounds.bytes);
     this.#journals = new BoundedMap(bounds.entries, bounds.bytes);
+    this.#claimSightings = new RecentSightings(bounds.entries);
+    this.#journalSightings = new RecentSightings(bounds.entries);
+  }
+
+  /** How many inputs are remembered now, per check. */
+  get remembered(): { readonly claims: number; readonly journals: number } {
+    return { claims: this.#claims.size, journals: this.#journals.size };
   }
 
   /** checkClaimIntegrity, answered by comparison when the same row passed before. */
@@ -100,7 +113,7 @@ export class ReplayChecks {
       this.#claims.delete(key);
       throw error;
     }
-    this.#claims.set(key, claim, claim.result?.payload?.length ?? 0);
+    if (this.#claimSightings.seenRecently(key)) this.#claims.set(key, claim, claim.result?.payload?.length ?? 0);
   }
 
   /** matchesSeal, answered by comparison when the same bytes matched the same seal before. */
@@ -119,6 +132,7 @@ export class ReplayChecks {
       this.#journals.delete(runId);
       return false;
     }
+    if (!this.#journalSightings.seenRecently(runId)) return true;
     // A copy: the caller's buffer is its own to reuse.
     this.#journals.set(runId, { bytes: Buffer.from(bytes), seal, runId, resultHash }, bytes.byteLength);
     return true;
