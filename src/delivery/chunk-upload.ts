@@ -12,7 +12,15 @@ import type { Limits } from "../core/limits.js";
 import { piecesOf, type ByteSource } from "./blob-store.js";
 import { chunkTooLarge, outOfOrder, overflow } from "./delivery-errors.js";
 import type { DeliveryStores } from "./recovery.js";
-import { hashPartial, type StageBlob } from "./stage.js";
+import { hashPartial, type PartialAppender, type StageBlob } from "./stage.js";
+
+/**
+ * Bytes of a chunk's first piece hashed while its partial is being opened (creating a file waits
+ * on the file system's journal, up to half a millisecond on a busy disk: about as long as hashing
+ * this much); the rest is hashed while it is written. Bounded, so that a large piece still has
+ * most of its hashing overlap its write.
+ */
+const HASH_WHILE_OPENING = 1024 * 1024;
 
 export interface ChunkAccepted {
   readonly next_offset: number;
@@ -57,19 +65,31 @@ export class ChunkUpload {
     const cached = this.#hashes.get(key);
     const base = cached !== undefined && cached.length === blob.received ? cached : await hashPartial(stages, stageId, blob.digest, blob.received);
     const running = base.copy();
-    const partial = await stages.openPartial(stageId, blob.digest, blob.received);
+    // A new partial is created on the I/O threads while this thread hashes the start of the first
+    // piece; every write then runs there while this thread hashes the rest.
+    const opening = stages.openPartial(stageId, blob.digest, blob.received);
+    opening.catch(() => undefined); // awaited below, once the first piece (or the end) arrives
+    let partial: PartialAppender | undefined;
     try {
       for await (const piece of piecesOf(body)) {
         const written = running.length - blob.received + piece.byteLength;
         if (written > this.#limits.chunkBytes) throw chunkTooLarge(written, this.#limits.chunkBytes);
         if (blob.received + written > blob.byte_len) throw overflow(blob, blob.received + written);
-        // The write runs on the I/O threads while this thread hashes the same bytes.
+        let hashed = 0;
+        if (partial === undefined) {
+          hashed = Math.min(piece.byteLength, HASH_WHILE_OPENING);
+          running.update(piece.subarray(0, hashed));
+          partial = await opening;
+        }
         const appended = partial.append(piece);
-        running.update(piece);
+        running.update(hashed === 0 ? piece : piece.subarray(hashed));
         await appended;
       }
+      partial ??= await opening;
     } catch (error) {
-      await partial.abandon();
+      // The partial was (or is being) opened: whatever this chunk appended is taken back.
+      const opened = partial ?? (await opening.catch(() => undefined));
+      if (opened !== undefined) await opened.abandon();
       throw error;
     }
     const next = running.length;

@@ -19,6 +19,7 @@ import {
   openStore,
   rejectsWith,
   skillManifest,
+  assertBundleIntact,
   tempHome,
   treeOf,
   uploadMissing,
@@ -297,4 +298,38 @@ test("a failure removing the stage's files after commit still returns the receip
   assert.equal(second.repairs.removedStageDirs, 1);
   assert.equal(fs.existsSync(second.layout.stageDir(begun.stage_id)), false);
   assert.deepEqual(await second.delivery.commit(begun.stage_id), receipt);
+});
+
+test("a new store is laid out with its 256 shards; a store without them (older layout) creates them as blobs are published", async (t) => {
+  const home = tempHome(t);
+  const first = await openStore(t, home);
+  const shards = fs.readdirSync(first.layout.blobsDir).sort();
+  assert.equal(shards.length, 256);
+  assert.equal(shards[0], "00");
+  assert.equal(shards[255], "ff");
+  for (const shard of shards) assert.equal(fs.lstatSync(`${first.layout.blobsDir}/${shard}`).mode & 0o777, 0o700);
+  await first.delivery.close();
+
+  // An older store had only the shards it used: none here. Reopening does not lay them out again.
+  for (const shard of shards) fs.rmdirSync(`${first.layout.blobsDir}/${shard}`);
+  const second = await openStore(t, home);
+  assert.deepEqual(fs.readdirSync(second.layout.blobsDir), []);
+  const { manifest, blobs } = skillManifest();
+  const begun = await second.delivery.begin(manifest);
+  await uploadMissing(second.delivery, begun, blobs);
+  await second.delivery.commit(begun.stage_id);
+  const used = new Set([...blobs.keys()].map((d) => d.slice("sha256:".length, "sha256:".length + 2)));
+  assert.ok(used.size > 0);
+  assert.deepEqual(fs.readdirSync(second.layout.blobsDir).sort(), [...used].sort());
+
+  // Shards this process already checked, removed by hand, are made again for the blobs put in them.
+  await second.delivery.retire("review-tools", "r1");
+  assert.equal(await second.delivery.gc(), blobs.size);
+  for (const shard of used) fs.rmdirSync(`${second.layout.blobsDir}/${shard}`);
+  const next = await second.delivery.begin(skillManifest("review-tools", "r2").manifest);
+  assert.equal(next.missing.length, blobs.size);
+  await uploadMissing(second.delivery, next, blobs);
+  await second.delivery.commit(next.stage_id);
+  assert.deepEqual(fs.readdirSync(second.layout.blobsDir).sort(), [...used].sort());
+  await assertBundleIntact(second.delivery, skillManifest("review-tools", "r2").manifest, blobs);
 });

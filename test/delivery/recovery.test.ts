@@ -93,7 +93,7 @@ test("a temp file left by an interrupted publish is removed on reopen", async (t
 test("a malformed temp name fails closed and is left in place", async (t) => {
   const { home, layout } = await populatedHome(t);
   const shard = path.join(layout.blobsDir, "00");
-  fs.mkdirSync(shard, { mode: 0o700 });
+  fs.mkdirSync(shard, { mode: 0o700, recursive: true }); // a new store is laid out with its shards
   const malformed = path.join(shard, `.tmp-${"0".repeat(63)}.${"1".repeat(16)}`);
   fs.writeFileSync(malformed, "not a blob", { mode: 0o600 });
   await assertRefused(home, layout, "unsafe-storage-name", malformed);
@@ -105,7 +105,7 @@ test("a symlink with a well-formed temp name fails closed and is left in place",
   const target = path.join(home, "symlink-target");
   fs.writeFileSync(target, "not a blob", { mode: 0o600 });
   const shard = path.join(layout.blobsDir, "00");
-  fs.mkdirSync(shard, { mode: 0o700 });
+  fs.mkdirSync(shard, { mode: 0o700, recursive: true }); // a new store is laid out with its shards
   const temp = path.join(shard, `.tmp-${"0".repeat(64)}.${"1".repeat(16)}`);
   fs.symlinkSync(target, temp);
   await assertRefused(home, layout, "unsafe-storage-symlink", temp);
@@ -115,7 +115,7 @@ test("a symlink with a well-formed temp name fails closed and is left in place",
 test("the audit covers the whole tree before any repair: a legit temp survives a refusal elsewhere", async (t) => {
   const { home, layout, stageId } = await populatedHome(t);
   const shard = path.join(layout.blobsDir, "00");
-  fs.mkdirSync(shard, { mode: 0o700 });
+  fs.mkdirSync(shard, { mode: 0o700, recursive: true }); // a new store is laid out with its shards
   const temp = path.join(shard, `.tmp-${"0".repeat(64)}.${"2".repeat(16)}`);
   fs.writeFileSync(temp, "interrupted", { mode: 0o600 });
   const stray = path.join(layout.stageDir(stageId), "notes.txt");
@@ -132,7 +132,7 @@ test("the audit covers the whole tree before any repair: a legit temp survives a
 test("foreign files, loose modes, foreign owners and hard links anywhere refuse start-up", async (t) => {
   const { home, layout, stageId } = await populatedHome(t);
   const blobFile = (): string => {
-    const shard = fs.readdirSync(layout.blobsDir)[0]!;
+    const shard = fs.readdirSync(layout.blobsDir).find((s) => fs.readdirSync(path.join(layout.blobsDir, s)).length > 0)!;
     return path.join(layout.blobsDir, shard, fs.readdirSync(path.join(layout.blobsDir, shard))[0]!);
   };
 

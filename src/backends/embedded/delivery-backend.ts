@@ -14,6 +14,7 @@ import { EmbeddedBlobStore } from "./delivery-blob-store.js";
 import { EmbeddedCatalogStore } from "./delivery-catalog-store.js";
 import { openDeliveryDatabase, type DeliveryDatabase } from "./delivery-db.js";
 import type { DeliveryFaults } from "./delivery-faults.js";
+import { lstatOrUndefined } from "./delivery-fd-io.js";
 import { DeliveryLayout } from "./delivery-layout.js";
 import { repairDeliveryFiles, type FileRepairReport } from "./delivery-repair.js";
 import { EmbeddedStageStore } from "./delivery-stage-store.js";
@@ -42,10 +43,12 @@ export async function openEmbeddedDelivery(home: string, options: EmbeddedDelive
   let db: DeliveryDatabase | undefined;
   try {
     const audit = auditDeliveryTree(layout, limits);
+    const newStore = lstatOrUndefined(layout.blobsDir) === undefined;
     ensurePrivateDirSync(layout.blobsDir, { create: true });
     ensurePrivateDirSync(layout.stagesDir, { create: true });
     db = openDeliveryDatabase(layout.dbPath);
     const blobs = new EmbeddedBlobStore(layout, options.faults);
+    if (newStore) blobs.createShards();
     const stages = new EmbeddedStageStore(db, layout, blobs, options.faults);
     const catalog = new EmbeddedCatalogStore(db, options.faults, (stageId) => stages.closed(stageId));
     const repairs = await repairDeliveryFiles(audit, layout, stages);

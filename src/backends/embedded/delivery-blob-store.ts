@@ -21,6 +21,7 @@ import {
   ensurePrivateDirSync,
   openPrivateFileSync,
   publishTempFile,
+  syncDirSync,
   tempPathFor,
 } from "../../storage/secure-fs.js";
 import { datasync, lstatOrUndefined, readExactly, syncDirectory, writeAll } from "./delivery-fd-io.js";
@@ -32,6 +33,8 @@ const READ_PIECE = 1024 * 1024;
 export class EmbeddedBlobStore implements BlobStore {
   readonly #layout: DeliveryLayout;
   readonly #faults: DeliveryFaults | undefined;
+  /** Shard directories this process checked (ensurePrivateDirSync); shards are never removed. */
+  readonly #shardsChecked = new Set<string>();
 
   constructor(layout: DeliveryLayout, faults?: DeliveryFaults) {
     this.#layout = layout;
@@ -68,13 +71,16 @@ export class EmbeddedBlobStore implements BlobStore {
    * per chunk, not three; a power loss before that only loses the upload, never a commit.
    */
   async link(ref: BlobRef, source: string): Promise<boolean> {
+    const dir = this.#layout.shardDir(ref.digest);
     this.#ensureShard(ref.digest);
     try {
       fs.linkSync(source, this.#layout.blobPath(ref.digest));
       return true;
     } catch (error) {
       if (errnoCode(error) === "EEXIST") return false;
-      throw error;
+      if (errnoCode(error) !== "ENOENT" || !this.#shardsChecked.delete(dir) || lstatOrUndefined(source) === undefined) throw error;
+      // The shard this process checked is gone (removed by hand): check it, and link, anew.
+      return this.link(ref, source);
     }
   }
 
@@ -84,10 +90,31 @@ export class EmbeddedBlobStore implements BlobStore {
     await Promise.all([...dirs].map((dir) => syncDirectory(dir)));
   }
 
-  /** Shards are created on first use; their own directory entry is made durable by `sync`. */
+  /**
+   * A new store has every shard (`createShards`); an older one gets them on first use, their own
+   * directory entries made durable by `sync`.
+   */
   #ensureShard(digest: Digest): void {
+    const dir = this.#layout.shardDir(digest);
+    // Checked once per process: the tree is ours (0700) and audited at start-up, like the
+    // partials this process opened before.
+    if (this.#shardsChecked.has(dir)) return;
     // `recursive` skips ensurePrivateDirSync's parent fsync (blobs/ exists), which sync() does.
-    ensurePrivateDirSync(this.#layout.shardDir(digest), { create: true, recursive: true });
+    ensurePrivateDirSync(dir, { create: true, recursive: true });
+    this.#shardsChecked.add(dir);
+  }
+
+  /**
+   * Lays out a new store's 256 shards at once. A mkdir costs about half a millisecond here, and
+   * the first bundles put into a store would otherwise create one per blob, during their commit.
+   */
+  createShards(): void {
+    for (let i = 0; i < 256; i++) {
+      const dir = join(this.#layout.blobsDir, i.toString(16).padStart(2, "0"));
+      ensurePrivateDirSync(dir, { create: true, recursive: true });
+      this.#shardsChecked.add(dir);
+    }
+    syncDirSync(this.#layout.blobsDir);
   }
 
   /** The whole blob, verified (off this thread: see verifyBytes) before it is returned. */

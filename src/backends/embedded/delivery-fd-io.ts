@@ -6,6 +6,7 @@
  * thread overlaps with them.
  */
 import * as fs from "node:fs";
+import { PRIVATE_FILE_MODE, createPrivateFileSync } from "../../storage/secure-fs.js";
 
 export function writeAll(fd: number, bytes: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
@@ -34,6 +35,25 @@ export async function syncDirectory(path: string): Promise<void> {
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/**
+ * Creates a new private file for appending (0600, create-new, no symlink) on the I/O threads: a
+ * file creation waits on the file system's journal, and the caller has work to overlap with it.
+ * A failure is reported by `createPrivateFileSync` trying again, which names what went wrong (a
+ * planted symlink, a parent that is not a directory) the same way everywhere.
+ */
+export function createAppendFile(path: string): Promise<number> {
+  const { O_WRONLY, O_APPEND, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+  return new Promise((resolve, reject) =>
+    fs.open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW, PRIVATE_FILE_MODE, (error, fd) => {
+      try {
+        resolve(error === null ? fd : createPrivateFileSync(path, "append"));
+      } catch (retryError) {
+        reject(retryError);
+      }
+    }),
+  );
 }
 
 export function writeAllSync(fd: number, bytes: Uint8Array): void {

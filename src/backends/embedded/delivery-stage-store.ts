@@ -20,7 +20,7 @@ import { manifestDigestOf, type BlobRef, type Manifest } from "../../delivery/ma
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
-import { BoundedRunner, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
+import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
@@ -78,6 +78,8 @@ interface LiveStage {
   persistedActive: number;
   /** Blobs received in full whose fdatasync has not started yet. */
   unsynced: Set<Digest>;
+  /** This process checked (or created) the stage's directory: `remove` is the only way it goes. */
+  dirChecked: boolean;
 }
 
 const STAGE_COLUMNS = "stage_id, manifest_digest, created_at, last_active_at, reserved_bytes";
@@ -162,6 +164,7 @@ export class EmbeddedStageStore implements StageStore {
       lastActive: stage.last_active_at,
       persistedActive: stage.last_active_at,
       unsynced: new Set(),
+      dirChecked: false,
     });
   }
 
@@ -199,11 +202,20 @@ export class EmbeddedStageStore implements StageStore {
     // A partial this process opened before is opened straight away: the descriptor checks
     // (regular file, owner, mode, one link) still run on every open.
     if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received);
-    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
+    // The stage directory is checked (made, if missing) once per stage by this process.
+    if (live?.dirChecked !== true) this.#ensureStageDir(stageId, live);
     const existing = lstatOrUndefined(path);
     if (existing === undefined) {
       if (received > 0) throw await this.#lost(stageId, digest, received, 0);
-      const fd = createPrivateFileSync(path, "append");
+      let fd: number;
+      try {
+        fd = await createAppendFile(path);
+      } catch (error) {
+        // The directory checked before is gone (removed by hand): check it again, once.
+        if (errnoCode(error) !== "ENOENT") throw error;
+        this.#ensureStageDir(stageId, live);
+        fd = createPrivateFileSync(path, "append");
+      }
       try {
         fire(this.#faults, "partial-created");
       } catch (error) {
@@ -218,6 +230,11 @@ export class EmbeddedStageStore implements StageStore {
     const partial = await this.#reopen(stageId, digest, path, received);
     if (blob !== undefined) blob.opened = true;
     return partial;
+  }
+
+  #ensureStageDir(stageId: string, live: LiveStage | undefined): void {
+    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
+    if (live !== undefined) live.dirChecked = true;
   }
 
   async #reopen(stageId: string, digest: Digest, path: string, received: number): Promise<PartialAppender> {
@@ -454,7 +471,7 @@ export class EmbeddedStageStore implements StageStore {
       }
       blobs.set(digest, { byte_len: b.byte_len, received, complete: b.complete === 1, sync: undefined, opened: false });
     }
-    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>() };
+    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>(), dirChecked: false };
     this.#live.set(row.stage_id, live);
     return live;
   }
