@@ -83,12 +83,28 @@ test("a write worker that dies: the writes it held are refused, never granted tw
   // Either the claim committed before the worker went (fresh) or the open was refused.
   assert.ok(first === "fresh" || first === "claim-writer-failed", first);
   assert.equal(env.backend.claims.writesOffThread, false);
-  // A refused claim may or may not have committed: if it did, it is ours and in progress; if not,
-  // the id is free. Either way there is never a second owner.
+  // A refused claim may or may not have committed: if it did, it was released before the refusal
+  // and reads unresolved (not in_progress for the rest of the process's life); if not, the id is
+  // free. Either way there is never a second owner.
   const again = await env.invocations.open(SCOPE, id, request, "agent");
   if (first === "fresh") assert.notEqual(again.status, "fresh", "a second owner for one id");
-  else assert.ok(again.status === "fresh" || again.status === "in_progress", again.status);
+  else assert.ok(again.status === "fresh" || again.status === "unresolved", again.status);
   const third = await env.invocations.open(SCOPE, id, request, "agent");
   assert.notEqual(third.status, "fresh", "a second owner for one id");
   assert.equal((await env.invocations.run(SCOPE, randomUUID(), request, "agent", () => 2)).status, "recorded");
+});
+
+test("a write worker that dies after committing a claim and before answering: the claim reads unresolved at once, never in_progress, never fresh", async (t) => {
+  const env = await setup(t, { claimWriteWorker: () => tsWorker(CLAIM_WRITE_WORKER_URL, { exitBeforeFirstReply: true }) });
+  const id = randomUUID();
+  const refused = await env.invocations.open(SCOPE, id, request, "agent").then(
+    (o) => o.status,
+    (e: unknown) => (e instanceof StorageError ? e.code : String(e)),
+  );
+  assert.equal(refused, "claim-writer-failed");
+  assert.equal(env.backend.claims.writesOffThread, false);
+  // The claim committed (the worker exits only after COMMIT) and nobody owns the run.
+  assert.equal((await env.invocations.lookup(SCOPE, id, request))?.status, "unresolved");
+  assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+  assert.equal((await env.invocations.run(SCOPE, randomUUID(), request, "agent", () => 3)).status, "recorded");
 });

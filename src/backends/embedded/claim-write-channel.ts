@@ -8,8 +8,7 @@
  * Until the worker has its connection open, requests wait here; if it cannot open one, they (and
  * all later ones) run in-process instead. If the worker dies later, the requests it held are
  * refused as `claim-writer-failed` (each may or may not have committed: a claim row left behind
- * is owned by this process and reads in_progress, then unresolved — never a second run) and later
- * writes run in-process.
+ * is released first, so it reads unresolved — never a second run) and later writes run in-process.
  */
 import type { Worker } from "node:worker_threads";
 import type { Digest } from "../../core/digest.js";
@@ -204,14 +203,31 @@ export class ClaimWriteChannel implements ClaimWrites {
     for (const p of queued) applyClaimWrite(this.#localWriter(), p.op).then(p.resolve, p.reject);
   }
 
-  /** The worker died: what it held is refused (it may have committed), the rest runs in-process. */
+  /**
+   * The worker died: what it held is refused (it may have committed), the rest runs in-process.
+   * A claim it held may have committed with nobody told it is theirs: it is released here, before
+   * the refusal, so it reads unresolved (the run never started; an operator closes it) instead of
+   * in_progress for as long as this process lives. Releasing a claim that never committed is a
+   * no-op, and a claim is never released into a second owner.
+   */
   #workerFailed(): void {
     if (this.#state === "closed" || this.#state === "in-process") return;
     const failure: WardenError = new StorageError("claim-writer-failed", "the claim store's write worker stopped; the write may or may not have committed");
-    for (const p of this.#sent.values()) p.reject(failure);
+    const held = [...this.#sent.values()];
     this.#sent.clear();
     this.#onClosed?.();
     this.#toInProcess();
+    for (const p of held) {
+      if (p.op.op !== "claim") {
+        p.reject(failure);
+        continue;
+      }
+      const released = applyClaimWrite(this.#localWriter(), { op: "release", key: { scope: p.op.claim.scope, id: p.op.claim.id }, runId: p.op.claim.run_id });
+      released.then(
+        () => p.reject(failure),
+        () => p.reject(failure),
+      );
+    }
   }
 
   #localWriter(): ClaimWrites {

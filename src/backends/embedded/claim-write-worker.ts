@@ -4,7 +4,7 @@
  * this thread instead of the event loop. Requests arriving while a transaction commits are grouped
  * into the next one, exactly as on the event loop; each answer is sent only after its COMMIT.
  */
-import { parentPort } from "node:worker_threads";
+import { parentPort, workerData } from "node:worker_threads";
 import { WardenError } from "../../core/errors.js";
 import { ClaimWriter } from "./claim-writer.js";
 import { applyClaimWrite, type ClaimWriteRequest, type ClaimWriteReply, type ClaimWriterConfig, type SerializedError } from "./claim-write-protocol.js";
@@ -16,6 +16,12 @@ let db: SqliteDatabase | undefined;
 let writer: ClaimWriter | undefined;
 let replies: ClaimWriteReply[] = [];
 let replyScheduled = false;
+/**
+ * Fault-injection seam for tests (set only through the spawner's workerData): the thread exits
+ * after its first COMMIT, before answering — the window where a claim is durable and its caller
+ * has not been told.
+ */
+const exitBeforeFirstReply = (workerData as { exitBeforeFirstReply?: boolean } | null | undefined)?.exitBeforeFirstReply === true;
 
 function serialize(error: unknown): SerializedError {
   const typed = error instanceof WardenError ? error : sqliteFailure(error, "write the claim store");
@@ -28,6 +34,7 @@ function reply(answer: ClaimWriteReply): void {
   if (replyScheduled) return;
   replyScheduled = true;
   queueMicrotask(() => {
+    if (exitBeforeFirstReply) process.exit(1);
     replyScheduled = false;
     const out = replies;
     replies = [];
