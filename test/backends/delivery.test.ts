@@ -212,10 +212,13 @@ for (const backend of backendsUnderTest()) {
       const stageB = await delivery.begin(b.manifest);
       const stages = await rejectsWith(delivery.begin(c.manifest), "stage-capacity-exhausted");
       assert.equal(stages.status, 429);
+      assert.notEqual(stages.code, bytes.code);
+      // Nothing was deleted: both stages are intact, and resuming them is not new work.
       assert.equal((await delivery.status(stageA.stage_id)).missing[0]!.offset, 1000);
       assert.equal((await delivery.begin(b.manifest)).stage_id, stageB.stage_id);
       await uploadMissing(delivery, await delivery.begin(a.manifest), a.blobs);
       await delivery.commit(stageA.stage_id);
+      // A committed stage frees its capacity.
       assert.equal((await delivery.begin(c.manifest)).committed, false);
     });
   });

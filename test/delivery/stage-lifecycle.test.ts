@@ -202,29 +202,3 @@ test("abort removes the stage and its partials; unknown stages are not found; a 
   await delivery.abort(again.stage_id);
   assert.deepEqual(await delivery.commit(again.stage_id), receipt);
 });
-
-test("capacity: active stages and staged bytes refuse with distinct codes and delete nothing", async (t) => {
-  const opened = await openStore(t, tempHome(t), { limits: { activeStages: 2, stagedBytes: 100_000 } });
-  const { delivery } = opened;
-  const a = buildManifest([{ path: "data/a.bin", content: bytesOf(11, 40_000) }], "bundle-a");
-  const b = buildManifest([{ path: "data/b.bin", content: bytesOf(12, 40_000) }], "bundle-b");
-  const c = buildManifest([{ path: "data/c.bin", content: bytesOf(13, 30_000) }], "bundle-c");
-  const big = buildManifest([{ path: "data/big.bin", content: bytesOf(14, 70_000) }], "bundle-big");
-  const stageA = await delivery.begin(a.manifest);
-  await delivery.putChunk(stageA.stage_id, stageA.missing[0]!.digest, 0, a.blobs.get(stageA.missing[0]!.digest)!.subarray(0, 1000));
-
-  const bytes = await rejectsWith(delivery.begin(big.manifest), "staged-bytes-exhausted");
-  assert.equal(bytes.status, 429);
-  const stageB = await delivery.begin(b.manifest);
-  const stages = await rejectsWith(delivery.begin(c.manifest), "stage-capacity-exhausted");
-  assert.equal(stages.status, 429);
-  assert.notEqual(stages.code, bytes.code);
-
-  // Nothing was deleted: both stages are intact, and resuming them is not new work.
-  assert.equal((await delivery.status(stageA.stage_id)).missing[0]!.offset, 1000);
-  assert.equal((await delivery.begin(b.manifest)).stage_id, stageB.stage_id);
-  await uploadMissing(delivery, await delivery.begin(a.manifest), a.blobs);
-  await delivery.commit(stageA.stage_id);
-  // A committed stage frees its capacity.
-  assert.equal((await delivery.begin(c.manifest)).committed, false);
-});
