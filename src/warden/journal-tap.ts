@@ -4,7 +4,7 @@
  * count appends for /metrics. It never changes what is stored: every call goes to the inner store,
  * and listeners hear of an append only after the inner store made it durable.
  */
-import type { JournalAppender, JournalStore } from "../journal/types.js";
+import type { AppendOptions, JournalAppender, JournalDigest, JournalStore } from "../journal/types.js";
 
 export type JournalSignal = "appended" | "closed";
 export type JournalListener = (signal: JournalSignal) => void;
@@ -16,8 +16,11 @@ export class JournalTap implements JournalStore {
   readonly #live = new Set<string>();
   #appends = 0;
 
+  readonly digest?: (runId: string, maxBytes: number) => Promise<JournalDigest | undefined>;
+
   constructor(inner: JournalStore) {
     this.#inner = inner;
+    if (inner.digest !== undefined) this.digest = inner.digest.bind(inner);
   }
 
   /** Durable appends seen since start. */
@@ -51,12 +54,14 @@ export class JournalTap implements JournalStore {
     this.#live.add(runId);
     const tap = this;
     let closed = false;
-    return {
+    const tapped: JournalAppender = {
       get size(): number {
         return appender.size;
       },
-      async append(line: Uint8Array): Promise<void> {
-        await appender.append(line);
+      // The options go through: a line the writer leaves unsynced (its durability comes with the
+      // run's next synced line) must not cost an fsync here. Listeners hear of it once written.
+      async append(line: Uint8Array, options?: AppendOptions): Promise<void> {
+        await appender.append(line, options);
         tap.#appends++;
         tap.#emit(runId, "appended");
       },
@@ -72,6 +77,8 @@ export class JournalTap implements JournalStore {
         }
       },
     };
+    if (appender.read !== undefined) tapped.read = (maxBytes) => appender.read!(maxBytes);
+    return tapped;
   }
 
   read(runId: string, maxBytes: number): Promise<Uint8Array | undefined> {
