@@ -20,7 +20,8 @@ import { IntegrityError } from "../core/errors.js";
 import { isUuid } from "../journal/schema.js";
 import { claimHashOf } from "./claim-hash.js";
 import type { ClaimState, JournalSeal } from "./claim-store.js";
-import { matchesSeal } from "./seal.js";
+import type { JournalDigest } from "../journal/types.js";
+import { digestMatchesSeal, matchesSeal } from "./seal.js";
 
 /** Refuses a row whose fields are malformed or do not match its claim hash. */
 export function checkClaimIntegrity(claim: ClaimState): void {
@@ -68,7 +69,9 @@ function sameSeal(a: JournalSeal, b: JournalSeal): boolean {
 }
 
 interface SealedJournal {
+  /** the whole journal (journalMatches) or its tail (digestMatches) */
   readonly bytes: Buffer;
+  readonly whole: boolean;
   readonly seal: JournalSeal;
   readonly runId: string;
   readonly resultHash: Digest;
@@ -118,9 +121,22 @@ export class ReplayChecks {
 
   /** matchesSeal, answered by comparison when the same bytes matched the same seal before. */
   journalMatches(bytes: Uint8Array, seal: JournalSeal, runId: string, resultHash: Digest): boolean {
+    return this.#sealCheck(bytes, true, seal, runId, resultHash, () => matchesSeal(bytes, seal, runId, resultHash));
+  }
+
+  /** digestMatchesSeal, answered by comparison when the same tail matched the same seal before. */
+  digestMatches(digest: JournalDigest, seal: JournalSeal, runId: string, resultHash: Digest): boolean {
+    // Length and sha256 are compared every time (the store computed them now); only the tail's
+    // hashing and parsing is what memory saves.
+    if (digest.bytes !== seal.bytes || digest.sha256 !== seal.sha256) return false;
+    return this.#sealCheck(digest.tail, false, seal, runId, resultHash, () => digestMatchesSeal(digest, seal, runId, resultHash));
+  }
+
+  #sealCheck(bytes: Uint8Array, whole: boolean, seal: JournalSeal, runId: string, resultHash: Digest, check: () => boolean): boolean {
     const passed = this.#journals.get(runId);
     if (
       passed !== undefined &&
+      passed.whole === whole &&
       passed.runId === runId &&
       passed.resultHash === resultHash &&
       sameSeal(passed.seal, seal) &&
@@ -128,13 +144,13 @@ export class ReplayChecks {
     ) {
       return true;
     }
-    if (!matchesSeal(bytes, seal, runId, resultHash)) {
+    if (!check()) {
       this.#journals.delete(runId);
       return false;
     }
     if (!this.#journalSightings.seenRecently(runId)) return true;
     // A copy: the caller's buffer is its own to reuse.
-    this.#journals.set(runId, { bytes: Buffer.from(bytes), seal, runId, resultHash }, bytes.byteLength);
+    this.#journals.set(runId, { bytes: Buffer.from(bytes), whole, seal, runId, resultHash }, bytes.byteLength);
     return true;
   }
 }

@@ -18,7 +18,7 @@ import type { Checkpoint } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
-import type { ClaimKey, ClaimListFilter, ClaimState, ClaimStore } from "./claim-store.js";
+import type { ClaimKey, ClaimListFilter, ClaimState, ClaimStore, JournalSeal } from "./claim-store.js";
 import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
@@ -312,14 +312,14 @@ export class Invocations {
   async #recorded(claim: ClaimState, audit: Audit): Promise<RecordedOutcome | UnresolvedOutcome> {
     const result = claim.result!;
     const seal = result.journal;
-    let bytes: Uint8Array | undefined;
+    let matches = false;
     try {
-      bytes = await this.#journals.read(claim.run_id, seal.bytes);
+      matches = await this.#journalStillSealed(claim.run_id, seal, result.hash);
     } catch (error) {
       // Grown past its sealed length: changed. Unsafe files and I/O failures are raised.
       if (!(isWardenError(error) && error.code === "journal-too-large")) throw error;
     }
-    if (bytes === undefined || !this.#replayChecks.journalMatches(bytes, seal, claim.run_id, result.hash)) {
+    if (!matches) {
       return { status: "unresolved", audit: { ...audit, journal: seal, reasons: ["journal-changed"] } };
     }
     // Every replay builds this: plain literals (no spreads) in the order the fields always had.
@@ -329,6 +329,17 @@ export class Invocations {
     }
     const value = JSON.parse(result.payload) as JsonValue;
     return { status: "recorded", audit: recordedAudit, result: value, result_hash: result.hash, expired: false, replayed: true };
+  }
+
+  /** The journal of `runId` is still the one sealed with result `resultHash` (see seal.ts). */
+  async #journalStillSealed(runId: string, seal: JournalSeal, resultHash: Digest): Promise<boolean> {
+    const journals = this.#journals;
+    if (journals.digest !== undefined) {
+      const digest = await journals.digest(runId, seal.bytes);
+      return digest !== undefined && this.#replayChecks.digestMatches(digest, seal, runId, resultHash);
+    }
+    const bytes = await journals.read(runId, seal.bytes);
+    return bytes !== undefined && this.#replayChecks.journalMatches(bytes, seal, runId, resultHash);
   }
 
   async #reconciled(claim: ClaimState, audit: Audit): Promise<ReconciledOutcome> {

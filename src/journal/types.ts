@@ -101,11 +101,29 @@ export interface JournalAppender {
   close(): Promise<void>;
 }
 
+/**
+ * A stored journal as a replay compares it with its seal, computed where the bytes are kept: its
+ * length, its sha256 and its last line. A journal over the bound answers either a length past it
+ * (the bound plus one line at most) or journal-too-large, as `read` would.
+ */
+export interface JournalDigest {
+  readonly bytes: number;
+  readonly sha256: Digest;
+  /** the end of the journal holding at least its last line, newline included (empty when none) */
+  readonly tail: Uint8Array;
+}
+
 export interface JournalStore {
   /** Creates the journal of a new run; fails if one exists for run_id. */
   create(runId: string): Promise<JournalAppender>;
   /** The raw bytes of a run's journal, refusing more than maxBytes; undefined when none exists. */
   read(runId: string, maxBytes: number): Promise<Uint8Array | undefined>;
+  /**
+   * Optional: the digest of a run's journal (lines starting within maxBytes), undefined when none
+   * exists. A store whose bytes are remote offers it so a replay need not move the whole journal
+   * to hash it; without it, replays `read` the bytes.
+   */
+  digest?(runId: string, maxBytes: number): Promise<JournalDigest | undefined>;
   exists(runId: string): Promise<boolean>;
 }
 

@@ -1,7 +1,7 @@
 /**
  * The postgres replay path: a replay of a recorded id is one read statement (the claim row and
- * its journal together), shared by concurrent replays and never writing; the journal handed on
- * with the row is byte for byte what a direct read of the journal answers, whatever its bytes;
+ * the digest of its journal together), shared by concurrent replays and never writing; the digest
+ * handed on with the row is that of the stored journal, whatever its bytes;
  * and a journal that no longer matches its seal is never replayed, on the shared path too.
  */
 import { after, before, describe, test } from "node:test";
@@ -11,6 +11,7 @@ import pg from "pg";
 import { openPostgresBackend, type PostgresBackend } from "../../src/backends/postgres/index.js";
 import { Invocations } from "../../src/invocations/index.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { sha256Digest } from "../../src/core/digest.js";
 
 const SCOPE = "replay";
 const REQUEST = { task: "replay" };
@@ -74,7 +75,7 @@ describe("postgres replays", () => {
     assert.equal(claims.reads - before.claimReads, 2, `64 keys travel in statements of ${KEYS_PER_READ}`);
   });
 
-  test("the journal read with its claim is byte for byte the stored one, whatever its bytes; a changed one is not replayed", async () => {
+  test("the digest read with its claim is that of the stored journal, whatever its bytes; a changed one is not replayed", async () => {
     const [target] = await recordedIds(node, 1);
     const { claims, journals } = node.backend;
     const key = { scope: SCOPE, id: target!.id };
@@ -82,6 +83,8 @@ describe("postgres replays", () => {
     const bound = claim!.result!.journal.bytes;
     const sealed = await journals.read(target!.runId, bound);
     assert.equal(sealed?.byteLength, bound);
+    const withSealed = await journals.digest(claim!.run_id, bound);
+    assert.equal(withSealed?.sha256, claim!.result!.journal.sha256, "the database's sha256 of the stored journal is the seal's");
     // Every byte value, backslashes and newlines included, at the same length: only the content differs.
     const line = (await admin<{ line: Buffer }>(url, "SELECT line FROM warden_journal_lines WHERE run_id = $1 AND line_no = 1", [target!.runId])).rows[0]!.line;
     const odd = Buffer.alloc(line.byteLength, 0x5c);
@@ -89,17 +92,50 @@ describe("postgres replays", () => {
     await admin(url, "UPDATE warden_journal_lines SET line = $3 WHERE run_id = $1 AND line_no = $2", [target!.runId, 1, odd]);
 
     const direct = await journals.read(target!.runId, bound);
+    assert.ok(direct !== undefined);
+    const fromBytes = await journals.digest(target!.runId, bound);
     const journalReads = journals.reads;
     const again = await claims.get(key);
-    const withRow = await journals.read(again!.run_id, again!.result!.journal.bytes);
-    assert.equal(journals.reads, journalReads, "the second read was answered by the row's statement");
-    assert.ok(direct !== undefined && withRow !== undefined);
-    assert.ok(Buffer.from(withRow).equals(Buffer.from(direct)), "the journal read with the row is the stored journal");
+    const withRow = await journals.digest(again!.run_id, again!.result!.journal.bytes);
+    assert.equal(journals.reads, journalReads, "the digest came with the row's statement");
+    assert.ok(withRow !== undefined && fromBytes !== undefined);
+    assert.equal(withRow.bytes, direct.byteLength);
+    assert.equal(withRow.sha256, sha256Digest(direct), "the digest is the stored journal's");
+    assert.equal(fromBytes.sha256, withRow.sha256);
+    assert.ok(Buffer.from(direct).subarray(direct.byteLength - withRow.tail.byteLength).equals(Buffer.from(withRow.tail)), "the tail is the journal's end");
     assert.ok(Buffer.from(direct).includes(odd), "the stored journal holds the odd line");
     assert.ok(!Buffer.from(direct).equals(Buffer.from(sealed!)));
 
     const answer = await node.invocations.lookup(SCOPE, target!.id, REQUEST);
     assert.deepEqual(answer?.status === "unresolved" && answer.audit.reasons, ["journal-changed"]);
+  });
+
+  test("a changed last line, or lines cut apart differently, is judged on what is stored", async () => {
+    const [changed, resplit] = await recordedIds(node, 2);
+    for (const { id } of [changed!, resplit!]) assert.equal((await node.invocations.lookup(SCOPE, id, REQUEST))?.status, "recorded");
+    // The termination line names another result hash, same length: the sha256 differs.
+    const last = (
+      await admin<{ line_no: number; line: Buffer }>(url, "SELECT line_no, line FROM warden_journal_lines WHERE run_id = $1 ORDER BY line_no DESC LIMIT 1", [changed!.runId])
+    ).rows[0]!;
+    const text = last.line.toString("utf8");
+    const flipped = text.replace(/"result_hash":"sha256:([0-9a-f])/, (_m, c: string) => `"result_hash":"sha256:${c === "0" ? "1" : "0"}`);
+    assert.notEqual(flipped, text);
+    await admin(url, "UPDATE warden_journal_lines SET line = $3 WHERE run_id = $1 AND line_no = $2", [changed!.runId, last.line_no, Buffer.from(flipped)]);
+    const answer = await node.invocations.lookup(SCOPE, changed!.id, REQUEST);
+    assert.deepEqual(answer?.status === "unresolved" && answer.audit.reasons, ["journal-changed"]);
+
+    // The same bytes cut into rows differently (the last row now starts inside the line before):
+    // still the sealed journal, and its last line is found in that row.
+    const rows = (await admin<{ line_no: number; line: Buffer }>(url, "SELECT line_no, line FROM warden_journal_lines WHERE run_id = $1 ORDER BY line_no", [resplit!.runId])).rows;
+    const [before, final] = [rows.at(-2)!, rows.at(-1)!];
+    const cut = Math.floor(before.line.byteLength / 2);
+    await admin(url, "UPDATE warden_journal_lines SET line = $3 WHERE run_id = $1 AND line_no = $2", [resplit!.runId, before.line_no, before.line.subarray(0, cut)]);
+    await admin(url, "UPDATE warden_journal_lines SET line = $3 WHERE run_id = $1 AND line_no = $2", [
+      resplit!.runId,
+      final.line_no,
+      Buffer.concat([before.line.subarray(cut), final.line]),
+    ]);
+    assert.equal((await node.invocations.lookup(SCOPE, resplit!.id, REQUEST))?.status, "recorded");
   });
 
   test("a recorded claim whose journal record is gone reads unresolved, not replayed", async () => {

@@ -63,3 +63,32 @@ test("a run replayed twice is remembered, and a byte changed after that is check
   assert.equal(checks.remembered.journals, 0);
   assert.equal(checks.journalMatches(bytes, seal, runId, resultHash), true);
 });
+
+test("a digest from the store is judged like the bytes: length, sha256 and the run's termination as last line", () => {
+  const checks = new ReplayChecks({ entries: 16, bytes: 1024 * 1024 });
+  const runId = randomUUID();
+  const { bytes, seal, resultHash } = sealedJournal(runId);
+  const lastStart = bytes.lastIndexOf(0x0a, bytes.length - 2) + 1;
+  const digest = { bytes: bytes.byteLength, sha256: sha256Digest(bytes), tail: bytes.subarray(lastStart) };
+  // Twice: the second answer may come from memory, and both must be the full check's.
+  for (let i = 0; i < 2; i++) assert.equal(checks.digestMatches(digest, seal, runId, resultHash), true);
+  assert.equal(checks.remembered.journals, 1);
+  // The whole journal as tail (a store that cut no lines) is judged the same.
+  assert.equal(checks.digestMatches({ ...digest, tail: bytes }, seal, runId, resultHash), true);
+
+  // Remembered or not, each of these fails: another length or sha256, a tail that is not the
+  // termination of this run with this result, a tail cut mid-line, a tail longer than the journal.
+  const flipped = Buffer.from(digest.tail);
+  flipped.writeUInt8(flipped.readUInt8(10) ^ 1, 10);
+  const refused = [
+    { ...digest, bytes: digest.bytes + 1 },
+    { ...digest, sha256: sha256Digest("another journal") },
+    { ...digest, tail: flipped },
+    { ...digest, tail: digest.tail.subarray(5) },
+    { ...digest, tail: Buffer.concat([Buffer.alloc(digest.bytes), digest.tail]) },
+  ];
+  for (const bad of refused) assert.equal(checks.digestMatches(bad, seal, runId, resultHash), false);
+  assert.equal(checks.digestMatches(digest, seal, randomUUID(), resultHash), false, "another run's seal");
+  assert.equal(checks.digestMatches(digest, seal, runId, sha256Digest("another result")), false, "another result");
+  assert.equal(checks.digestMatches(digest, seal, runId, resultHash), true);
+});

@@ -10,7 +10,7 @@
  * only for claims that are still open: a replay of a recorded claim never looks at locks.
  */
 import { IntegrityError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
-import type { Digest } from "../../core/digest.js";
+import { sha256Digest, type Digest } from "../../core/digest.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -58,26 +58,30 @@ const SELECT_STATE =
   "THEN warden_owner_alive(owner) ELSE false END AS owner_alive FROM warden_claims";
 
 /**
- * Claims by key, with owner liveness for open ones and, for recorded ones, their journal as far
- * as the seal reaches (plus one line, to notice growth): a replay reads row and journal in this
- * one statement, the journal part handed on through the prefetch.
+ * Claims by key, with owner liveness for open ones and, for recorded ones, the digest of their
+ * journal as far as the seal reaches (plus one line, to notice growth): its length, sha256 and
+ * last line, computed by the database, so a replay reads row and journal in this one statement
+ * and the journal's bytes stay where they are (the digest is handed on through the prefetch).
+ * The sha256 is the same check as hashing the bytes here: any changed byte changes it.
  *
  * The journal is found by a per-row index probe (a LATERAL with LIMIT cannot be flattened): as an
- * EXISTS in the select list the planner may hash the whole journals table on every statement. It
- * travels as base64 text: a third smaller than bytea's hex and cheaper to decode.
+ * EXISTS in the select list the planner may hash the whole journals table on every statement. The
+ * last line travels as base64 text: it may be any bytes, and a third smaller than bytea's hex.
  */
 const READ_BATCH = `
   SELECT r.i, ${COLUMNS.split(", ")
     .map((c) => `c.${c}`)
     .join(", ")},
     CASE WHEN c.result_hash IS NULL AND c.receipt IS NULL AND NOT c.released THEN warden_owner_alive(c.owner) ELSE false END AS owner_alive,
-    jt.present IS NOT NULL AS journal_present, encode(jt.journal, 'base64') AS journal, jt.journal_end
+    jt.present IS NOT NULL AS journal_present, encode(sha256(jt.journal), 'hex') AS stored_sha256,
+    encode(jt.last_line, 'base64') AS stored_tail, jt.journal_end
   FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS r(scope, id, i)
   JOIN warden_claims c ON c.scope = r.scope AND c.id = r.id
   LEFT JOIN LATERAL (
-    SELECT true AS present, t.journal, t.journal_end FROM warden_journals j
+    SELECT true AS present, t.journal, t.journal_end, t.last_line FROM warden_journals j
     CROSS JOIN LATERAL (
-      SELECT string_agg(s.line, ''::bytea ORDER BY s.line_no) AS journal, max(s.end_at) AS journal_end
+      SELECT string_agg(s.line, ''::bytea ORDER BY s.line_no) AS journal, max(s.end_at) AS journal_end,
+        (array_agg(s.line ORDER BY s.line_no DESC))[1] AS last_line
       FROM (${LINES_WITHIN("j.run_id", "c.journal_bytes")}) s
     ) t
     WHERE j.run_id = c.run_id AND c.result_hash IS NOT NULL
@@ -136,7 +140,15 @@ interface RecordItem {
 }
 
 type StateRow = ClaimRow & { owner_alive: boolean };
-type ReadRow = StateRow & { i: number; journal_present: boolean; journal: string | null; journal_end: number | null };
+type ReadRow = StateRow & {
+  i: number;
+  journal_present: boolean;
+  stored_sha256: string | null;
+  stored_tail: string | null;
+  journal_end: number | null;
+};
+
+const EMPTY_SHA256 = sha256Digest(new Uint8Array(0));
 
 export class PostgresClaimStore implements ClaimStore {
   readonly #pool: PgPool;
@@ -379,11 +391,17 @@ export class PostgresClaimStore implements ClaimStore {
       const state = stateOf(row);
       states[row.i - 1] = state;
       if (state.result !== undefined) {
-        this.#prefetch.offer(state.run_id, state.result.journal.bytes, {
-          present: row.journal_present,
-          bytes: row.journal === null ? null : Buffer.from(row.journal, "base64"),
-          end: row.journal_end ?? 0,
-        });
+        this.#prefetch.offer(
+          state.run_id,
+          state.result.journal.bytes,
+          row.journal_present
+            ? {
+                bytes: row.journal_end ?? 0,
+                sha256: row.stored_sha256 === null ? EMPTY_SHA256 : `sha256:${row.stored_sha256}`,
+                tail: row.stored_tail === null ? Buffer.alloc(0) : Buffer.from(row.stored_tail, "base64"),
+              }
+            : null,
+        );
       }
     }
     return states.map((value) => ({ ok: true, value }));

@@ -12,7 +12,8 @@
  */
 import { ConflictError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
 import { isUuid } from "../../journal/schema.js";
-import type { JournalAppender, JournalStore } from "../../journal/types.js";
+import { sha256Digest } from "../../core/digest.js";
+import type { JournalAppender, JournalDigest, JournalStore } from "../../journal/types.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { query, type PgPool } from "./connection.js";
 
@@ -65,7 +66,7 @@ interface JournalRead {
 }
 
 /** A journal as read: whether it exists, its lines (those starting below the bound) and where the last ends. */
-export interface StoredJournal {
+interface StoredJournal {
   readonly present: boolean;
   readonly bytes: Buffer | null;
   readonly end: number;
@@ -81,16 +82,18 @@ function journalOf(runId: string, maxBytes: number, stored: StoredJournal): Uint
 }
 
 /**
- * Journals read in the same statement as their claims (a replay needs both): handed from the
- * claim store to the journal store for the `read` that follows in the same event-loop turn, then
- * dropped. Nothing is cached across calls; a read that finds no entry goes to the database.
+ * Digests of journals read in the same statement as their claims (a replay needs both): handed
+ * from the claim store to the journal store for the `digest` that follows in the same event-loop
+ * turn, then dropped. Nothing is cached across calls; a call that finds no entry goes to the
+ * database.
  */
 export class JournalPrefetch {
-  readonly #entries = new Map<string, { readonly stored: StoredJournal; readonly maxBytes: number }>();
+  readonly #entries = new Map<string, { readonly digest: JournalDigest | null; readonly maxBytes: number }>();
   #sweeping = false;
 
-  offer(runId: string, maxBytes: number, stored: StoredJournal): void {
-    this.#entries.set(runId, { stored, maxBytes });
+  /** `digest` null: the run has no journal. */
+  offer(runId: string, maxBytes: number, digest: JournalDigest | null): void {
+    this.#entries.set(runId, { digest, maxBytes });
     if (this.#sweeping) return;
     this.#sweeping = true;
     setImmediate(() => {
@@ -99,11 +102,12 @@ export class JournalPrefetch {
     });
   }
 
-  take(runId: string, maxBytes: number): StoredJournal | undefined {
+  /** undefined: nothing prefetched for this call; null: prefetched, and the run has no journal. */
+  take(runId: string, maxBytes: number): JournalDigest | null | undefined {
     const entry = this.#entries.get(runId);
     if (entry === undefined || entry.maxBytes !== maxBytes) return undefined;
     this.#entries.delete(runId);
-    return entry.stored;
+    return entry.digest;
   }
 }
 
@@ -190,7 +194,7 @@ export class PostgresJournalStore implements JournalStore {
     return this.#writes.batches;
   }
 
-  /** Read statements sent so far (reads answered from a prefetch send none). */
+  /** Read statements sent so far (digests answered from a prefetch send none). */
   get reads(): number {
     return this.#reads.batches;
   }
@@ -203,9 +207,16 @@ export class PostgresJournalStore implements JournalStore {
 
   async read(runId: string, maxBytes: number): Promise<Uint8Array | undefined> {
     assertRunId(runId);
-    const prefetched = this.#prefetch.take(runId, maxBytes);
-    if (prefetched !== undefined) return journalOf(runId, maxBytes, prefetched);
     return this.#reads.submit({ runId, maxBytes });
+  }
+
+  /** From the claim read's prefetch when there is one (no statement), else from the bytes. */
+  async digest(runId: string, maxBytes: number): Promise<JournalDigest | undefined> {
+    assertRunId(runId);
+    const prefetched = this.#prefetch.take(runId, maxBytes);
+    if (prefetched !== undefined) return prefetched ?? undefined;
+    const bytes = await this.#reads.submit({ runId, maxBytes });
+    return bytes === undefined ? undefined : { bytes: bytes.byteLength, sha256: sha256Digest(bytes), tail: bytes };
   }
 
   async exists(runId: string): Promise<boolean> {
