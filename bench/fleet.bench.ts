@@ -13,57 +13,38 @@
  *    (claim row and journal come in one statement, which concurrent replays share), and the WAL
  *    each side generates during its replay phase is printed.
  *
- * Both sides stay open for the whole run and their phases alternate (warden, DBOS, warden, …),
- * so load from other processes on a shared machine falls on both alike; the median round is
- * reported, with the CPU each side used per call (this process incl. worker threads, and the
- * PostgreSQL server processes).
+ * Each side runs in a process of its own (bench/fleet-side.ts), as it would be deployed, so
+ * neither's heap, timers or background work lands in the other's latencies. Both stay open for
+ * the whole run and their phases alternate (warden, DBOS, warden, …), so load from other
+ * processes on a shared machine falls on both alike; the median round is reported, with the CPU
+ * each side used per call (its process incl. worker threads, and the PostgreSQL server
+ * processes).
  *
  * The cluster is started by test/support/postgres.ts (fsync on, synchronous_commit on, unix
  * socket) and removed at the end; WARDEN_TEST_POSTGRES_URL points it at an existing server.
  */
-import { randomUUID } from "node:crypto";
+import { fork, type ChildProcess } from "node:child_process";
 import { loadavg } from "node:os";
-import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
-import { DBOS } from "@dbos-inc/dbos-sdk";
-import { openPostgresBackend } from "../src/backends/postgres/index.js";
-import { Invocations } from "../src/invocations/index.js";
-import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
 import { startTestPostgres, type TestPostgres } from "../test/support/postgres.js";
-import { fmt, percentile, ratioLine } from "./baseline.js";
+import { fmt, ratioLine } from "./baseline.js";
+import type { PhaseKind, PhaseResult, SideCommand, SideMessage } from "./fleet-side.js";
 
 const CONCURRENCY = 64;
 const WARMUP_S = 1;
 const PHASE_S = 3;
 const NEW_ROUNDS = 3;
 const REPLAY_ROUNDS = 2;
-const SCOPE = "bench";
-const REQUEST = { task: "bench" };
+const SIDE_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "fleet-side.ts");
 
-interface Phase {
-  readonly perSec: number;
-  readonly count: number;
-  readonly p50: number;
-  readonly p99: number;
-  /** CPU per call, ms: this process (main thread and workers) and the database server */
+interface Phase extends PhaseResult {
+  /** CPU per call, ms: the side's process (main thread and workers) and the database server */
   readonly clientMs: number;
   readonly serverMs: number | undefined;
   /** WAL bytes written during the phase */
   readonly wal: number;
-  /** where a tail comes from: how late the event loop ran (p99, ms) and this process's GC pauses */
-  readonly loopDelayP99: number;
-  readonly gc: { readonly count: number; readonly ms: number; readonly maxMs: number };
-}
-
-/** One side under test: a new call and a replay of a completed id, and its write statements so far. */
-interface Side {
-  readonly name: string;
-  readonly url: string;
-  fresh(): Promise<string>;
-  replay(id: string): Promise<void>;
-  writes?(): number;
-  reads?(): number;
-  close(): Promise<void>;
 }
 
 async function withClient<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
@@ -81,114 +62,72 @@ const walLsn = (url: string): Promise<string> =>
 const walSince = (url: string, lsn: string): Promise<number> =>
   withClient(url, async (c) => Number((await c.query<{ b: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1)::bigint AS b", [lsn])).rows[0]!.b));
 
-/** Runs `op` from CONCURRENCY loops for `seconds`: throughput, latency percentiles and CPU per call. */
-async function measure(server: TestPostgres, url: string, seconds: number, op: (i: number) => Promise<void>): Promise<Phase> {
-  const samples: number[] = [];
-  let next = 0;
-  const lsn = await walLsn(url);
-  const loopDelay = monitorEventLoopDelay({ resolution: 1 });
-  const pauses: number[] = [];
-  const gcWatch = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) pauses.push(entry.duration);
-  });
-  gcWatch.observe({ entryTypes: ["gc"] });
-  loopDelay.enable();
-  const serverBefore = server.serverCpuMs();
-  const cpuBefore = process.cpuUsage();
-  const start = performance.now();
-  const end = start + seconds * 1000;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (performance.now() < end) {
-        const t0 = performance.now();
-        await op(next++);
-        samples.push(performance.now() - t0);
-      }
-    }),
-  );
-  const elapsed = (performance.now() - start) / 1000;
-  const cpu = process.cpuUsage(cpuBefore);
-  loopDelay.disable();
-  gcWatch.disconnect();
-  const serverAfter = server.serverCpuMs();
-  const wal = await walSince(url, lsn);
-  samples.sort((a, b) => a - b);
-  const n = samples.length;
-  return {
-    perSec: n / elapsed,
-    count: n,
-    p50: percentile(samples, 50),
-    p99: percentile(samples, 99),
-    clientMs: (cpu.user + cpu.system) / 1000 / n,
-    serverMs: serverBefore === undefined || serverAfter === undefined ? undefined : (serverAfter - serverBefore) / n,
-    wal,
-    loopDelayP99: loopDelay.percentile(99) / 1e6,
-    gc: { count: pauses.length, ms: pauses.reduce((a, b) => a + b, 0), maxMs: Math.max(0, ...pauses) },
-  };
-}
+/** A side's process: phases run there, the database's CPU and WAL are measured here around them. */
+class Side {
+  readonly name: string;
+  readonly url: string;
+  readonly #child: ChildProcess;
+  #waiting: { resolve: (message: SideMessage) => void; reject: (error: Error) => void } | undefined;
+  readonly #exited: Promise<void>;
 
-async function wardenSide(url: string): Promise<Side> {
-  const backend = await openPostgresBackend({ url });
-  const checker = tsRunChecker();
-  const invocations = new Invocations({ claims: backend.claims, journals: backend.journals, keys: backend.keys, limits: backend.limits, checker });
-  return {
-    name: "warden",
-    url,
-    async fresh() {
-      const id = randomUUID();
-      const outcome = await invocations.run(SCOPE, id, REQUEST, "bench", async (h) => {
-        await h.effect({ kind: "tool", name: "noop", fingerprint: "bench" }, () => 1);
-        return { ok: true };
-      });
-      if (outcome.status !== "recorded" || outcome.replayed) throw new Error(`warden bench call ended ${outcome.status}`);
-      return id;
-    },
-    // What a retry of a completed id costs: the lookup every start does first (Warden.start,
-    // POST /v1/invocations), which answers a recorded id without claiming anything.
-    async replay(id) {
-      const known = await invocations.lookup(SCOPE, id, REQUEST);
-      if (known?.status !== "recorded" || !known.replayed) throw new Error(`warden replay answered ${String(known?.status)}`);
-    },
-    writes: () => backend.claims.commits + backend.journals.commits,
-    reads: () => backend.claims.reads + backend.journals.reads,
-    async close() {
-      await checker.close();
-      await backend.close();
-    },
-  };
-}
+  private constructor(name: string, url: string, child: ChildProcess) {
+    this.name = name;
+    this.url = url;
+    this.#child = child;
+    child.on("message", (message: SideMessage) => {
+      const waiting = this.#waiting;
+      this.#waiting = undefined;
+      waiting?.resolve(message);
+    });
+    this.#exited = new Promise((done) =>
+      child.once("exit", (code, signal) => {
+        this.#waiting?.reject(new Error(`${name} side exited (${signal ?? code}) during a phase`));
+        this.#waiting = undefined;
+        done();
+      }),
+    );
+  }
 
-async function dbosSide(url: string): Promise<Side> {
-  // DBOS sets idle_in_transaction_session_timeout (60 s by default) on each new pooled connection
-  // with a query it queues ahead of the borrower's own, which pg 8 reports as a deprecated
-  // concurrent client.query(). The same setting in the connection's startup options makes DBOS
-  // skip that query: its sessions are configured exactly as before, through the supported path.
-  const configured = new URL(url);
-  configured.searchParams.set("options", "-c idle_in_transaction_session_timeout=60000");
-  DBOS.setConfig({ name: "warden-fleet-bench", systemDatabaseUrl: configured.href, systemDatabasePoolSize: 20, logLevel: "error" });
-  const workflow = DBOS.registerWorkflow(
-    async (): Promise<{ ok: boolean }> => {
-      await DBOS.runStep(async () => 1, { name: "noop" });
-      return { ok: true };
-    },
-    { name: "benchWorkflow" },
-  );
-  await DBOS.launch();
-  const run = async (workflowID: string): Promise<void> => {
-    const handle = await DBOS.startWorkflow(workflow, { workflowID })();
-    if ((await handle.getResult()).ok !== true) throw new Error("DBOS bench workflow returned no result");
-  };
-  return {
-    name: "DBOS",
-    url,
-    async fresh() {
-      const id = randomUUID();
-      await run(id);
-      return id;
-    },
-    replay: run,
-    close: () => DBOS.shutdown(),
-  };
+  static async start(name: "warden" | "dbos", url: string): Promise<Side> {
+    const child = fork(SIDE_ENTRY, [name, url, String(CONCURRENCY)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    const side = new Side(name === "warden" ? "warden" : "DBOS", url, child);
+    const ready = await side.#next();
+    if (ready.op !== "ready") throw new Error(`${name} side did not start: ${JSON.stringify(ready)}`);
+    return side;
+  }
+
+  async phase(server: TestPostgres, kind: PhaseKind, seconds: number): Promise<Phase> {
+    const lsn = await walLsn(this.url);
+    const serverBefore = server.serverCpuMs();
+    const answer = this.#next();
+    this.#send({ op: "phase", kind, seconds });
+    const message = await answer;
+    if (message.op !== "phase") throw new Error(`${this.name} ${kind} phase failed: ${message.op === "failed" ? message.error : message.op}`);
+    const serverAfter = server.serverCpuMs();
+    const wal = await walSince(this.url, lsn);
+    const result = message.result;
+    return {
+      ...result,
+      clientMs: result.cpuMs / result.count,
+      serverMs: serverBefore === undefined || serverAfter === undefined ? undefined : (serverAfter - serverBefore) / result.count,
+      wal,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#child.exitCode === null && this.#child.signalCode === null && this.#child.connected) this.#send({ op: "close" });
+    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 10_000);
+    await this.#exited;
+    clearTimeout(timer);
+  }
+
+  #next(): Promise<SideMessage> {
+    return new Promise((resolve, reject) => (this.#waiting = { resolve, reject }));
+  }
+
+  #send(command: SideCommand): void {
+    this.#child.send(command);
+  }
 }
 
 function median(phases: readonly Phase[]): Phase {
@@ -204,34 +143,28 @@ export default async function (): Promise<void> {
   const server = await startTestPostgres();
   const sides: Side[] = [];
   try {
-    const warden = await wardenSide(await server.createDatabase("bench_warden"));
+    const warden = await Side.start("warden", await server.createDatabase("bench_warden"));
     sides.push(warden);
-    const dbos = await dbosSide(await server.createDatabase("bench_dbos"));
+    const dbos = await Side.start("dbos", await server.createDatabase("bench_dbos"));
     sides.push(dbos);
-    console.log(`machine load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}; concurrency ${CONCURRENCY}; one PostgreSQL cluster (fsync on)`);
-    const completed = new Map<Side, string[]>(sides.map((s) => [s, []]));
-    for (const side of sides) await measure(server, side.url, WARMUP_S, async () => void (await side.fresh()));
+    console.log(
+      `machine load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}; concurrency ${CONCURRENCY}; one PostgreSQL cluster (fsync on); each side in its own process`,
+    );
+    for (const side of sides) await side.phase(server, "fresh", WARMUP_S);
     const fresh = new Map<Side, Phase[]>(sides.map((s) => [s, []]));
     for (let round = 0; round < NEW_ROUNDS; round++) {
-      for (const side of sides) {
-        const ids = completed.get(side)!;
-        fresh.get(side)!.push(await measure(server, side.url, PHASE_S, async () => void ids.push(await side.fresh())));
-      }
+      for (const side of sides) fresh.get(side)!.push(await side.phase(server, "fresh", PHASE_S));
     }
     const replays = new Map<Side, Phase[]>(sides.map((s) => [s, []]));
-    const wardenWrites = warden.writes!();
-    const wardenReads = warden.reads!();
     for (let round = 0; round < REPLAY_ROUNDS; round++) {
-      for (const side of sides) {
-        const ids = completed.get(side)!;
-        replays.get(side)!.push(await measure(server, side.url, PHASE_S, (i) => side.replay(ids[(i * 7919) % ids.length]!)));
-      }
+      for (const side of sides) replays.get(side)!.push(await side.phase(server, "replay", PHASE_S));
     }
-    const replayWrites = warden.writes!() - wardenWrites;
-    const replayReads = warden.reads!() - wardenReads;
-    const replayCount = replays.get(warden)!.reduce((n, p) => n + p.count, 0);
+    const wardenReplays = replays.get(warden)!;
+    const replayWrites = wardenReplays.reduce((n, p) => n + (p.writes ?? 0), 0);
+    const replayReads = wardenReplays.reduce((n, p) => n + (p.reads ?? 0), 0);
+    const replayCount = wardenReplays.reduce((n, p) => n + p.count, 0);
     const [wf, df] = [median(fresh.get(warden)!), median(fresh.get(dbos)!)];
-    const [wr, dr] = [median(replays.get(warden)!), median(replays.get(dbos)!)];
+    const [wr, dr] = [median(wardenReplays), median(replays.get(dbos)!)];
     console.log(ratioLine(`new invocations/s (median of ${NEW_ROUNDS} alternating rounds), warden (signed journal) vs DBOS`, wf.perSec, df.perSec, "/s", 2));
     console.log(`  ${describe("warden", wf)}`);
     console.log(`  ${describe("DBOS", df)}`);
@@ -241,6 +174,7 @@ export default async function (): Promise<void> {
     console.log(
       `  warden replay phase: event loop delay p99 ${wr.loopDelayP99.toFixed(1)} ms; GC pauses ${wr.gc.count}, ${wr.gc.ms.toFixed(0)} ms in all, longest ${wr.gc.maxMs.toFixed(1)} ms`,
     );
+    console.log(`  all rounds, warden: ${wardenReplays.map((p) => `${fmt(p.perSec)}/s p99 ${p.p99.toFixed(2)} ms`).join(", ")}`);
     console.log(`  ${describe("DBOS", dr)}`);
     console.log(`  warden replays sent ${replayWrites} write statements (${replayWrites === 0 ? "a replay is a read" : "NOT a read"})`);
     console.log(
