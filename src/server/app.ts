@@ -4,7 +4,7 @@
  * to `listen` (or to `inject` in tests); it never closes the Warden, its owner does.
  */
 import { randomUUID } from "node:crypto";
-import Fastify from "fastify";
+import Fastify, { LogController, type FastifyReply, type FastifyRequest } from "fastify";
 import swagger from "@fastify/swagger";
 import type { ServerSettings } from "../config/serve-config.js";
 import type { Warden } from "../warden.js";
@@ -27,7 +27,19 @@ export interface CreateServerOptions {
   readonly version?: string;
 }
 
+/** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
+class NodeLogController extends LogController {
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply, metadata?: Record<string, unknown>): void {
+    if (error && this.isLogDisabled(request)) reply.log.error({ res: reply, err: error, responseTime: reply.elapsedTime }, "request errored");
+    else super.requestCompleted(error, request, reply, metadata);
+  }
+}
+
 export async function createServer(warden: Warden, settings: ServerSettings, options: CreateServerOptions = {}): Promise<App> {
+  // A push sends a chunk per MiB (or per small file): two info lines each were most of what a
+  // node spent per chunk beyond storing it, written synchronously to stderr. Such routes log
+  // their requests at debug; a refused or failed chunk is still logged by the error handler.
+  const requestLinesOfQuietRoutes = settings.logLevel === "debug" || settings.logLevel === "trace";
   const app: App = Fastify({
     logger: {
       level: settings.logLevel,
@@ -35,6 +47,9 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization"], censor: "[redacted]" },
       ...(options.logStream === undefined ? {} : { stream: options.logStream }),
     },
+    logController: new NodeLogController({
+      disableRequestLogging: requestLinesOfQuietRoutes ? false : (request) => request.routeOptions.config.quietRequestLog === true,
+    }),
     genReqId: () => randomUUID(),
     bodyLimit: settings.jsonBodyBytes,
     return503OnClosing: false,

@@ -28,6 +28,8 @@ declare module "fastify" {
     public?: boolean;
     /** prefix of the codes of body schema violations (default "request") */
     bodyCodes?: string;
+    /** log this route's requests (incoming, completed) only at debug or trace; refusals and failures still log */
+    quietRequestLog?: boolean;
   }
 }
 

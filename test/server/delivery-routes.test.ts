@@ -6,10 +6,15 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
+import { Writable } from "node:stream";
+import { hashToken } from "../../src/config/tokens.js";
+import type { LogLevel } from "../../src/config/schema.js";
+import { createServer } from "../../src/server/app.js";
 import { sha256Digest } from "../../src/core/digest.js";
 import {
   OBSERVER,
   OPERATOR,
+  OPERATOR_TOKEN,
   chunkHeaders,
   compileTestBundle,
   contentOf,
@@ -109,6 +114,53 @@ describe("delivery routes", () => {
     const committed = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest });
     assert.equal(committed.statusCode, 200);
     assert.deepEqual(json(committed.payload), { stage_id: stageId, manifest_digest: bundle.manifest.manifest_digest, committed: true, receipt, missing: [] });
+  });
+
+  it("logs chunk requests only at debug; a refused chunk is logged at info all the same", async () => {
+    /** Pushes a new blob in two chunks plus one refused chunk; answers the log lines. */
+    const linesAt = async (logLevel: LogLevel): Promise<{ msg: string; url?: string; code?: string }[]> => {
+      const bundle = await compileTestBundle(root, "chunk-logs", logLevel, { "notes/level.md": `new bytes at ${logLevel}\n`.repeat(50) });
+      let logged = "";
+      const sink = new Writable({
+        write(chunk: Buffer, _enc, done) {
+          logged += chunk.toString("utf8");
+          done();
+        },
+      });
+      const tokens = [{ name: "alice", role: "operator" as const, hash: hashToken(OPERATOR_TOKEN) }];
+      const app = await createServer(node.warden, { tokens, maxWaitS: 1, jsonBodyBytes: 256 * 1024, logLevel }, { logStream: sink });
+      try {
+        const begun = json((await app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
+        const missing = begun.missing as { digest: string; offset: number }[];
+        assert.equal(missing.length, 1, "only the new file is missing");
+        const blob = missing[0]!;
+        const bytes = contentOf(bundle, blob.digest).subarray(blob.offset);
+        const url = `/v1/stages/${begun.stage_id as string}/blobs/${blob.digest}`;
+        const half = Math.floor(bytes.byteLength / 2);
+        assert.equal((await app.inject({ method: "PATCH", url, headers: chunkHeaders(blob.offset), payload: bytes.subarray(0, half) })).statusCode, 204);
+        assert.equal((await app.inject({ method: "PATCH", url, headers: chunkHeaders(blob.offset + half + 1), payload: bytes.subarray(half + 1) })).statusCode, 409);
+        assert.equal((await app.inject({ method: "PATCH", url, headers: chunkHeaders(blob.offset + half), payload: bytes.subarray(half) })).statusCode, 204);
+        await app.inject({ method: "DELETE", url: `/v1/stages/${begun.stage_id as string}`, headers: OPERATOR });
+      } finally {
+        await app.close();
+      }
+      return logged
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => JSON.parse(line) as { msg: string; req?: { url?: string }; code?: string })
+        .map((entry) => ({ msg: entry.msg, ...(entry.req?.url !== undefined ? { url: entry.req.url } : {}), ...(entry.code !== undefined ? { code: entry.code } : {}) }));
+    };
+    const isChunk = (line: { url?: string }): boolean => line.url?.includes("/blobs/") === true;
+
+    const info = await linesAt("info");
+    assert.ok(info.some((l) => l.msg === "incoming request" && l.url === "/v1/stages"), "other routes still log their requests");
+    assert.ok(!info.some(isChunk), "no line per chunk at info");
+    assert.equal(info.filter((l) => l.msg === "request completed").length, 2, "begin and abort completed; no chunk");
+    assert.deepEqual(info.filter((l) => l.msg === "request refused"), [{ msg: "request refused", code: "chunk-out-of-order" }]);
+
+    const debug = await linesAt("debug");
+    assert.equal(debug.filter((l) => l.msg === "incoming request" && isChunk(l)).length, 3, "every chunk is logged at debug");
+    assert.equal(debug.filter((l) => l.msg === "request completed").length, 5);
   });
 
   it("lists bundles for observers, shows one, 404s an unknown one, and aborts stages", async () => {

@@ -107,6 +107,7 @@ function chunkRoute(ctx: RouteContext) {
     app.patch(
       "/v1/stages/:stage_id/blobs/:digest",
       {
+        config: { quietRequestLog: true },
         schema: {
           summary: "Append a chunk of a blob at Upload-Offset",
           params: ChunkParams,
