@@ -22,8 +22,20 @@ export interface NodeFetch {
 
 type FetchInit = NonNullable<Parameters<FetchFn>[1]>;
 
+/**
+ * Request headers as node:http takes them (lower-case names; node:http validates them). The plain
+ * object Transport passes on every request is copied directly: building a Headers for it cost a
+ * chunk upload more than writing its headers.
+ */
 function headerRecord(init: FetchInit["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
+  if (init !== undefined && init !== null && Object.getPrototypeOf(init) === Object.prototype) {
+    for (const [key, value] of Object.entries(init as Record<string, string>)) {
+      const name = key.toLowerCase();
+      out[name] = out[name] === undefined ? String(value) : `${out[name]}, ${String(value)}`;
+    }
+    return out;
+  }
   new Headers(init).forEach((value, key) => {
     out[key] = value;
   });
