@@ -299,7 +299,9 @@ export async function publishTempFile(temp: string, target: string): Promise<boo
     }
     created = false;
   }
-  await fsp.unlink(temp);
+  // force: a reader may already have removed the temp name, taking it for a crashed publisher's
+  // (the key store does after a long wait); the target is published either way.
+  await fsp.rm(temp, { force: true });
   await syncDir(dirname(target));
   return created;
 }
@@ -323,7 +325,7 @@ export function publishNewFileSync(target: string, data: Uint8Array | string): b
     }
     created = false;
   }
-  fs.unlinkSync(temp);
+  fs.rmSync(temp, { force: true });
   syncDirSync(dirname(target));
   return created;
 }

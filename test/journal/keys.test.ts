@@ -161,6 +161,23 @@ describe("EmbeddedKeyStore", () => {
     assert.equal((await loading).key_id, key.key_id);
   });
 
+  it("removes the second link a dead publisher left (its temp name, linked before the window), keeping the key", async () => {
+    const dir = freshDir();
+    const key = await new EmbeddedKeyStore(dir).active();
+    const file = join(dir, "ed25519-000001.json");
+    const bytes = readFileSync(file);
+    // What a kill -9 between link(temp, key) and unlink(temp) leaves behind.
+    const temp = join(dir, `.tmp-ed25519-000001.json.${"cd".repeat(8)}`);
+    linkSync(file, temp);
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    const restarted = new EmbeddedKeyStore(dir, { publishWindowMs: 100 });
+    assert.equal((await restarted.active()).key_id, key.key_id);
+    assert.deepEqual(readdirSync(dir), ["ed25519-000001.json"], "the leftover temp name is gone");
+    assert.equal(statSync(file).nlink, 1);
+    assert.ok(readFileSync(file).equals(bytes), "the key's bytes are untouched");
+    assert.equal((await new EmbeddedKeyStore(dir).publicKeys()).length, 1);
+  });
+
   it("refuses unsafe or corrupt key files and leaves them untouched", async () => {
     const setup = async (): Promise<{ dir: string; file: string }> => {
       const dir = freshDir();
@@ -178,6 +195,10 @@ describe("EmbeddedKeyStore", () => {
       const { dir, file } = await setup();
       linkSync(file, join(dirname(dir), "second-link"));
       await assert.rejects(new EmbeddedKeyStore(dir).active(), { code: "unsafe-storage-hard-link" });
+      assert.equal(statSync(file).nlink, 2);
+      // However old, a second link that is not a publisher's temp name for this key is never removed.
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      await assert.rejects(new EmbeddedKeyStore(dir, { publishWindowMs: 50 }).active(), { code: "unsafe-storage-hard-link" });
       assert.equal(statSync(file).nlink, 2);
     }
     {

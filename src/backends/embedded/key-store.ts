@@ -5,6 +5,11 @@
  * Every key file is published create-new (link(2) of a fsynced temp file), so two first uses —
  * in one process or in several — race for `ed25519-000001.json`: exactly one wins, and the loser
  * loads the winner's key. A rotation races the same way for the next number.
+ *
+ * A publisher that died between the link and the unlink of its temp name leaves the key with two
+ * links, which the private-file rules refuse. The second name is then recognized (our temp name
+ * for that key, the same inode, linked longer ago than any live publisher takes) and removed, so a
+ * crash while a key was created never keeps the node from starting.
  */
 import { readdirSync } from "node:fs";
 import * as fsp from "node:fs/promises";
@@ -38,12 +43,19 @@ function keyFileName(n: number): string {
   return `ed25519-${String(n).padStart(6, "0")}.json`;
 }
 
+export interface EmbeddedKeyStoreOptions {
+  /** how long a key may carry a publisher's second link before it is taken for a crash's leftover, ms */
+  readonly publishWindowMs?: number;
+}
+
 export class EmbeddedKeyStore implements KeyStore {
   readonly dir: string;
   readonly #loaded = new Map<number, SigningKey>();
+  readonly #publishWindowMs: number;
 
-  constructor(dir: string) {
+  constructor(dir: string, options: EmbeddedKeyStoreOptions = {}) {
     this.dir = dir;
+    this.#publishWindowMs = options.publishWindowMs ?? PUBLISH_WINDOW_MS;
   }
 
   async active(): Promise<SigningKey> {
@@ -122,34 +134,43 @@ export class EmbeddedKeyStore implements KeyStore {
   /**
    * Reads a key file with the private-file checks. A publisher links its temp file to the key name
    * and then unlinks the temp, so for a moment the key has two links; only while its second link is
-   * that publisher's temp name is the refusal retried, and only for PUBLISH_WINDOW_MS.
+   * a publisher's temp name for it is the refusal retried. A second link older than the publish
+   * window is a dead publisher's: that temp name is removed (the key's bytes are untouched).
    */
   async #readSettled(path: string): Promise<Buffer> {
-    const deadline = Date.now() + PUBLISH_WINDOW_MS;
+    const deadline = Date.now() + this.#publishWindowMs;
     for (;;) {
       try {
         return await readPrivateFile(path, KEY_FILE_MAX_BYTES);
       } catch (error) {
-        const transient =
-          isWardenError(error) && error.code === "unsafe-storage-hard-link" && Date.now() < deadline && (await this.#beingPublished(path));
-        if (!transient) throw error;
-        await sleep(5);
+        if (!isWardenError(error) || error.code !== "unsafe-storage-hard-link") throw error;
+        const temp = await this.#publisherTemp(path);
+        if (temp === undefined) throw error;
+        if (temp !== true && Date.now() - temp.linkedAt > this.#publishWindowMs) await fsp.rm(temp.path, { force: true });
+        else if (Date.now() >= deadline) throw error;
+        else await sleep(5);
       }
     }
   }
 
-  /** True when the key's extra link is gone by now, or is a publisher's temp name for it. */
-  async #beingPublished(path: string): Promise<boolean> {
+  /**
+   * The key's second link when it is a publisher's temp name for it, with when it was linked; true
+   * when the key has one link by now; undefined when the second link is anything else.
+   */
+  async #publisherTemp(path: string): Promise<{ readonly path: string; readonly linkedAt: number } | true | undefined> {
     const name = path.slice(this.dir.length + 1);
     const target = await fsp.lstat(path);
     if (target.nlink === 1) return true;
-    for (const entry of await fsp.readdir(this.dir)) {
-      if (!entry.startsWith(`${TEMP_PREFIX}${name}.`)) continue;
-      const temp = await fsp.lstat(join(this.dir, entry)).catch(() => undefined);
-      if (temp !== undefined && temp.ino === target.ino && temp.dev === target.dev) return true;
+    if (target.nlink === 2) {
+      for (const entry of await fsp.readdir(this.dir)) {
+        if (!entry.startsWith(`${TEMP_PREFIX}${name}.`)) continue;
+        const temp = await fsp.lstat(join(this.dir, entry)).catch(() => undefined);
+        // link(2) sets the inode's change time: the moment the key got its second name.
+        if (temp !== undefined && temp.ino === target.ino && temp.dev === target.dev) return { path: join(this.dir, entry), linkedAt: target.ctimeMs };
+      }
     }
     // The publisher may have unlinked its temp name while the directory was read.
-    return (await fsp.lstat(path)).nlink === 1;
+    return (await fsp.lstat(path)).nlink === 1 ? true : undefined;
   }
 }
 
