@@ -18,9 +18,21 @@ export interface ConnectionSettings {
   readonly url: string;
   /** how long to wait for a new connection before the call fails `storage-unavailable`, ms */
   readonly connectTimeoutMs?: number;
+  /**
+   * how long one statement may run (lock waits included) before the server cancels it and the
+   * call fails `storage-timeout`, ms
+   */
+  readonly statementTimeoutMs?: number;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 5000;
+/**
+ * Every statement warden sends is small (a batch of keys, one chunk, a thousand rows to prune):
+ * one still running after this long is waiting on a lock or a sick server, and a caller waiting
+ * forever would hold its connection, its batch and every caller queued behind it.
+ */
+const DEFAULT_STATEMENT_TIMEOUT_MS = 60_000;
+const QUERY_CANCELED = "57014";
 const INT8_OID = 20;
 
 /**
@@ -50,9 +62,15 @@ export function clientConfig(settings: ConnectionSettings, applicationName: stri
     connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     keepAlive: true,
     application_name: applicationName,
-    options: "-c synchronous_commit=on",
+    options: `-c synchronous_commit=on -c statement_timeout=${statementTimeoutOf(settings)}`,
     types,
   };
+}
+
+function statementTimeoutOf(settings: ConnectionSettings): number {
+  const ms = settings.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  if (!Number.isSafeInteger(ms) || ms < 1) throw new ValidationError("postgres-statement-timeout-invalid", "the statement timeout must be a positive integer of ms");
+  return ms;
 }
 
 /** The node's pool. Idle connections that die (server restart) are dropped and replaced on demand. */
@@ -105,8 +123,9 @@ export function sqlState(error: unknown): string | undefined {
 
 /**
  * A driver or server failure as a WardenError: `storage-unavailable` when the database cannot be
- * reached (the caller may retry once it is back), `storage-full` when it is out of disk, and
- * `database-error` for anything else. WardenErrors pass through unchanged.
+ * reached (the caller may retry once it is back), `storage-full` when it is out of disk,
+ * `storage-timeout` when a statement ran past the statement timeout (cancelled by the server, so
+ * it changed nothing), and `database-error` for anything else. WardenErrors pass through unchanged.
  */
 export function pgFailure(error: unknown, action: string): WardenError {
   if (isWardenError(error)) return error;
@@ -116,6 +135,9 @@ export function pgFailure(error: unknown, action: string): WardenError {
   }
   const state = sqlState(error);
   if (state === "53100") return new StorageError("storage-full", `the database is out of disk space; could not ${action}`, { cause: error });
+  if (state === QUERY_CANCELED) {
+    return new StorageError("storage-timeout", `the database did not answer in time (statement timeout); could not ${action}`, { cause: error });
+  }
   return new StorageError("database-error", `could not ${action}: ${message}`, {
     cause: error,
     ...(state === undefined ? {} : { details: { sqlstate: state } }),

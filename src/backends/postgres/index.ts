@@ -19,7 +19,7 @@ import type { DeliveryBackend } from "../../delivery/service.js";
 import { PostgresBlobStore } from "./blob-store.js";
 import { PostgresCatalogStore } from "./catalog-store.js";
 import { PostgresClaimStore } from "./claim-store.js";
-import { openPool, type PgPool } from "./connection.js";
+import { openPool, type ConnectionSettings, type PgPool } from "./connection.js";
 import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
 import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
@@ -34,6 +34,8 @@ export interface PostgresBackendOptions {
   readonly poolSize?: number;
   /** how long a call waits for a connection before failing `storage-unavailable`, ms */
   readonly connectTimeoutMs?: number;
+  /** how long one statement may run before it is cancelled and fails `storage-timeout`, ms (default 60 s) */
+  readonly statementTimeoutMs?: number;
   /** owner-lock heartbeat and reconnect tuning (tests shorten them) */
   readonly owner?: Omit<OwnerSessionOptions, "settings">;
 }
@@ -54,7 +56,11 @@ const DEFAULT_POOL_SIZE = 16;
 
 export async function openPostgresBackend(options: PostgresBackendOptions): Promise<PostgresBackend> {
   const limits = resolveLimits(options.limits);
-  const settings = { url: options.url, ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }) };
+  const settings: ConnectionSettings = {
+    url: options.url,
+    ...(options.connectTimeoutMs === undefined ? {} : { connectTimeoutMs: options.connectTimeoutMs }),
+    ...(options.statementTimeoutMs === undefined ? {} : { statementTimeoutMs: options.statementTimeoutMs }),
+  };
   const pool: PgPool = openPool(settings, options.poolSize ?? DEFAULT_POOL_SIZE);
   let owner: OwnerSession | undefined;
   try {
