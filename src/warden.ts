@@ -26,6 +26,7 @@ import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups } from "./warden/agent-groups.js";
+import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
 import { JournalTap } from "./warden/journal-tap.js";
 
 export interface WardenOptions {
@@ -87,6 +88,8 @@ export class Warden {
   readonly materializer: Materializer;
   readonly runner: Runner;
   readonly journals: JournalTap;
+  /** agent processes an earlier, dead process on this home had left running, killed at open */
+  readonly reapedAgents: Reaped;
   readonly #backend: NodeBackend;
   readonly #bounds: { maxPromptBytes: number; maxTimeoutS: number };
   readonly #agents: AgentGroups;
@@ -104,7 +107,9 @@ export class Warden {
     journals: JournalTap;
     agents: AgentGroups;
     bounds: { maxPromptBytes: number; maxTimeoutS: number };
+    reaped: Reaped;
   }) {
+    this.reapedAgents = parts.reaped;
     this.#backend = parts.backend;
     this.home = parts.backend.home;
     this.limits = parts.backend.limits;
@@ -248,6 +253,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const profiles = resolveProfiles(options.providers ?? {});
     const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
     await materializer.sweep();
+    // Before anything is launched: agents an earlier process on this home left running when it
+    // died; their runs read unresolved, and nothing may go on acting for them.
+    const reaped = reapOrphanedAgents(backend.home);
+    const agentTag = agentTagOf(backend.home);
     const agents = new AgentGroups();
     const { workspaces, defaultWorkspace } = workspacesOf(backend.home, options);
     const bounds = {
@@ -263,6 +272,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       outputDir: join(backend.home, "outputs"),
       profiles,
       env: options.agentEnv ?? agentEnvironment(),
+      ...(agentTag === undefined ? {} : { agentTag }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
       ...bounds,
@@ -274,7 +284,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
         },
       },
     });
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds });
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped });
   } catch (error) {
     await delivery?.close().catch(() => undefined);
     await backend.close().catch(() => undefined);

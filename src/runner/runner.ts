@@ -31,6 +31,7 @@ import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { eventReader } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
+import { AGENT_TAG_VAR } from "./orphans.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -52,6 +53,8 @@ export interface RunnerOptions {
   readonly profiles?: ProviderProfiles;
   /** base environment of agents (default: this process's, without WARDEN_TOKEN) */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
+  readonly agentTag?: string;
   readonly defaultTimeoutS?: number;
   readonly maxTimeoutS?: number;
   /** between SIGTERM and SIGKILL of a timed-out agent's process group */
@@ -93,6 +96,7 @@ export class Runner {
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
   readonly #env: Readonly<Record<string, string | undefined>>;
+  readonly #agentTagEnv: Readonly<Record<string, string>>;
   readonly #defaultTimeoutS: number;
   readonly #maxTimeoutS: number;
   readonly #killGraceMs: number;
@@ -114,6 +118,8 @@ export class Runner {
     this.#profiles = options.profiles ?? resolveProfiles();
     const { WARDEN_TOKEN: _token, ...inherited } = process.env;
     this.#env = options.env ?? inherited;
+    // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
+    this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#defaultTimeoutS = options.defaultTimeoutS ?? 3600;
     this.#maxTimeoutS = options.maxTimeoutS ?? 24 * 3600;
     this.#killGraceMs = options.killGraceMs ?? 5000;
@@ -218,7 +224,7 @@ export class Runner {
       command: profile.command,
       args,
       cwd,
-      env: { ...this.#env, ...(materialization?.env ?? {}) },
+      env: { ...this.#env, ...(materialization?.env ?? {}), ...this.#agentTagEnv },
       timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
       killGraceMs: this.#killGraceMs,
     });

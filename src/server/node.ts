@@ -25,6 +25,12 @@ export async function startNode(config: ServeConfig, options: CreateServerOption
   let app: App | undefined;
   try {
     app = await createServer(warden, config.server, options);
+    const reaped = warden.reapedAgents;
+    if (reaped.killed.length > 0) {
+      app.log.warn({ pids: reaped.killed }, `killed ${reaped.killed.length} agent process(es) an earlier node on this home left running when it died`);
+    } else if (!reaped.supported) {
+      app.log.info("agents orphaned by a crashed node cannot be found on this platform (no /proc); after a crash, check for agents still running");
+    }
     await app.listen({ host: config.listen.host, port: config.listen.port });
     const address = app.server.address() as AddressInfo;
     const url = urlOf({ host: config.listen.host, port: address.port });

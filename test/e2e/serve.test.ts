@@ -23,9 +23,15 @@ type Reply = HttpReply;
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  // A killed process whose parent died may linger as a zombie until init collects it.
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return true;
   }
 }
 
@@ -67,11 +73,14 @@ describe("warden serve (child process, HTTP only)", () => {
   const invoke = (key: string | undefined, body: unknown, headers: Record<string, string> = {}): Promise<Reply> =>
     call("POST", "/v1/invocations", { headers: { ...(key === undefined ? {} : { "idempotency-key": key }), ...headers }, body });
   const stateOf = async (key: string): Promise<Record<string, unknown>> => (await call("GET", `/v1/invocations/api:operator/${key}`)).body;
-  const startCount = (): number => (fs.existsSync(startsFile) ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).length : 0);
-  const startedPids = (): number[] =>
+  const starts = (): { provider: string; pid: number }[] =>
     fs.existsSync(startsFile)
-      ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => (JSON.parse(l) as { pid: number }).pid)
+      ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { provider: string; pid: number })
       : [];
+  /** agents started (the children an agent starts are recorded too, as "grandchild") */
+  const startCount = (): number => starts().filter((s) => s.provider !== "grandchild").length;
+  const startedPids = (): number[] => starts().filter((s) => s.provider !== "grandchild").map((s) => s.pid);
+  const grandchildPids = (): number[] => starts().filter((s) => s.provider === "grandchild").map((s) => s.pid);
 
   before(async () => {
     root = tempDir("e2e-serve");
@@ -284,17 +293,22 @@ describe("warden serve (child process, HTTP only)", () => {
     assert.equal(received, missing.reduce((n, m) => n + m.byte_len, 0));
   });
 
-  it("after kill -9 mid-run and a restart, the run reads unresolved and its agent is never started again", async () => {
+  it("after kill -9 mid-run and a restart, the orphaned agent and its child are killed, the run reads unresolved and its agent is never started again", async () => {
     const key = randomUUID();
-    const hang = { provider: "claude", prompt: "#hang" };
+    const hang = { provider: "claude", prompt: "#hang #grandchild" };
     const before = startCount();
+    const childrenBefore = grandchildPids().length;
     const fresh = await invoke(key, hang);
     assert.equal(fresh.status, 202);
-    await waitFor("the agent to start", () => (startCount() === before + 1 ? true : undefined));
+    await waitFor("the agent and its child to start", () => (startCount() === before + 1 && grandchildPids().length === childrenBefore + 1 ? true : undefined));
     await node.kill();
     const agentPid = startedPids().at(-1)!;
-    process.kill(-agentPid, "SIGKILL"); // the orphaned agent: its effects are the operator's to review
+    const childPid = grandchildPids().at(-1)!;
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(isAlive(agentPid) && isAlive(childPid), "a node killed with -9 cannot stop its agent: it is orphaned");
     node = await start();
+    // The new node found them by the tag in their environment (its home, a node process that is gone).
+    await waitFor("the orphaned agent and its child to be gone", () => (!isAlive(agentPid) && !isAlive(childPid) ? true : undefined), 5000);
     const state = await stateOf(key);
     assert.equal(state.status, "unresolved");
     assert.deepEqual(state.reasons, ["owner-gone"]);
