@@ -12,7 +12,8 @@ import type { Limits } from "../core/limits.js";
 import { piecesOf, type ByteSource } from "./blob-store.js";
 import { chunkTooLarge, outOfOrder, overflow } from "./delivery-errors.js";
 import type { DeliveryStores } from "./recovery.js";
-import { hashPartial, type PartialAppender, type StageBlob } from "./stage.js";
+import { InlineCommitCheck } from "./commit-verify.js";
+import { hashPartial, type PartialAppender, type StageBlob, type StageRecord } from "./stage.js";
 
 /**
  * Bytes of a chunk's first piece hashed while its partial is being opened (creating a file waits
@@ -36,6 +37,8 @@ export class ChunkUpload {
    * commit publishes them without hashing them again (it still verifies what it publishes).
    */
   readonly #verified = new Set<string>();
+  /** Each stage's inline commit check (null: none can run for it in this process). */
+  readonly #inline = new Map<string, InlineCommitCheck | null>();
 
   constructor(stores: DeliveryStores, limits: Limits) {
     this.#stores = stores;
@@ -44,14 +47,26 @@ export class ChunkUpload {
 
   /** Drops what is known of one blob, or of every blob of a stage that closed. */
   forget(stageId: string, digest?: Digest): void {
+    this.#inline.get(stageId)?.end();
     if (digest !== undefined) {
       this.#hashes.delete(hashKey(stageId, digest));
       this.#verified.delete(hashKey(stageId, digest));
       return;
     }
+    this.#inline.delete(stageId);
     const prefix = hashKey(stageId, "");
     for (const key of this.#hashes.keys()) if (key.startsWith(prefix)) this.#hashes.delete(key);
     for (const key of this.#verified) if (key.startsWith(prefix)) this.#verified.delete(key);
+  }
+
+  /**
+   * The stage's inline commit check, handed over once to its commit (undefined when none ran, or
+   * when it ended).
+   */
+  takeInlineCheck(stageId: string): InlineCommitCheck | undefined {
+    const check = this.#inline.get(stageId) ?? undefined;
+    this.#inline.set(stageId, null);
+    return check;
   }
 
   /** True when this process verified the blob's complete partial while receiving it. */
@@ -59,9 +74,15 @@ export class ChunkUpload {
     return this.#verified.has(hashKey(stageId, digest));
   }
 
-  async append(stageId: string, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
+  async append(stage: StageRecord, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
     const { stages } = this.#stores;
+    const stageId = stage.stage_id;
     const key = hashKey(stageId, blob.digest);
+    let inline = this.#inline.get(stageId);
+    if (inline === undefined) {
+      inline = InlineCommitCheck.start(stages, stage) ?? null;
+      this.#inline.set(stageId, inline);
+    }
     const cached = this.#hashes.get(key);
     const base = cached !== undefined && cached.length === blob.received ? cached : await hashPartial(stages, stageId, blob.digest, blob.received);
     const running = base.copy();
@@ -72,21 +93,26 @@ export class ChunkUpload {
     let partial: PartialAppender | undefined;
     try {
       for await (const piece of piecesOf(body)) {
-        const written = running.length - blob.received + piece.byteLength;
+        const position = running.length;
+        const written = position - blob.received + piece.byteLength;
         if (written > this.#limits.chunkBytes) throw chunkTooLarge(written, this.#limits.chunkBytes);
         if (blob.received + written > blob.byte_len) throw overflow(blob, blob.received + written);
         let hashed = 0;
         if (partial === undefined) {
           hashed = Math.min(piece.byteLength, HASH_WHILE_OPENING);
           running.update(piece.subarray(0, hashed));
+          // The inline check hashes the piece too, while the partial is created if it fits.
+          if (hashed === piece.byteLength) inline?.feed(blob.digest, position, piece);
           partial = await opening;
         }
         const appended = partial.append(piece);
         running.update(hashed === 0 ? piece : piece.subarray(hashed));
+        if (hashed < piece.byteLength) inline?.feed(blob.digest, position, piece);
         await appended;
       }
       partial ??= await opening;
     } catch (error) {
+      inline?.end();
       // The partial was (or is being) opened: whatever this chunk appended is taken back.
       const opened = partial ?? (await opening.catch(() => undefined));
       if (opened !== undefined) await opened.abandon();
@@ -97,6 +123,7 @@ export class ChunkUpload {
     if (complete) {
       const actual = running.digest();
       if (!digestEquals(actual, blob.digest)) {
+        inline?.end();
         this.#hashes.delete(key);
         await partial.abandon();
         await stages.requireBlob(stageId, { digest: blob.digest, byte_len: blob.byte_len });
@@ -111,6 +138,7 @@ export class ChunkUpload {
     try {
       await stages.recordReceived(stageId, blob.digest, next, now);
     } catch (error) {
+      inline?.end();
       await flushed.catch(() => undefined);
       await partial.abandon();
       throw error;
@@ -118,12 +146,15 @@ export class ChunkUpload {
     try {
       await flushed;
     } catch (error) {
+      inline?.end();
       // The chunk is not part of the partial: take back the offset before refusing it.
       await stages.recordReceived(stageId, blob.digest, blob.received, now).catch(() => undefined);
       await partial.abandon();
       throw error;
     }
     await partial.close();
+    // Noted once the last byte is written: any later write to the partial changes it.
+    if (complete) inline?.written(blob.digest, await stages.partialIdentity?.(stageId, blob.digest));
     if (complete) {
       this.#hashes.delete(key);
       this.#verified.add(key);

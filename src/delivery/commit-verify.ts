@@ -9,15 +9,24 @@
  * here, so any byte changed since it was received fails it (the blobs are then hashed one by one
  * to name the changed one). Every other blob (a stored one, or one received before a restart) is
  * hashed on its own.
+ *
+ * A commit can also use the same checks made as the stage was uploaded (`InlineCommitCheck`): when
+ * the blobs arrive in path order, each component's bytes are fed to the bundle digest and the
+ * contract's content rules as they are received, on the bytes that were just hashed to the blob's
+ * digest and written, and each partial's identity (store-defined: for files device, inode, size
+ * and times, which every write moves on) is noted once its last byte is written. The commit then
+ * reads nothing back: it checks that every partial still has that identity, that is, still holds
+ * the bytes that were checked. Otherwise (another order, a restart, a partial changed since) it
+ * reads and checks everything as above.
  */
 import { digestEquals, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkBufferable, readVerifiedBlob, verifyBytes } from "./blob-store.js";
 import { checkContractContent } from "./contract.js";
-import { BundleDigestBuilder, type BlobRef } from "./manifest-types.js";
+import { BundleDigestBuilder, type BlobRef, type Component, type Manifest } from "./manifest-types.js";
 import type { DeliveryStores } from "./recovery.js";
-import type { StageRecord } from "./stage.js";
+import type { StageRecord, StageStore } from "./stage.js";
 
 /** Components read ahead (bounds the memory held to this many files). */
 const READ_AHEAD = 4;
@@ -170,4 +179,137 @@ class ReadBuffers {
   give(view: Uint8Array): void {
     if (this.#ours.has(view.buffer) && view.byteOffset === 0) this.#free.push(new Uint8Array(view.buffer, 0, this.#size));
   }
+}
+
+/**
+ * Files larger than this are not checked inline: a file's chunks are held until its last one
+ * arrives (the contract's rules read a file whole).
+ */
+const INLINE_MAX_FILE_BYTES = 1024 * 1024;
+
+/**
+ * The commit's checks made while the stage is uploaded in path order (see the module comment).
+ * Any chunk out of that order, a component whose bytes will not arrive through this stage (a
+ * stored blob, a blob used twice) or a failed rule ends it: it then never passes, and the commit
+ * checks everything itself, which also reports what went wrong.
+ */
+export class InlineCommitCheck {
+  readonly #manifest: Manifest;
+  readonly #builder = new BundleDigestBuilder();
+  #digest: Digest | undefined;
+  /** The component whose bytes come next, and how many of them came. */
+  #next = 0;
+  #position = 0;
+  #pieces: Uint8Array[] = [];
+  /** Components' bytes handed to the contract's rules, by index, until they ask for them. */
+  readonly #delivered = new Map<number, Uint8Array>();
+  #waiting: { readonly index: number; readonly resolve: (bytes: Uint8Array) => void; readonly reject: (error: unknown) => void } | undefined;
+  readonly #contract: Promise<boolean>;
+  /** Blobs whose every byte was checked here, with their partial's identity once written. */
+  readonly #identities = new Map<Digest, string>();
+  #ended = false;
+
+  /** Starts the check for a stage none of whose blobs has any byte yet; undefined when none can run. */
+  static start(stages: StageStore, stage: StageRecord): InlineCommitCheck | undefined {
+    if (stages.partialIdentity === undefined) return undefined;
+    if (stage.blobs.some((b) => b.complete || b.received > 0)) return undefined;
+    // Every file's bytes must come through this stage (not a stored or empty blob's), and be
+    // small enough to hold until its last chunk arrives.
+    const uploaded = new Set(stage.blobs.map((b) => b.digest));
+    const fits = (c: Component): boolean => uploaded.has(c.blob.digest) && c.blob.byte_len <= INLINE_MAX_FILE_BYTES;
+    if (!stage.manifest.components.every(fits)) return undefined;
+    return new InlineCommitCheck(stage.manifest);
+  }
+
+  private constructor(manifest: Manifest) {
+    this.#manifest = manifest;
+    const components = manifest.components;
+    this.#contract = checkContractContent(manifest, (component) => {
+      const index = components.indexOf(component);
+      const bytes = this.#delivered.get(index);
+      this.#delivered.delete(index);
+      if (bytes !== undefined) return Promise.resolve(bytes);
+      return new Promise((resolve, reject) => {
+        // Bytes handed over once are not kept: a rule that asked again (or out of order) ends it.
+        if (this.#ended || index < this.#next || this.#waiting !== undefined) reject(ended());
+        else this.#waiting = { index, resolve, reject };
+      });
+    }).then(
+      () => true,
+      () => {
+        // A failed rule ends the check: nothing more is held for it (the commit reports the rule).
+        this.end();
+        return false;
+      },
+    );
+  }
+
+  /**
+   * `piece`, at `offset` of blob `digest`, is being received (as it is hashed to the blob's digest
+   * and written; a chunk that then fails must `end` the check).
+   */
+  feed(digest: Digest, offset: number, piece: Uint8Array): void {
+    if (this.#ended) return;
+    const component = this.#manifest.components[this.#next];
+    if (component === undefined || component.blob.digest !== digest || offset !== this.#position || this.#identities.has(digest)) {
+      this.end();
+      return;
+    }
+    if (this.#position === 0) this.#builder.file(component.relative_path, component.blob.byte_len);
+    this.#builder.update(piece);
+    this.#pieces.push(piece);
+    this.#position += piece.byteLength;
+    if (this.#position === component.blob.byte_len) {
+      this.#deliver(this.#pieces.length === 1 ? this.#pieces[0]! : Buffer.concat(this.#pieces));
+      this.#identities.set(digest, "");
+    }
+  }
+
+  /** The identity of blob `digest`'s partial once its last byte was written. */
+  written(digest: Digest, identity: string | undefined): void {
+    if (!this.#identities.has(digest) || identity === undefined) this.end();
+    else this.#identities.set(digest, identity);
+  }
+
+  /** Ends the check: it will not pass. */
+  end(): void {
+    this.#ended = true;
+    this.#delivered.clear();
+    this.#pieces = [];
+    this.#waiting?.reject(ended());
+    this.#waiting = undefined;
+  }
+
+  /**
+   * True when every component was checked here and every partial still has the identity it had
+   * once written: the commit need not read the stage back.
+   */
+  async passed(stages: StageStore, stageId: string): Promise<boolean> {
+    if (this.#ended || this.#next !== this.#manifest.components.length) {
+      this.end();
+      return false;
+    }
+    this.#digest ??= this.#builder.digest();
+    if (!(await this.#contract) || !digestEquals(this.#digest, this.#manifest.bundle_digest)) return false;
+    for (const [digest, identity] of this.#identities) {
+      if (identity === "" || (await stages.partialIdentity!(stageId, digest)) !== identity) return false;
+    }
+    return true;
+  }
+
+  #deliver(bytes: Uint8Array): void {
+    const index = this.#next;
+    this.#next++;
+    this.#position = 0;
+    this.#pieces = [];
+    if (this.#waiting?.index === index) {
+      const waiting = this.#waiting;
+      this.#waiting = undefined;
+      waiting.resolve(bytes);
+    } else this.#delivered.set(index, bytes);
+  }
+}
+
+function ended(): ConflictError {
+  return new ConflictError("inline-check-ended", "the inline commit check ended");
 }

@@ -223,7 +223,7 @@ export class Delivery {
           if (offset > received) throw outOfOrder(blob, received, offset);
           if (body instanceof Uint8Array && offset + body.byteLength > blob.byte_len) throw overflow(blob, offset + body.byteLength);
           if (received === blob.byte_len) return nothingMore(blob, body);
-          return this.#chunks.append(id, blob, body, now);
+          return this.#chunks.append(stage, blob, body, now);
         }),
       );
     });
@@ -295,10 +295,13 @@ export class Delivery {
     const { stages } = this.#backend;
     const id = stage.stage_id;
     const received = stage.blobs.filter((b) => !b.complete).map((b) => ({ digest: b.digest, byte_len: b.byte_len }));
-    const [durable, verified] = await Promise.allSettled([
-      stages.syncReceived(id, received),
-      verifyForCommit(this.#backend, stage, this.limits, (digest) => this.#chunks.verified(id, digest)),
-    ]);
+    const inline = this.#chunks.takeInlineCheck(id);
+    const verify = async (): Promise<void> => {
+      // Checked as the blobs arrived, and no partial written since: nothing to read back.
+      if (inline !== undefined && (await inline.passed(stages, id))) return;
+      await verifyForCommit(this.#backend, stage, this.limits, (digest) => this.#chunks.verified(id, digest));
+    };
+    const [durable, verified] = await Promise.allSettled([stages.syncReceived(id, received), verify()]);
     // A partial that could not be made durable is dropped while the verification may be reading
     // it: its failure is the cause of whatever the verification then met.
     if (durable.status === "rejected") throw durable.reason;

@@ -79,6 +79,13 @@ export interface StageStore {
   /** Length of the blob's partial file, or undefined when there is none. */
   partialLength(stageId: string, digest: Digest): Promise<number | undefined>;
   /**
+   * A token for the partial's current state, or undefined when there is none: two equal tokens
+   * mean no byte of it was written in between (for files: device, inode, size, link count and the
+   * change and modification times, which every write moves on). A store that cannot tell leaves it
+   * out, and every commit then reads its partials back and checks them.
+   */
+  partialIdentity?(stageId: string, digest: Digest): Promise<string | undefined>;
+  /**
    * Bytes `[position, position + length)` of the partial (unverified; for replay, rehashing and
    * commit). With `into` (at least `length` bytes) a store may read into it and return a view of
    * it, so that a caller reading many partials reuses its buffers.
@@ -136,10 +143,20 @@ export function parseStageId(value: unknown): string {
   return value;
 }
 
-/** Blobs the client still has to send, with the offset to resume each from. */
+/**
+ * Blobs the client still has to send, with the offset to resume each from, in the order their
+ * files come in the manifest: a client that sends them in this order lets the commit check each
+ * file as it arrives instead of reading the stage back (InlineCommitCheck).
+ */
 export function missingOf(stage: StageRecord): MissingBlob[] {
+  const order = new Map<Digest, number>();
+  stage.manifest.components.forEach((c, i) => {
+    if (!order.has(c.blob.digest)) order.set(c.blob.digest, i);
+  });
+  const rank = (digest: Digest): number => order.get(digest) ?? order.size;
   return stage.blobs
     .filter((b) => !b.complete && b.received < b.byte_len)
+    .sort((a, b) => rank(a.digest) - rank(b.digest))
     .map((b) => ({ digest: b.digest, byte_len: b.byte_len, offset: b.received }));
 }
 

@@ -9,6 +9,8 @@ export type DeliveryFaultPoint =
   | "partial-created"
   /** a chunk's bytes were appended, before they are fsynced */
   | "chunk-written"
+  /** before bytes of a partial are read back (a replayed chunk, a running hash rebuilt, a commit's check) */
+  | "partial-read"
   /** at commit, before the fdatasync that makes a complete partial durable for its publication */
   | "partial-sync"
   /** inside the transaction writing a stage's latest activity (at most once a second), before it commits */

@@ -12,6 +12,7 @@
  * there); `complete` records blobs found already stored.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import { join } from "node:path";
 import { canonicalJson } from "../../core/canonical.js";
 import { digestEquals, type Digest } from "../../core/digest.js";
@@ -137,6 +138,7 @@ export class EmbeddedStageStore implements StageStore {
        ON CONFLICT (stage_id, digest) DO UPDATE SET received = 0, complete = 0`,
     );
     this.#deleteStage = db.prepare<[string]>("DELETE FROM stages WHERE stage_id = ?");
+    if (writesAlwaysMoveCtime(layout.stagesDir)) this.partialIdentity = (stageId, digest) => this.#identity(stageId, digest);
   }
 
   async create(stage: StageRecord): Promise<void> {
@@ -271,7 +273,21 @@ export class EmbeddedStageStore implements StageStore {
     return st?.isFile() === true ? st.size : undefined;
   }
 
+  /**
+   * The partial's lstat in nanoseconds. Offered only where any write after that lstat moves the
+   * ctime on (see `writesAlwaysMoveCtime`); userspace cannot set a ctime, and a replaced file has
+   * another inode or ctime.
+   */
+  readonly partialIdentity?: (stageId: string, digest: Digest) => Promise<string | undefined>;
+
+  async #identity(stageId: string, digest: Digest): Promise<string | undefined> {
+    const st = fs.lstatSync(this.#layout.partialPath(stageId, digest), { bigint: true, throwIfNoEntry: false });
+    if (st === undefined || !st.isFile()) return undefined;
+    return `${st.dev}:${st.ino}:${st.size}:${st.nlink}:${st.mtimeNs}:${st.ctimeNs}`;
+  }
+
   async readPartial(stageId: string, digest: Digest, position: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+    fire(this.#faults, "partial-read");
     const fd = openPrivateFileSync(this.#layout.partialPath(stageId, digest), "read");
     try {
       const bytes = await readExactly(fd, position, length, into);
@@ -507,6 +523,22 @@ export class EmbeddedStageStore implements StageStore {
     this.#manifests.set(row.manifest_digest, manifest);
     return manifest;
   }
+}
+
+/** statfs magic numbers of the file systems with multigrain timestamps: ext4, xfs, btrfs, tmpfs. */
+const MULTIGRAIN_FILE_SYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994]);
+
+/**
+ * True when a write that follows a stat of a file always changes its ctime. A timestamp normally
+ * comes from a clock that ticks every few milliseconds, so a write in the same tick as the stat
+ * would go unseen; since Linux 6.13 these file systems give a change that follows a query of the
+ * times a fresh fine-grained time (multigrain timestamps).
+ */
+export function writesAlwaysMoveCtime(dir: string): boolean {
+  if (process.platform !== "linux") return false;
+  const [major = 0, minor = 0] = os.release().split(".").map((part) => Number.parseInt(part, 10));
+  if (major < 6 || (major === 6 && minor < 13)) return false;
+  return MULTIGRAIN_FILE_SYSTEMS.has(fs.statfsSync(dir).type);
 }
 
 /**
