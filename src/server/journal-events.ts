@@ -4,11 +4,16 @@
  * stands, so what is sent is exactly what is stored). One message per entry — `id: <seq>`,
  * `data: <the signed line>` — and a final `event: end` when the run terminated, when no process
  * is writing it any more (a cut run), or at shutdown. `Last-Event-ID` resumes after that seq.
+ *
+ * A run written by another process (another node of a fleet, or another process on the same
+ * home) sends this one no signals: while its claim reads `in_progress` — its owner is alive — the
+ * journal is re-read every REMOTE_POLL_MS instead, until it terminates or its owner is gone.
  */
 import { PassThrough, type Readable } from "node:stream";
 import type { Warden } from "../warden.js";
 
 const HEARTBEAT_MS = 15_000;
+const REMOTE_POLL_MS = 500;
 const NEWLINE = 0x0a;
 
 export interface JournalEventStream {
@@ -37,8 +42,10 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
   const heartbeat = setInterval(() => write(": keep-alive\n\n"), HEARTBEAT_MS);
   heartbeat.unref();
   const unsubscribe = warden.journals.subscribe(runId, () => void pump());
+  let poll: NodeJS.Timeout | undefined;
   const cleanup = (): void => {
     clearInterval(heartbeat);
+    clearTimeout(poll);
     unsubscribe();
   };
   out.on("close", () => {
@@ -68,13 +75,33 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
             if (sendLine(line)) return end("terminated");
           }
         }
-        if (!live) return end("not-running");
+        if (!live) {
+          if (!(await runningElsewhere(bytes))) return end("not-running");
+          clearTimeout(poll);
+          poll = setTimeout(() => void pump(), REMOTE_POLL_MS);
+        }
       } while (again && !ended);
     } catch {
       end("error");
     } finally {
       pumping = false;
     }
+  }
+
+  /** True while another process owns the run: its claim (named by the journal's first line) reads in_progress. */
+  async function runningElsewhere(bytes: Uint8Array): Promise<boolean> {
+    const first = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const end = first.indexOf(NEWLINE);
+    if (end < 0) return false;
+    let invocation: { scope?: unknown; id?: unknown } | undefined;
+    try {
+      const parsed = JSON.parse(first.subarray(0, end).toString("utf8")) as { entry?: { event?: { type?: unknown; invocation?: { scope?: unknown; id?: unknown } } } };
+      if (parsed.entry?.event?.type === "run.started") invocation = parsed.entry.event.invocation;
+    } catch {
+      return false;
+    }
+    if (typeof invocation?.scope !== "string" || typeof invocation.id !== "string") return false;
+    return (await warden.invocations.lookup(invocation.scope, invocation.id))?.status === "in_progress";
   }
 
   /** Sends one line; true when it is the run's last entry. */

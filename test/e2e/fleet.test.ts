@@ -1,7 +1,8 @@
 /**
  * Two real `warden serve --postgres <url>` processes on one throwaway PostgreSQL, driven only
  * through HTTP: they start together on an empty database (one schema, one key), one id invoked
- * 32 times at once across both runs its agent once, a bundle pushed to one node materializes on
+ * 32 times at once across both runs its agent once, a run on one node streams its journal from the
+ * other until it terminates, a bundle pushed to one node materializes on
  * the other, an upload moves between nodes, kill -9 of the node owning a run makes the other
  * answer `unresolved` within a second, and a PostgreSQL restart mid-run fails calls with
  * `storage-unavailable`, loses and duplicates nothing, and both nodes recover.
@@ -128,6 +129,25 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
       assert.equal(verification.body.ok, true);
       assert.equal(verification.body.requires_reconciliation, false);
     }
+  });
+
+  it("a run on node A followed from node B: its entries stream as they are written, and the stream ends when it terminates", async () => {
+    const key = randomUUID();
+    const started = await invoke(node("a"), key, { provider: "claude", prompt: `followed ${key} #slow` });
+    assert.equal(started.status, 202);
+    const runId = started.body.run_id as string;
+    const began = Date.now();
+    const res = await fetch(`${node("b").url}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    assert.equal(res.status, 200);
+    const events = (await res.text()).split("\n\n").filter((e) => e.trim() !== "" && !e.startsWith(":"));
+    assert.ok(Date.now() - began >= 1000, "node B kept the stream open while the run went on at node A");
+    assert.equal(events.at(-1), 'event: end\ndata: {"reason":"terminated"}');
+    const types = events
+      .slice(0, -1)
+      .map((e) => (JSON.parse(e.slice(e.indexOf("data: ") + 6)) as { entry: { event: { type: string } } }).entry.event.type);
+    assert.equal(types[0], "run.started");
+    assert.equal(types.at(-1), "run.terminated");
+    assert.ok(types.includes("effect.finished"));
   });
 
   it("a bundle pushed to node A materializes on node B", async () => {
