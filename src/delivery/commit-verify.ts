@@ -10,14 +10,14 @@
  * to name the changed one). Every other blob (a stored one, or one received before a restart) is
  * hashed on its own.
  *
- * A commit can also use the same checks made as the stage was uploaded (`InlineCommitCheck`): when
- * the blobs arrive in path order, each component's bytes are fed to the bundle digest and the
- * contract's content rules as they are received, on the bytes that were just hashed to the blob's
- * digest and written, and each partial's identity (store-defined: for files device, inode, size
- * and times, which every write moves on) is noted once its last byte is written. The commit then
- * reads nothing back: it checks that every partial still has that identity, that is, still holds
- * the bytes that were checked. Otherwise (another order, a restart, a partial changed since) it
- * reads and checks everything as above.
+ * A commit can also use the same checks made as the stage was uploaded (`InlineCommitCheck`): as
+ * the blobs arrive (each blob's chunks in order; blobs complete in any order and are taken in path
+ * order), each component's bytes are fed to the bundle digest and the contract's content rules,
+ * on the bytes that were just hashed to the blob's digest and written, and each partial's identity
+ * (store-defined: for files device, inode, size and times, which every write moves on) is noted
+ * once its last byte is written. The commit then reads nothing back: it checks that every partial
+ * still has that identity, that is, still holds the bytes that were checked. Otherwise (a chunk out
+ * of order, a restart, a partial changed since) it reads and checks everything as above.
  */
 import { digestEquals, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, isWardenError } from "../core/errors.js";
@@ -186,21 +186,34 @@ class ReadBuffers {
  * arrives (the contract's rules read a file whole).
  */
 const INLINE_MAX_FILE_BYTES = 1024 * 1024;
+/**
+ * Bytes held for the check at once: files that arrived ahead of one before them in path order
+ * (a client uploads several blobs at once), and files whose last chunk has not come yet. A stage
+ * uploaded in an order that needs more than this is checked at commit instead.
+ */
+const INLINE_MAX_HELD_BYTES = 16 * 1024 * 1024;
 
 /**
- * The commit's checks made while the stage is uploaded in path order (see the module comment).
- * Any chunk out of that order, a component whose bytes will not arrive through this stage (a
- * stored blob, a blob used twice) or a failed rule ends it: it then never passes, and the commit
- * checks everything itself, which also reports what went wrong.
+ * The commit's checks made while the stage is uploaded (see the module comment). Each file's
+ * chunks must come in order; files may complete in any order (several blobs upload at once) and
+ * are fed to the bundle digest and the contract's rules in path order as soon as the ones before
+ * them are complete. A chunk out of its file's order, a component whose bytes will not arrive
+ * through this stage (a stored blob, a blob used twice), more held than INLINE_MAX_HELD_BYTES or
+ * a failed rule ends it: it then never passes, and the commit checks everything itself, which also
+ * reports what went wrong.
  */
 export class InlineCommitCheck {
   readonly #manifest: Manifest;
   readonly #builder = new BundleDigestBuilder();
   #digest: Digest | undefined;
-  /** The component whose bytes come next, and how many of them came. */
+  /** Component index of each blob (every component's blob is uploaded here, once). */
+  readonly #indexOf: ReadonlyMap<Digest, number>;
+  /** The component the bundle digest takes next. */
   #next = 0;
-  #position = 0;
-  #pieces: Uint8Array[] = [];
+  /** Files still arriving (their chunks so far), and complete ones waiting for their turn, by index. */
+  readonly #arriving = new Map<number, { position: number; pieces: Uint8Array[] }>();
+  readonly #complete = new Map<number, Uint8Array>();
+  #held = 0;
   /** Components' bytes handed to the contract's rules, by index, until they ask for them. */
   readonly #delivered = new Map<number, Uint8Array>();
   #waiting: { readonly index: number; readonly resolve: (bytes: Uint8Array) => void; readonly reject: (error: unknown) => void } | undefined;
@@ -213,17 +226,19 @@ export class InlineCommitCheck {
   static start(stages: StageStore, stage: StageRecord): InlineCommitCheck | undefined {
     if (stages.partialIdentity === undefined) return undefined;
     if (stage.blobs.some((b) => b.complete || b.received > 0)) return undefined;
-    // Every file's bytes must come through this stage (not a stored or empty blob's), and be
+    // Every file's bytes must come through this stage (not a stored or empty blob's), once, and be
     // small enough to hold until its last chunk arrives.
     const uploaded = new Set(stage.blobs.map((b) => b.digest));
+    const components = stage.manifest.components;
     const fits = (c: Component): boolean => uploaded.has(c.blob.digest) && c.blob.byte_len <= INLINE_MAX_FILE_BYTES;
-    if (!stage.manifest.components.every(fits)) return undefined;
+    if (!components.every(fits) || new Set(components.map((c) => c.blob.digest)).size !== components.length) return undefined;
     return new InlineCommitCheck(stage.manifest);
   }
 
   private constructor(manifest: Manifest) {
     this.#manifest = manifest;
     const components = manifest.components;
+    this.#indexOf = new Map(components.map((c, i) => [c.blob.digest, i]));
     this.#contract = checkContractContent(manifest, (component) => {
       const index = components.indexOf(component);
       const bytes = this.#delivered.get(index);
@@ -250,18 +265,29 @@ export class InlineCommitCheck {
    */
   feed(digest: Digest, offset: number, piece: Uint8Array): void {
     if (this.#ended) return;
-    const component = this.#manifest.components[this.#next];
-    if (component === undefined || component.blob.digest !== digest || offset !== this.#position || this.#identities.has(digest)) {
-      this.end();
-      return;
+    const index = this.#indexOf.get(digest);
+    if (index === undefined || index < this.#next || this.#complete.has(index)) return this.end();
+    let file = this.#arriving.get(index);
+    if (file === undefined) {
+      file = { position: 0, pieces: [] };
+      this.#arriving.set(index, file);
     }
-    if (this.#position === 0) this.#builder.file(component.relative_path, component.blob.byte_len);
-    this.#builder.update(piece);
-    this.#pieces.push(piece);
-    this.#position += piece.byteLength;
-    if (this.#position === component.blob.byte_len) {
-      this.#deliver(this.#pieces.length === 1 ? this.#pieces[0]! : Buffer.concat(this.#pieces));
-      this.#identities.set(digest, "");
+    if (offset !== file.position) return this.end();
+    file.pieces.push(piece);
+    file.position += piece.byteLength;
+    this.#held += piece.byteLength;
+    if (this.#held > INLINE_MAX_HELD_BYTES) return this.end();
+    if (file.position < this.#manifest.components[index]!.blob.byte_len) return;
+    this.#arriving.delete(index);
+    this.#complete.set(index, file.pieces.length === 1 ? file.pieces[0]! : Buffer.concat(file.pieces));
+    this.#identities.set(digest, "");
+    // Every complete file whose turn has come goes to the bundle digest and the rules, in path order.
+    for (let bytes = this.#complete.get(this.#next); bytes !== undefined; bytes = this.#complete.get(this.#next)) {
+      this.#complete.delete(this.#next);
+      this.#held -= bytes.byteLength;
+      const component = this.#manifest.components[this.#next]!;
+      this.#builder.file(component.relative_path, component.blob.byte_len).update(bytes);
+      this.#deliver(bytes);
     }
   }
 
@@ -275,7 +301,9 @@ export class InlineCommitCheck {
   end(): void {
     this.#ended = true;
     this.#delivered.clear();
-    this.#pieces = [];
+    this.#arriving.clear();
+    this.#complete.clear();
+    this.#held = 0;
     this.#waiting?.reject(ended());
     this.#waiting = undefined;
   }
@@ -300,8 +328,6 @@ export class InlineCommitCheck {
   #deliver(bytes: Uint8Array): void {
     const index = this.#next;
     this.#next++;
-    this.#position = 0;
-    this.#pieces = [];
     if (this.#waiting?.index === index) {
       const waiting = this.#waiting;
       this.#waiting = undefined;

@@ -1,7 +1,7 @@
 /**
  * What a commit may take on trust (G8). A blob this process hashed to its digest as it arrived is
  * not hashed again at commit: the bundle digest covers it, recomputed over the bytes read back,
- * or, for a stage uploaded in path order, over the bytes as they arrived (InlineCommitCheck),
+ * or over the bytes as they arrived, taken in path order (InlineCommitCheck),
  * when every partial still has the identity it had once its last byte was written. So bytes
  * changed after their last chunk, in place, with the same size and the modification time put
  * back, must still fail the commit; and a restarted node trusts nothing it received before: it
@@ -85,10 +85,12 @@ test("a restarted node re-hashes what it received before: a partial changed whil
   await rejectsWith(second.delivery.openBlob(payload), "blob-not-found");
 });
 
-test("a stage uploaded in path order commits without reading its partials back; any other order reads them", async (t) => {
+test("a stage whose blobs arrive in any order, one after another or interleaved, commits without reading its partials back", async (t) => {
   const counter = readCounter();
   const home = tempHome(t);
   const { delivery } = await openStore(t, home, { faults: counter.faults });
+  // Where a write could leave a partial's times unchanged, nothing is taken on trust.
+  const inline = writesAlwaysMoveCtime(home);
   const files = (seed: number) => [1, 2, 3, 4].map((i) => ({ path: `data/f${i}.bin`, content: bytesOf(seed + i, 70_000) }));
   const inOrder = buildManifest(files(20), "trust-order", "r1");
   const begun = await delivery.begin(inOrder.manifest);
@@ -98,20 +100,47 @@ test("a stage uploaded in path order commits without reading its partials back; 
     "missing blobs are asked for in path order",
   );
   await uploadMissing(delivery, begun, inOrder.blobs, 32 * 1024);
-  const before = counter.reads();
+  let before = counter.reads();
   await delivery.commit(begun.stage_id);
-  // Where a write could leave a partial's times unchanged, nothing is taken on trust.
-  const inline = writesAlwaysMoveCtime(home);
   assert.equal(counter.reads() - before, inline ? 0 : 4, inline ? "checked as the chunks arrived" : "read back at commit");
   await assertIntact(delivery, inOrder);
 
   const reversed = buildManifest(files(30), "trust-order", "r2");
   const second = await delivery.begin(reversed.manifest);
   await uploadMissing(delivery, { ...second, missing: [...second.missing].reverse() }, reversed.blobs, 32 * 1024);
-  const then = counter.reads();
+  before = counter.reads();
   await delivery.commit(second.stage_id);
-  assert.equal(counter.reads() - then, 4, "each partial read back and checked at commit");
+  assert.equal(counter.reads() - before, inline ? 0 : 4, "blobs completed in reverse order are taken in path order");
   await assertIntact(delivery, reversed);
+
+  // Four blobs at once, as the client uploads: their chunks interleave.
+  const interleaved = buildManifest(files(40), "trust-order", "r3");
+  const third = await delivery.begin(interleaved.manifest);
+  for (let offset = 0; offset < 70_000; offset += 16 * 1024) {
+    for (const m of [...third.missing].reverse()) {
+      const bytes = interleaved.blobs.get(m.digest)!;
+      await delivery.putChunk(third.stage_id, m.digest, offset, bytes.subarray(offset, Math.min(offset + 16 * 1024, bytes.byteLength)));
+    }
+  }
+  before = counter.reads();
+  await delivery.commit(third.stage_id);
+  assert.equal(counter.reads() - before, inline ? 0 : 4, "interleaved chunks of several blobs");
+  await assertIntact(delivery, interleaved);
+});
+
+test("a stage that would hold too much for the inline check (files far ahead of their turn) is read back at commit", async (t) => {
+  const counter = readCounter();
+  const home = tempHome(t);
+  const { delivery } = await openStore(t, home, { faults: counter.faults });
+  // 17 files of 1 MiB, the first in path order sent last: 17 MiB would be held, over the bound.
+  const files = Array.from({ length: 17 }, (_, i) => ({ path: `data/f${String(i).padStart(2, "0")}.bin`, content: bytesOf(60 + i, 1024 * 1024) }));
+  const built = buildManifest(files, "trust-bound", "r1");
+  const begun = await delivery.begin(built.manifest);
+  await uploadMissing(delivery, { ...begun, missing: [...begun.missing].reverse() }, built.blobs, 1024 * 1024);
+  const before = counter.reads();
+  assert.equal((await delivery.commit(begun.stage_id)).bundle_id, "trust-bound");
+  assert.ok(counter.reads() - before >= 17, "each partial read back and checked at commit");
+  await assertIntact(delivery, built);
 });
 
 test("a partial changed after its last chunk makes the commit read everything back, and a broken rule is still reported", async (t) => {
