@@ -40,6 +40,9 @@ export function sha256Digest(data: Uint8Array | string): Digest {
   return `sha256:${sha256Hex(data)}`;
 }
 
+/** The digest of no bytes (an empty blob, an empty output, a journal with no lines). */
+export const EMPTY_SHA256: Digest = sha256Digest(new Uint8Array(0));
+
 export function digestHex(digest: Digest): string {
   return digest.slice("sha256:".length);
 }

@@ -5,7 +5,7 @@
  * the result is a fresh, frozen object holding only the known fields.
  */
 import { ValidationError, LimitError, WardenError, type ErrorDetails } from "../core/errors.js";
-import { isDigest, sha256Digest, type Digest } from "../core/digest.js";
+import { EMPTY_SHA256, isDigest, type Digest } from "../core/digest.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
 import {
   COMPONENT_KINDS,
@@ -22,7 +22,6 @@ import { pathFoldKey, shownPath, validateRelativePath } from "./paths.js";
 import { isPlainObject } from "./plain-object.js";
 
 export const MAX_IDENTIFIER_BYTES = 128;
-const EMPTY_BLOB_DIGEST = sha256Digest(new Uint8Array(0));
 
 const MANIFEST_FIELDS = ["bundle_id", "revision", "bundle_digest", "manifest_digest", "components"] as const;
 const COMPONENT_FIELDS = ["kind", "scope", "relative_path", "blob"] as const;
@@ -151,7 +150,7 @@ function parseBlob(value: unknown, where: Where, limits: Limits): BlobRef {
       limit: limits.fileBytes,
     });
   }
-  if (byteLen === 0 && digest !== EMPTY_BLOB_DIGEST) {
+  if (byteLen === 0 && digest !== EMPTY_SHA256) {
     // No bytes can ever match: refuse now instead of staging a blob that cannot complete.
     const digestWhere = { ...where, field: "blob.digest" };
     invalid("manifest-empty-blob-digest", "an empty blob must have the digest of zero bytes", digestWhere);

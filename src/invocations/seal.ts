@@ -5,7 +5,8 @@
  * the recorded result's hash. Hashing a few KB and parsing one line costs microseconds; a
  * signature verification per entry would cost far more.
  */
-import { sha256Digest, sha256Hex, type Digest } from "../core/digest.js";
+import { sha256Digest, type Digest } from "../core/digest.js";
+import { lineHash } from "../journal/line.js";
 import type { JournalDigest } from "../journal/types.js";
 import type { JournalSeal } from "./claim-store.js";
 
@@ -43,7 +44,7 @@ function tailMatchesSeal(tail: Uint8Array, seal: JournalSeal, runId: string, res
   const start = buf.lastIndexOf(NEWLINE, buf.byteLength - 2) + 1;
   // A tail that begins mid-line (the store's last piece is not a whole line) cannot be judged: it fails.
   const last = buf.subarray(start);
-  if (sha256Hex(last) !== seal.tail_hash) return false;
+  if (lineHash(last) !== seal.tail_hash) return false;
   try {
     const line = JSON.parse(last.toString("utf8")) as { entry?: { run_id?: unknown; event?: { type?: unknown; result_hash?: unknown } } };
     const entry = line.entry;

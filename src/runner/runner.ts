@@ -19,7 +19,7 @@
 import * as fs from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
-import { sha256Digest } from "../core/digest.js";
+import { EMPTY_SHA256 } from "../core/digest.js";
 import { NotFoundError, ValidationError, isWardenError, type WardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
@@ -85,7 +85,6 @@ export type StartOutcome =
   | { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> }
   | ExistingOutcome;
 
-const EMPTY_SHA256 = sha256Digest(new Uint8Array(0));
 const PROCESS_EFFECT = "process";
 
 export class Runner {

@@ -10,7 +10,7 @@
  * only for claims that are still open: a replay of a recorded claim never looks at locks.
  */
 import { IntegrityError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
-import { sha256Digest, type Digest } from "../../core/digest.js";
+import { EMPTY_SHA256, type Digest } from "../../core/digest.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -147,8 +147,6 @@ type ReadRow = StateRow & {
   stored_tail: string | null;
   journal_end: number | null;
 };
-
-const EMPTY_SHA256 = sha256Digest(new Uint8Array(0));
 
 export class PostgresClaimStore implements ClaimStore {
   readonly #pool: PgPool;
