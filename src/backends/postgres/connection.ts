@@ -158,10 +158,16 @@ export async function query<R extends pg.QueryResultRow = pg.QueryResultRow>(
 }
 
 /**
- * Runs `work` in one transaction on a pooled connection. A failed COMMIT, or a connection lost
- * mid-transaction, rejects: the caller must treat the outcome as unknown, never as success.
+ * Lends `work` a pooled connection and releases it after, discarding it when it broke (`work`
+ * calls `broke`, or the session ended meanwhile). While a connection is lent, pg-pool no longer
+ * listens for its 'error' event, and a session that ends between two statements (the server
+ * restarted, an operator terminated it) is reported only there: unheard, it would crash the node.
  */
-export async function transaction<T>(pool: PgPool, action: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export async function withPooledClient<T>(
+  pool: PgPool,
+  action: string,
+  work: (client: pg.PoolClient, broke: () => void) => Promise<T>,
+): Promise<T> {
   let client: pg.PoolClient;
   try {
     client = await pool.connect();
@@ -169,20 +175,37 @@ export async function transaction<T>(pool: PgPool, action: string, work: (client
     throw pgFailure(error, action);
   }
   let broken = false;
+  const broke = (): void => {
+    broken = true;
+  };
+  client.on("error", broke);
   try {
-    await client.query("BEGIN");
-    const value = await work(client);
-    await client.query("COMMIT");
-    return value;
-  } catch (error) {
-    try {
-      await client.query("ROLLBACK");
-    } catch {
-      // the connection is gone: the server rolled the transaction back itself
-      broken = true;
-    }
-    throw pgFailure(error, action);
+    return await work(client, broke);
   } finally {
+    client.off("error", broke);
     client.release(broken);
   }
+}
+
+/**
+ * Runs `work` in one transaction on a pooled connection. A failed COMMIT, or a connection lost
+ * mid-transaction, rejects: the caller must treat the outcome as unknown, never as success.
+ */
+export async function transaction<T>(pool: PgPool, action: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return withPooledClient(pool, action, async (client, broke) => {
+    try {
+      await client.query("BEGIN");
+      const value = await work(client);
+      await client.query("COMMIT");
+      return value;
+    } catch (error) {
+      try {
+        await client.query("ROLLBACK");
+      } catch {
+        // the connection is gone: the server rolled the transaction back itself
+        broke();
+      }
+      throw pgFailure(error, action);
+    }
+  });
 }
