@@ -39,6 +39,12 @@ export type { ChunkAccepted } from "./chunk-upload.js";
 
 /** What a backend hands the service: its three stores, and how to release them. */
 export interface DeliveryBackend extends DeliveryStores {
+  /**
+   * Runs a store-wide step (begin, gc, start-up recovery) while no other process sharing these
+   * stores runs one. A backend only one process can open (the embedded store, under its lock)
+   * leaves it out: the service's own lock table covers that process.
+   */
+  readonly storeWide?: <T>(step: () => Promise<T>) => Promise<T>;
   close(): Promise<void>;
 }
 
@@ -73,7 +79,10 @@ export interface StageStatus {
   readonly receipt?: CommitReceipt;
 }
 
-/** Lock key under which `begin` and `gc` exclude each other: gc must not delete a blob begin just counted as present. */
+/**
+ * Lock key under which the store-wide steps (`begin`, `gc`, start-up recovery) exclude each other:
+ * gc must not delete a blob begin just counted as present.
+ */
 const STORE_KEY = "store";
 const stageKey = (stageId: string): string => `stage:${stageId}`;
 const blobKey = (stageId: string, digest: Digest): string => `blob:${stageId}:${digest}`;
@@ -96,13 +105,19 @@ export class Delivery {
   /** Builds the service and runs start-up recovery (expiry, interrupted publications, GC). */
   static async open(backend: DeliveryBackend, options: DeliveryOptions = {}): Promise<Delivery> {
     const delivery = new Delivery(backend, options);
-    delivery.#recovery = await recoverDelivery(backend, delivery.#clock(), delivery.limits);
+    delivery.#recovery = await delivery.#storeWide(() => recoverDelivery(backend, delivery.#clock(), delivery.limits));
     return delivery;
   }
 
   /** What start-up recovery did, when the service was built by `open`. */
   get recovery(): RecoveryReport | undefined {
     return this.#recovery;
+  }
+
+  /** Runs a store-wide step alone: in this process (lock table), then across processes (backend). */
+  #storeWide<T>(step: () => Promise<T>): Promise<T> {
+    const storeWide = this.#backend.storeWide;
+    return this.#locks.exclusive(STORE_KEY, () => (storeWide === undefined ? step() : storeWide(step)));
   }
 
   async close(): Promise<void> {
@@ -119,7 +134,7 @@ export class Delivery {
       const manifest = parseManifest(typeof input === "string" ? parseJsonText(input) : input, this.limits);
       checkContractAtBegin(manifest);
       await this.#sweepExpired();
-      return this.#locks.exclusive(STORE_KEY, async () => {
+      return this.#storeWide(async () => {
         const { catalog, stages } = this.#backend;
         const committed = await catalog.findByManifest(manifest.manifest_digest);
         if (committed !== undefined) {
@@ -375,7 +390,7 @@ export class Delivery {
   async gc(): Promise<number> {
     return guard(async () => {
       await this.#sweepExpired();
-      return this.#locks.exclusive(STORE_KEY, () => collectUnreferencedBlobs(this.#backend));
+      return this.#storeWide(() => collectUnreferencedBlobs(this.#backend));
     });
   }
 

@@ -16,6 +16,7 @@
  */
 import { resolveLimits, type Limits } from "../../core/limits.js";
 import type { DeliveryBackend } from "../../delivery/service.js";
+import { deliveryStoreLock } from "./store-lock.js";
 import { PostgresBlobStore } from "./blob-store.js";
 import { PostgresCatalogStore } from "./catalog-store.js";
 import { PostgresClaimStore } from "./claim-store.js";
@@ -79,6 +80,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     blobs: new PostgresBlobStore(pool),
     stages: new PostgresStageStore(pool),
     catalog: new PostgresCatalogStore(pool),
+    storeWide: deliveryStoreLock(pool),
     close: async () => undefined,
   };
   let closing: Promise<void> | undefined;
