@@ -27,6 +27,7 @@ import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups } from "./warden/agent-groups.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
+import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 
 export interface WardenOptions {
@@ -257,6 +258,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     // died; their runs read unresolved, and nothing may go on acting for them.
     const reaped = reapOrphanedAgents(backend.home);
     const agentTag = agentTagOf(backend.home);
+    const launchRecords = agentTag === undefined ? undefined : LaunchRecords.open(backend.home);
     const agents = new AgentGroups();
     const { workspaces, defaultWorkspace } = workspacesOf(backend.home, options);
     const bounds = {
@@ -273,6 +275,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       profiles,
       env: options.agentEnv ?? agentEnvironment(),
       ...(agentTag === undefined ? {} : { agentTag }),
+      ...(launchRecords === undefined ? {} : { launchRecords }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
       ...bounds,

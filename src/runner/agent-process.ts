@@ -25,6 +25,11 @@ export interface AgentSpawn {
   readonly timeoutMs: number;
   /** time between SIGTERM and SIGKILL of the group on timeout */
   readonly killGraceMs: number;
+  /**
+   * Called with the pid synchronously right after the fork, before this process returns to its
+   * event loop: the child cannot have been reaped yet, so /proc still shows it. Must not throw.
+   */
+  readonly onSpawn?: (pid: number) => void;
 }
 
 export class AgentProcess {
@@ -45,6 +50,7 @@ export class AgentProcess {
       detached: true, // its own process group (setsid): the group id is its pid
       stdio: ["ignore", "pipe", "pipe"],
     });
+    if (child.pid !== undefined) options.onSpawn?.(child.pid);
     let agent!: AgentProcess;
     const exit = new Promise<AgentExit>((resolve) => {
       let spawned = false;

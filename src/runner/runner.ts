@@ -20,7 +20,7 @@ import * as fs from "node:fs";
 import { isAbsolute, join } from "node:path";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
-import { NotFoundError, ValidationError, isWardenError, type WardenError } from "../core/errors.js";
+import { NotFoundError, ValidationError, errnoCode, isWardenError, type WardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
@@ -32,6 +32,7 @@ import { eventReader } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
+import type { LaunchRecords } from "./launch-records.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -55,6 +56,8 @@ export interface RunnerOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
   readonly agentTag?: string;
+  /** where every agent is recorded while it runs, so a later node can find its session (launch-records.ts) */
+  readonly launchRecords?: LaunchRecords;
   readonly defaultTimeoutS?: number;
   readonly maxTimeoutS?: number;
   /** between SIGTERM and SIGKILL of a timed-out agent's process group */
@@ -96,6 +99,7 @@ export class Runner {
   readonly #profiles: ProviderProfiles;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #agentTagEnv: Readonly<Record<string, string>>;
+  readonly #launchRecords: LaunchRecords | undefined;
   readonly #defaultTimeoutS: number;
   readonly #maxTimeoutS: number;
   readonly #killGraceMs: number;
@@ -119,6 +123,7 @@ export class Runner {
     this.#env = options.env ?? inherited;
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
+    this.#launchRecords = options.launchRecords;
     this.#defaultTimeoutS = options.defaultTimeoutS ?? 3600;
     this.#maxTimeoutS = options.maxTimeoutS ?? 24 * 3600;
     this.#killGraceMs = options.killGraceMs ?? 5000;
@@ -251,7 +256,23 @@ export class Runner {
           }),
     });
     const stderr = await OutputCapture.create({ path: join(this.#outputDir, `${handle.run_id}.stderr`), tailBytes: 0, maxLineBytes: 0 });
-    agent = await AgentProcess.start(spawn);
+    let record: string | undefined;
+    let unrecorded: unknown;
+    agent = await AgentProcess.start({
+      ...spawn,
+      onSpawn: (pid) => {
+        try {
+          record = this.#launchRecords?.add(pid);
+        } catch (error) {
+          unrecorded = error;
+        }
+      },
+    });
+    if (unrecorded !== undefined) {
+      // Were this node to die, the next could not find what the agent leaves behind: it must not run.
+      agent.kill();
+      tools.append({ type: "note", launch_record: { failed: isWardenError(unrecorded) ? unrecorded.code : (errnoCode(unrecorded) ?? "launch-record-failed") } });
+    }
     const { stdout: outStream, stderr: errStream } = agent.child;
     const streams = outStream !== null && errStream !== null ? Promise.all([stdout.attach(outStream), stderr.attach(errStream)]) : Promise.resolve();
     if (agent.pid !== undefined) {
@@ -259,6 +280,8 @@ export class Runner {
       await this.#hooks.afterLaunch?.(agent.pid);
     }
     const exit = await agent.exited();
+    // The agent's process group was killed when it exited: there is nothing left to find.
+    if (record !== undefined) this.#launchRecords?.remove(record);
     await streams.catch(() => undefined);
     const out = await stdout.finish();
     const err = await stderr.finish();

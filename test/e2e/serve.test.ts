@@ -77,10 +77,14 @@ describe("warden serve (child process, HTTP only)", () => {
     fs.existsSync(startsFile)
       ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { provider: string; pid: number })
       : [];
-  /** agents started (the children an agent starts are recorded too, as "grandchild") */
-  const startCount = (): number => starts().filter((s) => s.provider !== "grandchild").length;
-  const startedPids = (): number[] => starts().filter((s) => s.provider !== "grandchild").map((s) => s.pid);
-  const grandchildPids = (): number[] => starts().filter((s) => s.provider === "grandchild").map((s) => s.pid);
+  /** agents started (the children an agent starts are recorded too, as "grandchild" or "clean-grandchild") */
+  const agentStarts = (): { provider: string; pid: number }[] => starts().filter((s) => !s.provider.endsWith("grandchild"));
+  const startCount = (): number => agentStarts().length;
+  const startedPids = (): number[] => agentStarts().map((s) => s.pid);
+  const grandchildPids = (kind: "grandchild" | "clean-grandchild" = "grandchild"): number[] =>
+    starts()
+      .filter((s) => s.provider === kind)
+      .map((s) => s.pid);
 
   before(async () => {
     root = tempDir("e2e-serve");
@@ -293,32 +297,49 @@ describe("warden serve (child process, HTTP only)", () => {
     assert.equal(received, missing.reduce((n, m) => n + m.byte_len, 0));
   });
 
-  it("after kill -9 mid-run and a restart, the orphaned agent and its child are killed, the run reads unresolved and its agent is never started again", async () => {
+  it("after kill -9 mid-run and a restart, the orphaned agents and all they started are killed, the runs read unresolved and are never started again", async () => {
     const key = randomUUID();
-    const hang = { provider: "claude", prompt: "#hang #grandchild" };
+    const hang = { provider: "claude", prompt: "#hang #grandchild #clean-grandchild" };
+    // This agent leaves as soon as its node is gone: only its child with a clean environment (no
+    // tag) stays behind, and only the node's launch record can tell the next node about it.
+    const leaverKey = randomUUID();
+    const leaver = { provider: "claude", prompt: "#hang #clean-grandchild #orphan-exits" };
     const before = startCount();
     const childrenBefore = grandchildPids().length;
-    const fresh = await invoke(key, hang);
-    assert.equal(fresh.status, 202);
-    await waitFor("the agent and its child to start", () => (startCount() === before + 1 && grandchildPids().length === childrenBefore + 1 ? true : undefined));
+    const cleanBefore = grandchildPids("clean-grandchild").length;
+    assert.equal((await invoke(key, hang)).status, 202);
+    await waitFor("the agent and its children to start", () =>
+      startCount() === before + 1 && grandchildPids().length === childrenBefore + 1 && grandchildPids("clean-grandchild").length === cleanBefore + 1 ? true : undefined,
+    );
+    assert.equal((await invoke(leaverKey, leaver)).status, 202);
+    await waitFor("the leaving agent and its child to start", () =>
+      startCount() === before + 2 && grandchildPids("clean-grandchild").length === cleanBefore + 2 ? true : undefined,
+    );
     await node.kill();
-    const agentPid = startedPids().at(-1)!;
+    const [agentPid, leaverPid] = startedPids().slice(-2) as [number, number];
     const childPid = grandchildPids().at(-1)!;
+    const [cleanChildPid, leaverChildPid] = grandchildPids("clean-grandchild").slice(-2) as [number, number];
+    await waitFor("the leaving agent to exit once its node is gone", () => (!isAlive(leaverPid) ? true : undefined), 5000);
     await new Promise((r) => setTimeout(r, 200));
-    assert.ok(isAlive(agentPid) && isAlive(childPid), "a node killed with -9 cannot stop its agent: it is orphaned");
+    const orphans = [agentPid, childPid, cleanChildPid, leaverChildPid];
+    assert.ok(orphans.every(isAlive), "a node killed with -9 cannot stop its agents: what they started is orphaned");
     node = await start();
-    // The new node found them by the tag in their environment (its home, a node process that is gone).
-    await waitFor("the orphaned agent and its child to be gone", () => (!isAlive(agentPid) && !isAlive(childPid) ? true : undefined), 5000);
-    const state = await stateOf(key);
-    assert.equal(state.status, "unresolved");
-    assert.deepEqual(state.reasons, ["owner-gone"]);
+    // The new node found them by the tag in their environment (its home, a node process that is
+    // gone), by the session they share with a tagged agent, or by the dead node's launch record.
+    await waitFor("the orphans to be gone", () => (!orphans.some(isAlive) ? true : undefined), 5000);
+    assert.deepEqual(fs.readdirSync(path.join(home, "agents")), [], "the dead node's launch records are dropped");
+    for (const k of [key, leaverKey]) {
+      const state = await stateOf(k);
+      assert.equal(state.status, "unresolved");
+      assert.deepEqual(state.reasons, ["owner-gone"]);
+    }
     const retry = await invoke(key, hang);
     assert.equal(retry.status, 409);
     assert.equal(retry.body.code, "unresolved");
     const listed = await call("GET", "/v1/invocations?status=unresolved");
     assert.ok((listed.body.items as { id: string }[]).some((i) => i.id === key));
     await new Promise((r) => setTimeout(r, 300));
-    assert.equal(startCount(), before + 1, "the agent was not started again");
+    assert.equal(startCount(), before + 2, "no agent was started again");
   });
 
   it("SIGTERM stops accepting, kills an agent still running after the grace period, and exits 0", async () => {

@@ -15,6 +15,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { Runner, type RunnerHooks } from "../../src/runner/runner.js";
+import { LaunchRecords } from "../../src/runner/launch-records.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
 import type { JournalEntry } from "../../src/journal/types.js";
@@ -42,6 +43,8 @@ export interface RunnerEnvOptions {
   readonly killGraceMs?: number;
   readonly commands?: Partial<Record<"claude" | "codex" | "kimi", string>>;
   readonly journalHooks?: JournalStoreHooks;
+  /** record every agent under <home>/agents while it runs, as a node does */
+  readonly launchRecords?: boolean;
 }
 
 /** Opens (or reopens, after a crash) the node under `root`. */
@@ -68,6 +71,7 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
     env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile },
     killGraceMs: options.killGraceMs ?? 300,
     ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+    ...(options.launchRecords === true ? { launchRecords: LaunchRecords.open(home)! } : {}),
   });
   return {
     root,

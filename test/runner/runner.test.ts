@@ -309,3 +309,50 @@ describe("runner: the journal stops taking entries mid-run", () => {
     assert.deepEqual(outcome.audit.reasons, ["released"]);
   });
 });
+
+describe("runner: launch records", { skip: process.platform !== "linux" && "needs /proc" }, () => {
+  it("each agent is recorded from its spawn until its process group is killed", async (t) => {
+    const root = tempDir("runner-records");
+    const recordsDir = path.join(root, "home", "agents");
+    let whileRunning: string[] = [];
+    let agentPid = 0;
+    const env = await openRunnerEnv(root, {
+      launchRecords: true,
+      hooks: {
+        afterLaunch: (pid) => {
+          agentPid = pid;
+          whileRunning = fs.readdirSync(recordsDir);
+        },
+      },
+    });
+    t.after(async () => {
+      for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+      await env.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    });
+    recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "claude", prompt: "work #grandchild" } }));
+    assert.equal(whileRunning.length, 1);
+    assert.equal(whileRunning[0]!.split(".")[2], String(agentPid), "the record names the agent's pid");
+    assert.equal(whileRunning[0]!.split(".")[4], String(process.pid), "and this process as its node");
+    assert.deepEqual(fs.readdirSync(recordsDir), [], "and is gone once the run is over");
+  });
+
+  it("an agent that cannot be recorded is stopped at once and its run reads unresolved", async (t) => {
+    const root = tempDir("runner-unrecorded");
+    let agentPid = 0;
+    const env = await openRunnerEnv(root, { launchRecords: true, hooks: { afterLaunch: (pid) => void (agentPid = pid) } });
+    t.after(async () => {
+      if (agentPid !== 0 && isAlive(agentPid)) process.kill(-agentPid, "SIGKILL");
+      await env.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    });
+    fs.rmSync(path.join(root, "home", "agents"), { recursive: true });
+    const t0 = Date.now();
+    const outcome = unresolved(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "claude", prompt: "wait #hang", timeout_s: 120 } }));
+    assert.ok(Date.now() - t0 < 20_000, "not left to its timeout");
+    assert.notEqual(agentPid, 0);
+    assert.equal(await diesWithin(agentPid, 2000), true);
+    const j = await journalOf(env, outcome.audit.run_id);
+    assert.ok(events(j.entries).some((e) => e.type === "note" && JSON.stringify(e.launch_record) === JSON.stringify({ failed: "ENOENT" })));
+  });
+});

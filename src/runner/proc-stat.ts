@@ -1,0 +1,65 @@
+/**
+ * What /proc tells about processes (Linux): the fields of /proc/<pid>/stat that identify a process
+ * over time (start time: a pid is reused, a pid and start time are not) and place it in a process
+ * group and session, and the pid space those numbers belong to.
+ */
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { join } from "node:path";
+
+export const PROC = "/proc";
+
+export interface ProcStat {
+  /** field 3: R, S, D, Z (zombie) ... */
+  readonly state: string;
+  /** field 5 */
+  readonly pgid: number;
+  /** field 6 */
+  readonly sid: number;
+  /** field 22: start time since boot in clock ticks, kept as text (it is only ever compared) */
+  readonly startTicks: string;
+}
+
+/** The stat of process `pid`, or undefined when there is no such process. */
+export function procStat(procRoot: string, pid: number | "self"): ProcStat | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(join(procRoot, String(pid), "stat"), "utf8");
+  } catch {
+    return undefined;
+  }
+  // The command name (field 2) is in parentheses and may hold anything: count from the last ")".
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const startTicks = fields[19];
+  if (fields[0] === undefined || startTicks === undefined) return undefined;
+  return { state: fields[0], pgid: Number(fields[2]), sid: Number(fields[3]), startTicks };
+}
+
+/** The pids /proc lists now. */
+export function procPids(procRoot: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync(procRoot)) if (/^[1-9][0-9]*$/.test(entry)) pids.push(Number(entry));
+  return pids;
+}
+
+/**
+ * Where pids mean something: this boot (pids and start times restart at every boot) and this pid
+ * namespace (a container sees other numbers for the same processes). Undefined when /proc does
+ * not say.
+ */
+export interface PidSpace {
+  /** /proc/sys/kernel/random/boot_id without its dashes (32 hex) */
+  readonly boot: string;
+  /** inode number of the pid namespace */
+  readonly pidns: string;
+}
+
+export function pidSpaceOf(procRoot: string): PidSpace | undefined {
+  try {
+    const boot = readFileSync(join(procRoot, "sys", "kernel", "random", "boot_id"), "utf8").trim().replace(/-/g, "");
+    const pidns = /^pid:\[([0-9]+)\]$/.exec(readlinkSync(join(procRoot, "self", "ns", "pid")))?.[1];
+    return /^[0-9a-f]{32}$/.test(boot) && pidns !== undefined ? { boot, pidns } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
