@@ -91,16 +91,22 @@ export function lstatOrUndefined(path: string): fs.Stats | undefined {
 }
 
 /**
- * Runs at most `limit` jobs at once, the rest in arrival order. An fdatasync holds one of the
- * four I/O threads for as long as the disk takes: bounding them keeps threads free for the
- * writes and reads that the event loop waits on.
+ * Runs at most `limit` jobs at once, the rest in arrival order. An fdatasync holds an I/O thread
+ * for as long as the disk takes (libuv has four unless the process asked for more, as the CLI
+ * does: cli/io-threads.ts): bounding them keeps threads free for the writes and reads that the
+ * event loop waits on. When a caller is about to wait for every job
+ * queued (a commit, for the syncs of its stage), `hurry` lets more run at once until the queue
+ * is empty: nothing is being written for that stage any more, and fdatasyncs that run together
+ * share the file system's journal commits.
  */
 export class BoundedRunner {
-  readonly #limit: number;
+  readonly #base: number;
+  #limit: number;
   readonly #waiting: Array<() => void> = [];
   #running = 0;
 
   constructor(limit: number) {
+    this.#base = limit;
     this.#limit = limit;
   }
 
@@ -110,10 +116,22 @@ export class BoundedRunner {
     try {
       return await job();
     } finally {
-      // The slot passes straight to the next job waiting, or frees up.
-      const next = this.#waiting.shift();
+      if (this.#waiting.length === 0) this.#limit = this.#base;
+      // The slot passes straight to the next job waiting, or frees up (and so does a slot that
+      // hurrying lent, once the queue it hurried is gone).
+      const next = this.#running > this.#limit ? undefined : this.#waiting.shift();
       if (next !== undefined) next();
       else this.#running--;
+    }
+  }
+
+  /** Lets up to `limit` jobs run at once until the queue is empty. */
+  hurry(limit: number): void {
+    if (this.#waiting.length === 0) return;
+    this.#limit = Math.max(this.#limit, limit);
+    while (this.#running < this.#limit && this.#waiting.length > 0) {
+      this.#running++;
+      this.#waiting.shift()!();
     }
   }
 }

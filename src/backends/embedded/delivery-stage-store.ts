@@ -33,8 +33,10 @@ import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
  */
 const SYNC_WRITE_BYTES = 128 * 1024;
 
-/** fdatasyncs of complete partials in flight at once (see BoundedRunner). */
-const SYNCS_IN_FLIGHT = 2;
+/** fdatasyncs of complete partials in flight at once while stages upload (see BoundedRunner). */
+const SYNCS_IN_FLIGHT = 4;
+/** ... and once a commit waits for them (nothing more is written for its stage). */
+const SYNCS_IN_FLIGHT_AT_COMMIT = 8;
 
 /**
  * Activity is written to the stage's row at most this often: a crash can make a stage look up to
@@ -348,7 +350,9 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   async syncReceived(stageId: string, refs: readonly BlobRef[]): Promise<void> {
-    const synced = await Promise.allSettled(refs.map((ref) => this.#durable(stageId, ref)));
+    const durable = refs.map((ref) => this.#durable(stageId, ref));
+    this.#syncs.hurry(SYNCS_IN_FLIGHT_AT_COMMIT);
+    const synced = await Promise.allSettled(durable);
     const failed = synced.find((s): s is PromiseRejectedResult => s.status === "rejected");
     if (failed !== undefined) throw failed.reason;
   }
