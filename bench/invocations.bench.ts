@@ -15,9 +15,9 @@
  *    as in a compiled build. Printed with each
  *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
  *    and the event loop's CPU per invocation (the main thread's bound on throughput).
- *    Measured in a child process started with UV_THREADPOOL_SIZE=64, so up to 64 journal
- *    fdatasyncs run at once (the variable is read when libuv's pool starts, which has happened
- *    long before a bench module runs, hence the child).
+ *    Measured in a child process started with UV_THREADPOOL_SIZE=64, the pool bin/warden.cjs gives
+ *    a node, so up to 64 journal fdatasyncs run at once (the variable is read when libuv's pool
+ *    starts, which has happened long before a bench module runs, hence the child).
  *
  * The machine's load average is printed with the baseline: on a shared machine it explains most
  * of the spread between runs.
