@@ -64,3 +64,10 @@ export function percentile(sortedMs: readonly number[], p: number): number {
   const i = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
   return sortedMs[i]!;
 }
+
+/**
+ * The environment that gives a node started here what bin/warden.cjs gives one: 64 libuv I/O
+ * threads. Benches start the CLI through tsx, whose loader starts the pool (at four) before the
+ * CLI runs, so the size must come from the environment the process starts with.
+ */
+export const AS_LAUNCHED_ENV: Readonly<Record<string, string>> = { UV_THREADPOOL_SIZE: "64" };

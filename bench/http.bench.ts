@@ -16,7 +16,7 @@ import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { availableParallelism, loadavg } from "node:os";
 import { fixtureAgents, startNode } from "../test/client/harness.js";
-import { benchDir, fmt, percentile, ratioLine } from "./baseline.js";
+import { AS_LAUNCHED_ENV, benchDir, fmt, percentile, ratioLine } from "./baseline.js";
 
 const TOKEN = "bench-operator-token-0123456789abcdef";
 const CONCURRENCY = 64;
@@ -88,7 +88,7 @@ export default async function (): Promise<void> {
   const node = await startNode({
     home,
     args: ["--provider", `kimi=${join(fixtureAgents, "kimi.mjs")}`, "--log-level", "warn"],
-    env: { WARDEN_TOKEN: TOKEN },
+    env: { ...AS_LAUNCHED_ENV, WARDEN_TOKEN: TOKEN },
   });
   try {
     const url = new URL(node.url);

@@ -35,7 +35,7 @@ import type { RunChecker } from "../src/invocations/run-checker.js";
 import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
 import { SIGN_WORKER_URL, Signer, setSharedSigner } from "../src/journal/signer.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
-import { benchDir, fmt, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
+import { AS_LAUNCHED_ENV, benchDir, fmt, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
 const SCOPE = "bench";
@@ -289,7 +289,7 @@ export default async function (): Promise<void> {
   const raw = rawFdatasyncPerSec();
   const load = loadavg()[0] ?? 0;
   console.log(`baseline: raw single-threaded append+fdatasync ${fmt(raw)}/s  (${availableParallelism()} cores, load average ${load.toFixed(1)})`);
-  const tp = JSON.parse(await runChild("throughput", [], { UV_THREADPOOL_SIZE: "64" })) as Record<string, LevelResult>;
+  const tp = JSON.parse(await runChild("throughput", [], AS_LAUNCHED_ENV)) as Record<string, LevelResult>;
   for (const c of CONCURRENCY) {
     const r = tp[c]!;
     const per = (n: number): string => fmt(n / Math.max(1, r.invocations), 2);

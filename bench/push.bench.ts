@@ -21,7 +21,7 @@ import { forEachConcurrent } from "../src/client/pool.js";
 import type { Delivery } from "../src/delivery/service.js";
 import { startNode, type NodeProcess } from "../test/client/harness.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
-import { benchDir, fmt, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
+import { AS_LAUNCHED_ENV, benchDir, fmt, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -83,7 +83,7 @@ export default async function (): Promise<void> {
   try {
     const baseline = writeShaFsyncBytesPerSec(TOTAL, MiB);
     console.log(`baseline: write 32 MiB with sha256 + one fsync: ${fmt(baseline / MiB, 1)} MiB/s`);
-    node = await startNode({ home: join(work, "node-home"), env: { WARDEN_LOG_LEVEL: "info" } });
+    node = await startNode({ home: join(work, "node-home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info" } });
     const client = new WardenClient({ url: node.url, token: node.token });
     delivery = (await openEmbeddedDelivery(join(work, "local-home"), {})).delivery;
 
