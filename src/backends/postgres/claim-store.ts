@@ -24,7 +24,7 @@ import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
 import { rowToRecord } from "../embedded/claim-store.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { pgFailure, query, sqlState, type PgPool } from "./connection.js";
-import { LINES_WITHIN, type JournalPrefetch } from "./journal-store.js";
+import type { JournalPrefetch } from "./journal-store.js";
 import type { OwnerSession } from "./owner.js";
 
 export interface PostgresClaimStoreOptions {
@@ -59,10 +59,12 @@ const SELECT_STATE =
 
 /**
  * Claims by key, with owner liveness for open ones and, for recorded ones, the digest of their
- * journal as far as the seal reaches (plus one line, to notice growth): its length, sha256 and
- * last line, computed by the database, so a replay reads row and journal in this one statement
- * and the journal's bytes stay where they are (the digest is handed on through the prefetch).
- * The sha256 is the same check as hashing the bytes here: any changed byte changes it.
+ * journal as far as the seal reaches (its lines, plus one to notice growth): its length, sha256
+ * and last line, computed by the database, so a replay reads row and journal in this one
+ * statement and the journal's bytes stay where they are (the digest is handed on through the
+ * prefetch). The sha256 is the same check as hashing the bytes here: any changed byte changes it.
+ * The lines are bounded by count (the seal's entries, one line each), which the primary key's
+ * order answers directly; bounding them by bytes took a running sum over every line first.
  *
  * The journal is found by a per-row index probe (a LATERAL with LIMIT cannot be flattened): as an
  * EXISTS in the select list the planner may hash the whole journals table on every statement. The
@@ -80,9 +82,11 @@ const READ_BATCH = `
   LEFT JOIN LATERAL (
     SELECT true AS present, t.journal, t.journal_end, t.last_line FROM warden_journals j
     CROSS JOIN LATERAL (
-      SELECT string_agg(s.line, ''::bytea ORDER BY s.line_no) AS journal, max(s.end_at) AS journal_end,
+      SELECT string_agg(s.line, ''::bytea ORDER BY s.line_no) AS journal, sum(octet_length(s.line)) AS journal_end,
         (array_agg(s.line ORDER BY s.line_no DESC))[1] AS last_line
-      FROM (${LINES_WITHIN("j.run_id", "c.journal_bytes")}) s
+      FROM (
+        SELECT l.line_no, l.line FROM warden_journal_lines l WHERE l.run_id = j.run_id ORDER BY l.line_no LIMIT c.journal_entries + 1
+      ) s
     ) t
     WHERE j.run_id = c.run_id AND c.result_hash IS NOT NULL
     LIMIT 1
