@@ -41,7 +41,7 @@ const WRITE_BATCH = `
  * last end past the bound says the journal is longer than that (a line appended right at the
  * bound included).
  */
-export const LINES_WITHIN = (runId: string, bound: string): string => `
+const LINES_WITHIN = (runId: string, bound: string): string => `
     SELECT w.line_no, w.line, w.end_at FROM (
       SELECT l.line_no, l.line, sum(octet_length(l.line)) OVER (ORDER BY l.line_no) AS end_at
       FROM warden_journal_lines l WHERE l.run_id = ${runId}
