@@ -51,35 +51,6 @@ export async function* piecesOf(source: ByteSource): AsyncIterable<Uint8Array> {
   yield* source;
 }
 
-/**
- * The pieces of `source`, small ones joined into pieces of at least `bytes` (the last may be
- * shorter). A request body arrives in pieces of at most 64 KiB, and each piece costs a write, two
- * hash calls and a hand-over to the commit check: more than copying it once. At most `bytes` are
- * held, so a large chunk is still never buffered whole.
- */
-export async function* gatheredPieces(source: ByteSource, bytes: number): AsyncIterable<Uint8Array> {
-  if (source instanceof Uint8Array) {
-    yield source;
-    return;
-  }
-  let held: Uint8Array[] = [];
-  let heldBytes = 0;
-  for await (const piece of source) {
-    if (heldBytes === 0 && piece.byteLength >= bytes) {
-      yield piece;
-      continue;
-    }
-    held.push(piece);
-    heldBytes += piece.byteLength;
-    if (heldBytes >= bytes) {
-      yield Buffer.concat(held, heldBytes);
-      held = [];
-      heldBytes = 0;
-    }
-  }
-  if (heldBytes > 0) yield held.length === 1 ? held[0]! : Buffer.concat(held, heldBytes);
-}
-
 /** Which IntegrityError code a failed check raises: stored bytes are "tampered", received bytes "mismatched". */
 export interface MismatchCodes {
   readonly length: string;

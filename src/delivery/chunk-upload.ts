@@ -9,7 +9,7 @@
 import { DigestStream, digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
-import { gatheredPieces, piecesOf, type ByteSource } from "./blob-store.js";
+import { piecesOf, type ByteSource } from "./blob-store.js";
 import { chunkTooLarge, outOfOrder, overflow } from "./delivery-errors.js";
 import type { DeliveryStores } from "./recovery.js";
 import { InlineCommitCheck } from "./commit-verify.js";
@@ -22,9 +22,6 @@ import { hashPartial, type PartialAppender, type StageBlob, type StageRecord } f
  * most of its hashing overlap its write.
  */
 const HASH_WHILE_OPENING = 1024 * 1024;
-
-/** A body's pieces are appended in pieces of at least this many bytes (see gatheredPieces). */
-const APPEND_PIECE_BYTES = 256 * 1024;
 
 export interface ChunkAccepted {
   readonly next_offset: number;
@@ -95,7 +92,7 @@ export class ChunkUpload {
     opening.catch(() => undefined); // awaited below, once the first piece (or the end) arrives
     let partial: PartialAppender | undefined;
     try {
-      for await (const piece of gatheredPieces(body, APPEND_PIECE_BYTES)) {
+      for await (const piece of piecesOf(body)) {
         const position = running.length;
         const written = position - blob.received + piece.byteLength;
         if (written > this.#limits.chunkBytes) throw chunkTooLarge(written, this.#limits.chunkBytes);

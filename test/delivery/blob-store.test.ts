@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Digest, digestHex } from "../../src/core/digest.js";
-import { gatheredPieces, readVerifiedBlob } from "../../src/delivery/blob-store.js";
+import { readVerifiedBlob } from "../../src/delivery/blob-store.js";
 import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery-blob-store.js";
 import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
 import { bytesOf, rejectsWith, tempHome, treeOf } from "./store-harness.js";
@@ -102,29 +102,4 @@ test("a symlink or hard link in the blob's place is refused, never followed", as
   fs.rmSync(layout.blobPath(ref.digest));
   fs.linkSync(outside, layout.blobPath(ref.digest));
   await rejectsWith(readVerifiedBlob(store, ref, 100), "unsafe-storage-hard-link");
-});
-
-test("a streamed body is appended in gathered pieces: small ones joined up to the size, large ones as they come, every byte once and in order", async () => {
-  const source = bytesOf(7, 300_000);
-  const cuts = [0, 1000, 65_536, 65_600, 131_072, 262_144, 300_000];
-  async function* body(): AsyncIterable<Uint8Array> {
-    for (let i = 1; i < cuts.length; i++) yield source.subarray(cuts[i - 1], cuts[i]);
-  }
-  const pieces: Uint8Array[] = [];
-  for await (const piece of gatheredPieces(body(), 100_000)) pieces.push(piece);
-  assert.deepEqual(
-    pieces.map((p) => p.byteLength),
-    [131_072, 131_072, 37_856],
-    "joined until 100,000 bytes are held; the rest at the end",
-  );
-  assert.ok(Buffer.concat(pieces).equals(Buffer.from(source)));
-
-  const big = bytesOf(8, 200_000);
-  async function* large(): AsyncIterable<Uint8Array> {
-    yield big;
-  }
-  const passed: Uint8Array[] = [];
-  for await (const piece of gatheredPieces(large(), 100_000)) passed.push(piece);
-  assert.equal(passed.length, 1);
-  assert.equal(passed[0], big, "a piece as large as the size is passed on without a copy");
 });
