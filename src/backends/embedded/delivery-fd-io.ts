@@ -92,12 +92,12 @@ export function lstatOrUndefined(path: string): fs.Stats | undefined {
 
 /**
  * Runs at most `limit` jobs at once, the rest in arrival order. An fdatasync holds an I/O thread
- * for as long as the disk takes (libuv has four unless the process asked for more, as the CLI
- * does: cli/io-threads.ts): bounding them keeps threads free for the writes and reads that the
- * event loop waits on. When a caller is about to wait for every job
- * queued (a commit, for the syncs of its stage), `hurry` lets more run at once until the queue
- * is empty: nothing is being written for that stage any more, and fdatasyncs that run together
- * share the file system's journal commits.
+ * for as long as the disk takes (libuv has four unless the process asked for more, as
+ * bin/warden.cjs does): bounding them keeps threads free for the writes and reads that the event
+ * loop waits on. When a caller is about to wait for every job queued (a commit, for the syncs of
+ * its stage), `hurry` lets more run at once until the queue is empty: nothing is being written
+ * for that stage any more, and fdatasyncs that run together share the file system's journal
+ * commits.
  */
 export class BoundedRunner {
   readonly #base: number;
