@@ -11,10 +11,21 @@
  * other processes on a shared machine hits both alike; each figure is the median of its rounds.
  * Every round pushes fresh content (synced to disk first), so nothing is already stored; a first
  * round warms both up and is not counted. The node logs at its default level (info).
+ *
+ * A comparator, for scale: each round also uploads the same 128 files to @tus/server with its
+ * FileStore (bench/tus-side.ts, also a child process on loopback), as many uploads in flight as
+ * the push has blobs, each one creation POST and one PATCH with the whole file; once as is and
+ * once with the client taking each file's sha256 first (warden's compile step hashes every file).
+ * FileStore never fsyncs, so these figures pay for no durability; the uploads are deleted after
+ * each round.
  */
-import { execFileSync } from "node:child_process";
-import { rmSync } from "node:fs";
-import { join } from "node:path";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import * as http from "node:http";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.js";
 import { WardenClient, compileForPush } from "../src/client/index.js";
 import { forEachConcurrent } from "../src/client/pool.js";
@@ -71,6 +82,98 @@ async function inProcessRound(delivery: Delivery, dir: string, round: number): P
   return (performance.now() - start) / 1000;
 }
 
+const TUS_SIDE_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "tus-side.ts");
+const TUS_VERSION = "1.0.0";
+
+function packageVersion(name: string): string {
+  const manifest = JSON.parse(readFileSync(new URL(`../node_modules/${name}/package.json`, import.meta.url), "utf8")) as { version: string };
+  return `${name} ${manifest.version}`;
+}
+
+interface TusServer {
+  readonly url: string;
+  /** where its FileStore keeps the uploads */
+  readonly directory: string;
+  request(method: string, url: string, headers: Record<string, string>, body?: Uint8Array): Promise<http.IncomingMessage>;
+  /** removes the uploads stored so far (they are not part of any later round) */
+  clear(): void;
+  close(): Promise<void>;
+}
+
+/** Starts bench/tus-side.ts in a child process, with its FileStore under `directory`. */
+async function startTus(directory: string): Promise<TusServer> {
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", TUS_SIDE_ENTRY, directory], { stdio: ["ignore", "pipe", "inherit"] });
+  const exited = new Promise<void>((done) => child.once("exit", () => done()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error("the tus side named no URL within 20 s"));
+    }, 20_000);
+    let out = "";
+    child.stdout!.setEncoding("utf8").on("data", (s: string) => {
+      out += s;
+      if (!out.includes("\n")) return;
+      clearTimeout(timer);
+      resolve(out.split("\n", 1)[0]!);
+    });
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the tus side exited (${code}) before naming its URL`));
+    });
+  });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+  return {
+    url,
+    directory,
+    request: (method, target, headers, body) =>
+      new Promise((resolve, reject) => {
+        const all = { "tus-resumable": TUS_VERSION, "content-length": String(body?.byteLength ?? 0), ...headers };
+        const req = http.request(target, { method, headers: all, agent }, (res) => {
+          res.resume();
+          res.once("end", () => resolve(res));
+        });
+        req.once("error", reject);
+        req.end(body);
+      }),
+    clear: () => {
+      for (const name of readdirSync(directory)) rmSync(join(directory, name), { recursive: true, force: true });
+    },
+    close: async () => {
+      agent.destroy();
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+/**
+ * Every file of `dir`'s data/ uploaded to tus, `CONCURRENCY` uploads in flight, each the way a tus
+ * client sends a small file: read it, one creation POST, one PATCH with all its bytes. With
+ * `hash`, the client also takes each file's sha256 first, as warden's compile step does. Seconds.
+ */
+async function tusRound(tus: TusServer, dir: string, hash: boolean): Promise<number> {
+  const start = performance.now();
+  const data = join(dir, "data");
+  const names = readdirSync(data);
+  let bytes = 0;
+  await forEachConcurrent(names, CONCURRENCY, async (name) => {
+    const content = await readFile(join(data, name));
+    if (hash) createHash("sha256").update(content).digest();
+    const created = await tus.request("POST", tus.url, { "upload-length": String(content.byteLength) });
+    const location = created.headers.location;
+    if (created.statusCode !== 201 || location === undefined) throw new Error(`tus creation answered ${created.statusCode}`);
+    const patched = await tus.request("PATCH", new URL(location, tus.url).href, { "upload-offset": "0", "content-type": "application/offset+octet-stream" }, content);
+    if (patched.statusCode !== 204 || patched.headers["upload-offset"] !== String(content.byteLength)) {
+      throw new Error(`tus PATCH answered ${patched.statusCode} at offset ${String(patched.headers["upload-offset"])}`);
+    }
+    bytes += content.byteLength;
+  });
+  const seconds = (performance.now() - start) / 1000;
+  if (bytes !== TOTAL) throw new Error(`tus round uploaded ${bytes} bytes`);
+  return seconds;
+}
+
 function median(xs: readonly number[]): number {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)]!;
@@ -80,15 +183,19 @@ export default async function (): Promise<void> {
   const work = benchDir("push");
   let node: NodeProcess | undefined;
   let delivery: Delivery | undefined;
+  let tus: TusServer | undefined;
   try {
     const baseline = writeShaFsyncBytesPerSec(TOTAL, MiB);
     console.log(`baseline: write 32 MiB with sha256 + one fsync: ${fmt(baseline / MiB, 1)} MiB/s`);
     node = await startNode({ home: join(work, "node-home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info" } });
     const client = new WardenClient({ url: node.url, token: node.token });
     delivery = (await openEmbeddedDelivery(join(work, "local-home"), {})).delivery;
+    tus = await startTus(join(work, "tus-store"));
 
     const http: HttpTiming[] = [];
     const local: number[] = [];
+    const tusPlain: number[] = [];
+    const tusHashed: number[] = [];
     // Round 0 warms both up (JIT, the stores' caches) and is not counted.
     for (let round = 0; round <= ROUNDS; round++) {
       const dir = join(work, `src-${round}`);
@@ -103,10 +210,17 @@ export default async function (): Promise<void> {
         local.push(await inProcessRound(delivery, dir, round));
         http.push(await httpRound(client, dir, round));
       }
+      // After warden's pair, so the tus uploads' unsynced pages never meet warden's fsyncs.
+      for (const hash of round % 2 === 0 ? [false, true] : [true, false]) {
+        (hash ? tusHashed : tusPlain).push(await tusRound(tus, dir, hash));
+      }
+      tus.clear();
       rmSync(dir, { recursive: true, force: true });
       if (round === 0) {
         http.length = 0;
         local.length = 0;
+        tusPlain.length = 0;
+        tusHashed.length = 0;
       }
     }
     client.close();
@@ -123,8 +237,17 @@ export default async function (): Promise<void> {
     console.log(ratioLine(`(b) HTTP begin→receipt vs in-process Delivery begin→receipt`, wire, inProcess, "MiB/s", 0.7));
     console.log(ratioLine(`(b') HTTP end to end vs in-process Delivery begin→receipt`, total, inProcess, "MiB/s"));
     console.log(ratioLine(`in-process Delivery begin→receipt vs the write+sha256+fsync baseline`, inProcess, baseline / MiB, "MiB/s"));
+
+    console.log(`tus comparator rounds: ${ms(tusPlain)}; with client sha256: ${ms(tusHashed)}`);
+    const tusLabel = `${packageVersion("@tus/server")} + ${packageVersion("@tus/file-store")} FileStore (no fsync), same 128 files, ${CONCURRENCY} in flight, POST + one PATCH each`;
+    const tusRate = TOTAL / median(tusPlain) / MiB;
+    const tusHashedRate = TOTAL / median(tusHashed) / MiB;
+    console.log(ratioLine(`tus comparator: ${tusLabel}`, tusRate, baseline / MiB, "MiB/s"));
+    console.log(ratioLine(`tus comparator, client takes each file's sha256 first`, tusHashedRate, baseline / MiB, "MiB/s"));
+    console.log(ratioLine(`(a) HTTP push end to end vs the tus comparator with sha256`, total, tusHashedRate, "MiB/s"));
   } finally {
     await delivery?.close();
+    await tus?.close();
     await node?.kill();
     rmSync(work, { recursive: true, force: true });
   }
