@@ -36,7 +36,7 @@ const CONCURRENCY = 64;
 const WARMUP_S = 1;
 const PHASE_S = 3;
 const NEW_ROUNDS = 3;
-const REPLAY_ROUNDS = 2;
+const REPLAY_ROUNDS = 3;
 const SIDE_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "fleet-side.ts");
 
 interface Phase extends PhaseResult {
