@@ -119,11 +119,12 @@ export default async function (): Promise<void> {
   // Each round measures the baseline right before the figure it is compared with, so a disk that
   // speeds up or slows down during the run moves both alike; the median round is reported.
   const bundle = bundleOf(128, 256 * KiB, "r1");
+  const bundleBytes = Buffer.concat([...bundle.blobs.values()]);
   const baselines: number[] = [];
   for (const [chunk, lanes] of [[64 * KiB, 1], [MiB, 1], [MiB, 4]] as const) {
     const rounds: { ratio: number; rate: number; base: number; t: PushTimes }[] = [];
     for (let round = 0; round < ROUNDS; round++) {
-      const base = writeShaFsyncBytesPerSec(32 * MiB, MiB);
+      const base = writeShaFsyncBytesPerSec(bundleBytes, MiB);
       baselines.push(base);
       await withStore(`a-${chunk}-${lanes}-${round}`, {}, async (delivery) => {
         const t = await push(delivery, bundle, chunk, lanes);

@@ -20,7 +20,7 @@
  * each round.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import * as http from "node:http";
@@ -256,7 +256,8 @@ export default async function (): Promise<void> {
   let tus: TusServer | undefined;
   let sink: SideServer | undefined;
   try {
-    const baseline = writeShaFsyncBytesPerSec(TOTAL, MiB);
+    // The baseline writes bytes like the bundle's: random, distinct.
+    const baseline = writeShaFsyncBytesPerSec(randomBytes(TOTAL), MiB);
     console.log(`baseline: write 32 MiB with sha256 + one fsync: ${fmt(baseline / MiB, 1)} MiB/s`);
     node = await startNode({ home: join(work, "node-home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info" } });
     const client = new WardenClient({ url: node.url, token: node.token });
