@@ -18,6 +18,11 @@
  * once with the client taking each file's sha256 first (warden's compile step hashes every file).
  * FileStore never fsyncs, so these figures pay for no durability; the uploads are deleted after
  * each round.
+ *
+ * And the ceilings: what any push of these bytes costs at least here (4 sha256 passes and their
+ * bare HTTP transfer to a node:http sink, bench/sink-side.ts), spread perfectly over every core,
+ * against (a)'s and (b)'s targets; and how long the node's JavaScript thread ran during each HTTP
+ * push, the one thread every byte passes through.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
