@@ -44,6 +44,7 @@ export const HTTP_ERROR_CODES = {
   "json-body-empty": 400,
   "content-length-invalid": 400,
   "url-invalid": 400,
+  "url-too-long": 414,
   "request-unknown-field": 400,
   "request-missing-field": 400,
   "request-field-type": 400,

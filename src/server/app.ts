@@ -20,6 +20,12 @@ import { runRoutes } from "./routes/runs.js";
 import { stageRoutes } from "./routes/stages.js";
 
 const INVOCATIONS_PREFIX = "/v1/invocations";
+/**
+ * Longest path parameter the router hands to a route, counted in URL characters. fastify's
+ * default (100) is shorter than a valid scope (256 bytes, up to 768 characters percent-encoded),
+ * and its refusal is not a problem document; past this bound the URL is refused as too long.
+ */
+const MAX_PARAM_CHARS = 1024;
 
 export interface CreateServerOptions {
   /** where logs go (default stdout); `warden serve` sends them to stderr */
@@ -53,6 +59,15 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     genReqId: () => randomUUID(),
     bodyLimit: settings.jsonBodyBytes,
     return503OnClosing: false,
+    routerOptions: { maxParamLength: MAX_PARAM_CHARS },
+    // The router refuses a malformed or over-long URL before any hook runs: without this, fastify
+    // answers those with its own JSON, not a problem document.
+    frameworkErrors: (error, request, reply) => {
+      const spec = problemOf(error, undefined);
+      request.log.info({ code: spec.code }, "request refused");
+      reply.header("x-request-id", request.id);
+      return sendProblem(reply, spec, request);
+    },
   }).withTypeProvider();
   app.setValidatorCompiler(validatorCompiler);
   // Replies are plain JSON.stringify: the response schemas document and type them, and never

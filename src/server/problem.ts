@@ -27,6 +27,7 @@ const FASTIFY_CODES: Readonly<Record<string, { status: number; code: string; det
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, code: "json-malformed", detail: "the body is not valid JSON" },
   FST_ERR_BAD_URL: { status: 400, code: "url-invalid", detail: "the URL is malformed" },
   FST_ERR_INVALID_URL: { status: 400, code: "url-invalid", detail: "the URL is malformed" },
+  FST_ERR_MAX_PARAM_LENGTH: { status: 414, code: "url-too-long", detail: "a path segment of the URL is over the length limit" },
 };
 
 function titleOf(code: string): string {
