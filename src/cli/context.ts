@@ -16,10 +16,26 @@ export interface CliContext {
 
 export function processIo(): CliIo {
   return {
-    stdout: (text) => void process.stdout.write(text),
-    stderr: (text) => void process.stderr.write(text),
+    stdout: writerTo(process.stdout),
+    stderr: writerTo(process.stderr),
     env: process.env,
     cwd: process.cwd(),
+  };
+}
+
+/**
+ * A writer to a standard stream whose reader may go first (`warden invocations | head -1`): the
+ * EPIPE then arrives as an 'error' event, which unhandled would end the command with a stack trace.
+ * What the reader no longer wants is dropped, and the command still ends with its own exit code.
+ */
+function writerTo(stream: NodeJS.WriteStream): (text: string) => void {
+  let open = true;
+  stream.on("error", (error: NodeJS.ErrnoException) => {
+    open = false;
+    if (error.code !== "EPIPE" && stream !== process.stderr) process.stderr.write(`warden: cannot write output: ${error.message}\n`);
+  });
+  return (text) => {
+    if (open) stream.write(text);
   };
 }
 

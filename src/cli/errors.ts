@@ -1,8 +1,37 @@
-/** One line per failure, never a stack trace (DESIGN.md "CLI"). */
+/**
+ * One line per failure, never a stack trace, always ending in a stable code (DESIGN.md "CLI";
+ * README: `warden: <message> (<code>)`), so a script can branch on the code whatever failed.
+ */
+import { CommanderError } from "commander";
 import { errnoCode, isWardenError } from "../core/errors.js";
 
-export function describeError(error: unknown): string {
-  if (isWardenError(error)) return `${error.message} (${error.code})`;
+/** Codes for the file-system failures a user can cause by naming a path. */
+const ERRNO_CODES: Readonly<Record<string, string>> = {
+  ENOENT: "file-not-found",
+  EACCES: "permission-denied",
+  EPERM: "permission-denied",
+  ENOTDIR: "not-a-directory",
+  EISDIR: "is-a-directory",
+  EADDRINUSE: "address-in-use",
+};
+
+/** The stable code of any failure: warden's own, commander's usage errors, errno, else `cli-error`. */
+export function errorCode(error: unknown): string {
+  if (isWardenError(error)) return error.code;
+  // commander's codes read `commander.unknownOption`: the same words, kebab-case like warden's.
+  if (error instanceof CommanderError) return error.code.replace(/^commander\./, "").replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+  if (error instanceof Error) {
+    const errno = errnoCode(error);
+    if (errno !== undefined && /^E[A-Z0-9]+$/.test(errno)) return ERRNO_CODES[errno] ?? errno.toLowerCase();
+  }
+  return "cli-error";
+}
+
+/** The message alone, on one line. */
+export function errorMessage(error: unknown): string {
+  if (isWardenError(error)) return error.message;
+  // commander's second line, when there is one, is a suggestion ("(Did you mean --json?)"): keep it, on the same line.
+  if (error instanceof CommanderError) return error.message.replace(/^error: /, "").trim().replace(/\s*\n\s*/g, " ");
   if (error instanceof Error) {
     const errno = errnoCode(error);
     const path = (error as { path?: unknown }).path;
@@ -11,4 +40,8 @@ export function describeError(error: unknown): string {
     return error.message.split("\n", 1)[0] ?? String(error);
   }
   return String(error);
+}
+
+export function describeError(error: unknown): string {
+  return `${errorMessage(error)} (${errorCode(error)})`;
 }

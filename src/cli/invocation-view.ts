@@ -4,9 +4,13 @@ import type { CliContext } from "./context.js";
 import { table } from "./format.js";
 import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
 
-/** A recorded run ended well only if its agent exited 0; a recorded failure is still a failure. */
+/**
+ * A recorded run ended well only if its agent exited 0; a recorded failure is still a failure, and
+ * so is a run an operator reconciled as `failed`.
+ */
 export function exitCodeOfInvocation(view: InvocationView): number {
-  if (view.status !== "recorded") return view.status === "reconciled" ? EXIT_OK : exitCodeOfStatus(view.status);
+  if (view.status === "reconciled") return view.receipt?.review.outcome === "failed" ? EXIT_FAILED : EXIT_OK;
+  if (view.status !== "recorded") return exitCodeOfStatus(view.status);
   if (view.expired === true || view.result === undefined) return EXIT_OK;
   const result = view.result;
   const exit = typeof result === "object" && result !== null && "exit_code" in result ? (result as { exit_code: unknown }).exit_code : 0;

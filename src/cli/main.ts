@@ -16,7 +16,7 @@ import { registerInvocationsCommands } from "./commands/invocations.js";
 import { registerInspectCommand } from "./commands/inspect.js";
 import { registerReconcileCommand } from "./commands/reconcile.js";
 import { processIo, type CliContext, type CliIo } from "./context.js";
-import { describeError } from "./errors.js";
+import { reportFailure } from "./outcome.js";
 
 /** The package version, found by walking up from this module (src/ and dist/src/ sit at different depths). */
 function packageVersion(): string {
@@ -41,7 +41,8 @@ export function buildProgram(ctx: CliContext): Command {
     .helpOption("-h, --help", "show help")
     .showHelpAfterError(false)
     .exitOverride()
-    .configureOutput({ writeOut: (s) => ctx.io.stdout(s), writeErr: (s) => ctx.io.stderr(s) });
+    // Usage errors are printed by main() like every other failure: `warden: <message> (<code>)`.
+    .configureOutput({ writeOut: (s) => ctx.io.stdout(s), writeErr: (s) => ctx.io.stderr(s), outputError: () => undefined });
   registerServeCommand(program, ctx);
   registerPushCommand(program, ctx);
   registerBundlesCommands(program, ctx);
@@ -60,9 +61,18 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     await buildProgram(ctx).parseAsync(argv);
     return ctx.exitCode;
   } catch (error) {
-    // Commander has already printed its own message (usage error, help, version).
-    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 1;
-    io.stderr(`warden: ${describeError(error)}\n`);
+    // Help and version are already printed (help on stderr with exit 1 when a command group was given no subcommand).
+    if (error instanceof CommanderError && PRINTED.has(error.code)) return error.exitCode === 0 ? 0 : 1;
+    reportFailure(ctx, wantsJson(argv), error);
     return 1;
   }
+}
+
+const PRINTED = new Set(["commander.help", "commander.helpDisplayed", "commander.version"]);
+
+/** Whether `--json` was asked for: commander may have stopped before parsing it. A `--json` after `--` is prompt text. */
+function wantsJson(argv: readonly string[]): boolean {
+  const args = argv.slice(2);
+  const end = args.indexOf("--");
+  return (end < 0 ? args : args.slice(0, end)).includes("--json");
 }

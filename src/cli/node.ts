@@ -86,11 +86,13 @@ export function resolveNode(io: CliIo, flags: NodeFlags): NodeTarget {
     throw new ValidationError("node-not-found", `no local node: ${join(home, NODE_FILE)} does not exist (start one with \`warden serve\`, or set WARDEN_URL)`);
   }
   const source = flags.url !== undefined ? "--url" : remote !== undefined ? "WARDEN_URL" : join(home, NODE_FILE);
+  let protocol: string;
   try {
-    new URL(url);
+    protocol = new URL(url).protocol;
   } catch {
     throw new ValidationError("node-url-invalid", `${source}: ${JSON.stringify(url)} is not a URL`);
   }
+  if (protocol !== "http:" && protocol !== "https:") throw new ValidationError("node-url-invalid", `${source}: ${JSON.stringify(url)} is not an http(s) URL`);
   // The local operator token goes only to the local node: never to another URL.
   const ownNode = local !== undefined && sameOrigin(url, local);
   const token = nonEmpty(io.env.WARDEN_TOKEN) ?? (ownNode ? readStateFile(join(home, TOKEN_FILE))?.trim() : undefined);

@@ -6,7 +6,7 @@
 import { isWardenError } from "../core/errors.js";
 import { WardenHttpError } from "../client/errors.js";
 import type { CliContext } from "./context.js";
-import { describeError } from "./errors.js";
+import { describeError, errorCode, errorMessage } from "./errors.js";
 
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
@@ -35,7 +35,13 @@ export function printJson(ctx: CliContext, value: unknown): void {
 function errorJson(error: unknown): Record<string, unknown> {
   if (error instanceof WardenHttpError) return { ...error.problem, code: error.code, status: error.status };
   if (isWardenError(error)) return { code: error.code, status: error.status, detail: error.message, ...error.details };
-  return { code: "cli-error", detail: describeError(error) };
+  return { code: errorCode(error), detail: errorMessage(error) };
+}
+
+/** Prints a failure: one line on stderr, and with `--json` the problem as JSON on stdout. */
+export function reportFailure(ctx: CliContext, json: boolean, error: unknown): void {
+  if (json) printJson(ctx, { error: errorJson(error) });
+  ctx.io.stderr(`warden: ${describeError(error)}\n`);
 }
 
 /** Runs a command body, mapping its result or its failure to the exit code and output. */
@@ -43,8 +49,7 @@ export async function runCommand(ctx: CliContext, flags: OutputFlags, body: () =
   try {
     ctx.exitCode = await body();
   } catch (error) {
-    if (flags.json === true) printJson(ctx, { error: errorJson(error) });
-    ctx.io.stderr(`warden: ${describeError(error)}\n`);
+    reportFailure(ctx, flags.json === true, error);
     ctx.exitCode = exitCodeOfError(error);
   }
 }

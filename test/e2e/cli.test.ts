@@ -176,10 +176,22 @@ describe("warden CLI against a real node", () => {
     assert.equal(json<InvocationJson>(first).status, "running");
     const second = await warden(args);
     assertOneErrorLine(second, 2, "in-progress");
-    const [shown, listed] = await Promise.all([warden(["invocations", "show", "api:operator", id, "--json"]), warden(["invocations", "--status", "in_progress", "--json"])]);
+    const [shown, listed, all, inspected] = await Promise.all([
+      warden(["invocations", "show", "api:operator", id, "--json"]),
+      warden(["invocations", "--status", "in_progress", "--json"]),
+      warden(["invocations", "--json"]),
+      warden(["inspect", "api:operator", id]),
+    ]);
     assert.equal(shown.code, 2);
     assert.equal(json<InvocationJson>(shown).status, "in_progress");
     assert.ok(json<{ items: { id: string }[] }>(listed).items.some((i) => i.id === id));
+    // `invocations list --help` says the order is by scope and id: it is.
+    const keys = json<{ items: { scope: string; id: string }[] }>(all).items.map((i) => `${i.scope}\n${i.id}`);
+    assert.ok(keys.length >= 3, "earlier tests left several invocations");
+    assert.deepEqual(keys, [...keys].sort());
+    // A live run's journal is open, but nothing awaits an operator yet.
+    assert.match(inspected.stdout, /^in_progress api:operator /);
+    assert.match(inspected.stdout, /needs review\s+not yet: the run is still in progress$/m);
   });
 
   it("an unresolved run answers exit 2 until an operator reconciles it; then it stays closed (exit 1)", async () => {
@@ -190,8 +202,9 @@ describe("warden CLI against a real node", () => {
     const listed = json<{ items: { id: string; status: string }[] }>(await warden(["invocations", "--status", "unresolved", "--json"]));
     assert.deepEqual(listed.items.filter((i) => i.id === id).map((i) => i.status), ["unresolved"]);
 
-    const inspection = await warden(["inspect", "api:operator", id, "--json"]);
+    const [inspection, inspectionText] = await Promise.all([warden(["inspect", "api:operator", id, "--json"]), warden(["inspect", "api:operator", id])]);
     assert.equal(inspection.code, 0, inspection.stderr);
+    assert.match(inspectionText.stdout, /needs review\s+yes$/m);
     const { snapshot_hash } = json<{ snapshot_hash: string }>(inspection);
     const evidence = "operator checked the workspace: unchanged\n";
     const review = {
@@ -216,9 +229,25 @@ describe("warden CLI against a real node", () => {
     const shown = await warden(["invocations", "show", "api:operator", id]);
     assert.equal(shown.code, 0);
     assert.match(shown.stdout, /^reconciled api:operator/);
+    const closed = await warden(["inspect", "api:operator", id]);
+    assert.match(closed.stdout, /^reconciled api:operator /);
+    assert.match(closed.stdout, /needs review\s+no: already reconciled$/m, "a reconciled run's journal still has its unknown effect, but its review is done");
 
     writeFileSync(reviewFile, "{not json");
     assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-json-invalid");
+  });
+
+  it("an invocation an operator reconciled as failed shows exit 1, like a recorded failure", async () => {
+    const id = randomUUID();
+    assertOneErrorLine(await warden(["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--", "break it #kill"]), 2, "unresolved");
+    const { snapshot_hash } = json<{ snapshot_hash: string }>(await warden(["inspect", "api:operator", id, "--json"]));
+    const reviewFile = join(scratch, "failed-review.json");
+    const evidence = `sha256:${createHash("sha256").update("the half-written branch").digest("hex")}`;
+    writeFileSync(reviewFile, JSON.stringify({ snapshot_hash, outcome: "failed", rationale: "the agent died mid-write", evidence: [{ reference: "OPS-2", sha256: evidence }], effects_stopped: true }));
+    assert.equal((await warden(["reconcile", "api:operator", id, "--review", reviewFile])).code, 0);
+    const shown = await wardenProcess(["invocations", "show", "api:operator", id]);
+    assert.equal(shown.code, 1, shown.stdout + shown.stderr);
+    assert.match(shown.stdout, /^reconciled api:operator .*\n(.*\n)*\s+reconciled\s+failed by operator/);
   });
 
   it("materialize copies the provider's tree into a new private --dir and points the launch at it", async () => {

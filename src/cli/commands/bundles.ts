@@ -9,7 +9,10 @@ import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js"
 type BundlesFlags = NodeFlags & OutputFlags;
 
 export function registerBundlesCommands(program: Command, ctx: CliContext): void {
-  const bundles = program.command("bundles").description("the node's committed bundles: `bundles` lists them, `bundles show <id>` shows one");
+  const bundles = program
+    .command("bundles")
+    .description("the node's committed bundles: `bundles` lists them, `bundles show <id>` shows one")
+    .addHelpText("after", "\n`warden bundles [--json]` is `warden bundles list`: see `warden bundles list --help`.");
   // `list` is the default subcommand, so `warden bundles --json` works and the parent has no
   // options of its own that would swallow the subcommands' (commander parses parent options first).
   nodeOptions(

@@ -30,6 +30,14 @@ export function reviewTemplate(inspection: Inspection): Record<string, unknown> 
   };
 }
 
+/** Only an unresolved invocation awaits a review: a running one may still end well, a reconciled one has had its review. */
+function needsReview({ report }: Inspection): string {
+  if (report.status === "unresolved") return "yes";
+  if (report.status === "in_progress") return "not yet: the run is still in progress";
+  if (report.status === "reconciled") return "no: already reconciled";
+  return report.journal.requires_reconciliation ? "yes" : "no";
+}
+
 async function inspect(ctx: CliContext, scope: string, id: string, flags: InspectFlags): Promise<number> {
   const inspection = await connect(ctx.io, flags).inspect(scope, id);
   if (flags.json === true) {
@@ -50,7 +58,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["termination", journal.termination ?? "none"],
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
-        ["needs review", journal.requires_reconciliation || report.status === "unresolved" ? "yes" : "no"],
+        ["needs review", needsReview(inspection)],
       ]) +
       (report.status === "unresolved"
         ? `to close it, write a review (e.g. the template below) and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +

@@ -23,11 +23,15 @@ function parseStatus(value: string): NonNullable<InvocationListQuery["status"]> 
 }
 
 export function registerInvocationsCommands(program: Command, ctx: CliContext): void {
-  const invocations = program.command("invocations").description("invocations on the node: `invocations` lists them, `invocations show <scope> <id>` shows one");
+  const invocations = program
+    .command("invocations")
+    .description("invocations on the node: `invocations` lists them, `invocations show <scope> <id>` shows one")
+    // The options belong to the default subcommand `list`; a user asking the group for help must still find them.
+    .addHelpText("after", "\n`warden invocations [--status S] [--limit N] [--cursor C] [--json]` is `warden invocations list`: see `warden invocations list --help`.");
   nodeOptions(
     invocations
       .command("list", { isDefault: true })
-      .description("list invocations, newest first (one page; --cursor for the next)")
+      .description("list invocations in order of scope and id, as the node pages them (one page; --cursor for the next)")
       .option("--status <status>", `only this status: ${STATUSES.join(", ")}`, parseStatus)
       .option("--limit <n>", "at most this many (node default otherwise)", parsePositiveInt("--limit"))
       .option("--cursor <cursor>", "continue after a previous page")

@@ -9,6 +9,7 @@ import { inspectRun } from "../../journal/inspect.js";
 import { verifyJournal } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
+import { runCommand } from "../outcome.js";
 import { readInputFile } from "../read-input.js";
 import { fetchRunJournal, isRunIdArgument } from "../remote-journal.js";
 
@@ -31,9 +32,7 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
     .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons} as JSON")
-    .action(async (file: string, flags: VerifyFlags) => {
-      ctx.exitCode = await verifyCommand(ctx, file, flags);
-    });
+    .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
 }
 
 async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () => Promise<readonly PublicKeyRecord[]>): Promise<readonly PublicKeyRecord[]> {
