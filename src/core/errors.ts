@@ -4,7 +4,8 @@
  * them; the `code` says exactly which rule was broken. Codes are part of the public contract: never
  * rename one, add a new one instead.
  */
-export type ErrorDetails = Readonly<Record<string, string | number | boolean | null | undefined>>;
+/** Extra members of an error (a problem document's, over HTTP): scalars, or a list of strings. */
+export type ErrorDetails = Readonly<Record<string, string | number | boolean | null | undefined | readonly string[]>>;
 
 export interface WardenErrorOptions {
   readonly details?: ErrorDetails;

@@ -120,6 +120,9 @@ describe("invocation routes", () => {
     const refused = await post(key, body);
     assert.equal(refused.statusCode, 409);
     assert.equal(json(refused.payload).code, "unresolved");
+    // The problem names why, as the same list the invocation's own view gives.
+    assert.deepEqual(json(refused.payload).reasons, unresolved.reasons);
+    assert.ok(Array.isArray(unresolved.reasons) && unresolved.reasons.length > 0);
 
     const verification = json((await get(`/v1/runs/${runId}/verification`)).payload);
     assert.equal(verification.ok, true);

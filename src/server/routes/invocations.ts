@@ -141,7 +141,8 @@ function answerOf(scope: string, id: string, outcome: KnownOutcome): InvocationV
       throw new ConflictError("in-progress", `invocation ${scope}/${id} is running; ask again later`, { details });
     case "unresolved":
       throw new ConflictError("unresolved", `invocation ${scope}/${id} is unresolved: it is never run again; an operator must reconcile it`, {
-        details: { ...details, reasons: (outcome.audit.reasons ?? []).join(",") },
+        // The same list GET /v1/invocations/{scope}/{id} answers for this id.
+        details: { ...details, reasons: outcome.audit.reasons ?? [] },
       });
     case "reconciled":
       throw new ConflictError("reconciled", `invocation ${scope}/${id} was closed by an operator's reconciliation`, { details });
