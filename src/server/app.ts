@@ -17,6 +17,7 @@ import { bundleRoutes } from "./routes/bundles.js";
 import { healthRoutes } from "./routes/health.js";
 import { invocationRoutes } from "./routes/invocations.js";
 import { runRoutes } from "./routes/runs.js";
+import { AllowedMethods } from "./allowed-methods.js";
 import { stageRoutes } from "./routes/stages.js";
 
 const INVOCATIONS_PREFIX = "/v1/invocations";
@@ -132,9 +133,17 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     else request.log.info({ code: spec.code }, "request refused");
     return sendProblem(reply, spec, request);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, { status: 404, code: "route-not-found", detail: `no route ${request.method} ${request.url.split("?")[0]}` }, request),
-  );
+  const allowed = new AllowedMethods();
+  app.addHook("onRoute", (route) => allowed.add(route.method, route.url ?? route.path));
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0]!;
+    const methods = allowed.for(path);
+    if (methods.length > 0) {
+      reply.header("allow", methods.join(", "));
+      return sendProblem(reply, { status: 405, code: "method-not-allowed", detail: `${path} answers ${methods.join(", ")}, not ${request.method}` }, request);
+    }
+    return sendProblem(reply, { status: 404, code: "route-not-found", detail: `no route ${request.method} ${path}` }, request);
+  });
 
   await app.register(swagger, {
     openapi: {

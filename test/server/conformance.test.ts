@@ -78,3 +78,39 @@ describe("HTTP conformance: URLs the router refuses", () => {
     await stillServing();
   });
 });
+
+describe("HTTP conformance: a known resource asked with a method it does not answer", () => {
+  let root: string;
+  let node: TestNode;
+  before(async () => {
+    root = tempRoot("server-conformance-405");
+    node = await openTestNode(root);
+  });
+  after(async () => {
+    await node.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+
+  it("is a 405 method-not-allowed problem naming the methods it does answer (Allow)", async () => {
+    const stage = "0123456789abcdef0123456789abcdef";
+    for (const [method, url, allow] of [
+      ["PUT", "/v1/stages", "POST"],
+      ["DELETE", "/v1/bundles", "GET, HEAD"],
+      ["GET", `/v1/stages/${stage}/commit`, "POST"],
+      ["POST", `/v1/runs/${randomUUID()}/journal`, "GET, HEAD"],
+    ] as const) {
+      const res = await node.app.inject({ method, url, headers: OPERATOR });
+      const problem = assertProblem(res, 405, "method-not-allowed");
+      assert.equal(res.headers.allow, allow, `${method} ${url}`);
+      assert.match(String(problem.detail), new RegExp(`not ${method}$`));
+    }
+  });
+
+  it("a path no route answers stays a 404 route-not-found, with no Allow", async () => {
+    for (const url of ["/v1/nothing", "/v1/stages/x/y/z", "/v1/runs"]) {
+      const res = await node.app.inject({ method: "GET", url, headers: OPERATOR });
+      assertProblem(res, 404, "route-not-found");
+      assert.equal(res.headers.allow, undefined, url);
+    }
+  });
+});
