@@ -20,7 +20,11 @@ import { runRoutes } from "./routes/runs.js";
 import { AllowedMethods } from "./allowed-methods.js";
 import { stageRoutes } from "./routes/stages.js";
 
-const INVOCATIONS_PREFIX = "/v1/invocations";
+/**
+ * Replies about invocations and their runs are never cached (DESIGN.md: "All invocation replies
+ * carry Cache-Control: no-store"): a run's journal and verification change while it runs.
+ */
+const NO_STORE_PREFIXES = ["/v1/invocations", "/v1/runs/"];
 /**
  * Longest path parameter the router hands to a route, counted in URL characters. fastify's
  * default (100) is shorter than a valid scope (256 bytes, up to 768 characters percent-encoded),
@@ -96,7 +100,8 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     // fastify builds a new routeOptions object on every read of it: read it once.
     const route = request.routeOptions;
     // Before auth, so even a 401 on an invocation route is never cached.
-    if (route.url?.startsWith(INVOCATIONS_PREFIX) === true) reply.header("cache-control", "no-store");
+    const template = route.url;
+    if (template !== undefined && NO_STORE_PREFIXES.some((prefix) => template.startsWith(prefix))) reply.header("cache-control", "no-store");
     if (route.config.public === true) return done();
     try {
       const caller = authority.authenticate(request.headers.authorization);

@@ -234,6 +234,12 @@ describe("invocation routes", () => {
     const events = await get(`/v1/runs/${runId}/events`, { ...OBSERVER, "last-event-id": "2" });
     const ids = [...events.payload.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
     assert.deepEqual(ids, Array.from({ length: report.entries - 3 }, (_, i) => i + 3));
+    // A run's replies change while it runs: none may be cached, a problem about a run included.
+    const unknown = await get(`/v1/runs/${randomUUID()}/journal`);
+    assert.equal(unknown.statusCode, 404);
+    for (const reply of [journal, events, unknown, await get(`/v1/runs/${runId}/verification`)]) {
+      assert.equal(reply.headers["cache-control"], "no-store");
+    }
   });
 
   it("counts requests, invocations and journal appends in /metrics", async () => {

@@ -38,7 +38,7 @@ export function runRoutes(ctx: RouteContext) {
         reply.raw.on("close", () => events.stream.destroy());
         return reply
           .type(EVENTS_CONTENT_TYPE)
-          .header("cache-control", "no-cache")
+          .header("cache-control", "no-store")
           .header("x-accel-buffering", "no")
           .send(events.stream);
       },
