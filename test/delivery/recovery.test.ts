@@ -170,6 +170,23 @@ test("foreign files, loose modes, foreign owners and hard links anywhere refuse 
   assert.equal((await opened.delivery.list()).length, 1);
 });
 
+test("a temp or partial hard-linked to a file other than its own blob refuses start-up, and nothing changes", async (t) => {
+  for (const where of ["blob temp", "partial"] as const) {
+    const { home, layout, stageId } = await populatedHome(t);
+    // A stored blob, and a second file (not that blob) linked from outside the store and planted
+    // under a name recovery would take for that blob's interrupted publication.
+    const stored = skillManifest().manifest.components[0]!.blob.digest;
+    const hex = stored.slice("sha256:".length);
+    const outside = path.join(home, "outside-file");
+    fs.writeFileSync(outside, "someone else's bytes", { mode: 0o600 });
+    const planted = where === "blob temp" ? path.join(layout.shardDir(stored), `.tmp-${hex}.${"3".repeat(16)}`) : path.join(layout.stageDir(stageId), `${hex}.partial`);
+    fs.linkSync(outside, planted);
+    assert.equal(fs.lstatSync(layout.blobPath(stored)).nlink, 1, "the blob is another inode");
+    await assertRefused(home, layout, "unsafe-storage-hard-link", planted);
+    assert.equal(fs.readFileSync(outside, "utf8"), "someone else's bytes");
+  }
+});
+
 test("an unreferenced blob is collected on reopen; referenced ones stay", async (t) => {
   const { home, layout } = await populatedHome(t);
   const orphan = new TextEncoder().encode("orphaned before commit authority");
