@@ -70,4 +70,7 @@ test("G10: removing a stage whose directory holds a foreign file refuses and lea
   assert.equal((error as unknown as UnsafeStorageError).path, foreign);
   assert.equal(fs.readFileSync(foreign, "utf8"), "not the store's");
   assert.ok(fs.existsSync(layout.partialPath(begun.stage_id, digest)), "nothing in the directory was deleted");
+  // Nor anything else: the stage still answers, with what it had received.
+  const status = await delivery.status(begun.stage_id);
+  assert.equal(status.missing.find((m) => m.digest === digest)?.offset, 3);
 });

@@ -448,12 +448,15 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   async remove(stageId: string): Promise<void> {
+    const dir = this.#layout.stageDir(stageId);
+    // A directory holding anything but partials refuses before the row or the memory change (G10).
+    stageDirNames(dir);
     const row = this.#selectStage.get(stageId);
     if (row !== undefined) this.#manifests.delete(row.manifest_digest);
     this.#live.delete(stageId);
     this.#deleteStage.run(stageId);
     fire(this.#faults, "stage-remove");
-    removeStageDirSync(this.#layout.stageDir(stageId));
+    removeStageDirSync(dir);
   }
 
   /** Writes the stage's activity to its row when the row is more than ACTIVITY_PERSIST_MS behind. */
@@ -550,11 +553,19 @@ export function writesAlwaysMoveCtime(dir: string): boolean {
  * delete: refuse, naming it, and leave everything in place.
  */
 export function removeStageDirSync(dir: string): void {
+  const names = stageDirNames(dir);
+  if (names === undefined) return;
+  for (const name of names) fs.unlinkSync(join(dir, name));
+  fs.rmdirSync(dir);
+}
+
+/** The names in a stage's directory, every one a partial (undefined: no directory); else refuses. */
+function stageDirNames(dir: string): string[] | undefined {
   let names: string[];
   try {
     names = fs.readdirSync(dir);
   } catch (error) {
-    if (errnoCode(error) === "ENOENT") return;
+    if (errnoCode(error) === "ENOENT") return undefined;
     throw error;
   }
   for (const name of names) {
@@ -564,8 +575,7 @@ export function removeStageDirSync(dir: string): void {
       throw new UnsafeStorageError("unsafe-storage-name", path, "is not a partial this store created");
     }
   }
-  for (const name of names) fs.unlinkSync(join(dir, name));
-  fs.rmdirSync(dir);
+  return names;
 }
 
 class FilePartial implements PartialAppender {
