@@ -271,6 +271,15 @@ describe("verifyJournal: tampering is detected at the first bad line", () => {
     assert.throws(() => verifyJournal(journal, trusted, { expect: { entries: -1, tail_hash: ZERO_HASH } }), { code: "invalid-checkpoint" });
   });
 
+  it("a checkpoint at 0 entries holds only with the zero hash, for an empty journal and a longer one", () => {
+    assert.equal(verifyJournal(new Uint8Array(), trusted, { expect: { entries: 0, tail_hash: ZERO_HASH } }).ok, true);
+    for (const bytes of [new Uint8Array(), journal]) {
+      const report = verifyJournal(bytes, trusted, { expect: { entries: 0, tail_hash: tail(1) } });
+      assert.equal(report.ok, false);
+      assert.equal(report.first_error?.code, "journal-checkpoint-mismatch");
+    }
+  });
+
   it("refuses a trusted-key record whose key_id does not derive from its key", () => {
     assert.throws(() => verifyJournal(journal, [{ key_id: foreign.key_id, public_key: node.public_key }]), { code: "invalid-public-key" });
     assert.throws(() => verifyJournal(journal, [{ key_id: node.key_id, public_key: "not base64" }]), { code: "invalid-public-key" });
