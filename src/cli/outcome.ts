@@ -21,7 +21,11 @@ export function exitCodeOfStatus(status: string): number {
 }
 
 export function exitCodeOfError(error: unknown): number {
-  return error instanceof WardenHttpError && PENDING_CODES.has(error.code) ? EXIT_PENDING : EXIT_FAILED;
+  if (!(error instanceof WardenHttpError)) return EXIT_FAILED;
+  if (PENDING_CODES.has(error.code)) return EXIT_PENDING;
+  // A reconcile of a run still in progress: the answer is "not yet", like any pending one.
+  if (error.code === "invocation-not-unresolved" && error.problem.invocation_status === "in_progress") return EXIT_PENDING;
+  return EXIT_FAILED;
 }
 
 export interface OutputFlags {

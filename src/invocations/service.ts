@@ -207,8 +207,9 @@ export class Invocations {
         throw new ConflictError("reconciliation-conflict", `${scope}/${id} was already reconciled with a different review`);
       }
       if (outcome.status !== "unresolved") {
+        // `status` would collide with the problem document's own member over HTTP.
         throw new ConflictError("invocation-not-unresolved", `${scope}/${id} is ${outcome.status}; only unresolved claims can be reconciled`, {
-          details: { status: outcome.status },
+          details: { invocation_status: outcome.status },
         });
       }
       const inspection = await this.#inspectClaim(claim, outcome);

@@ -192,6 +192,16 @@ describe("warden CLI against a real node", () => {
     // A live run's journal is open, but nothing awaits an operator yet.
     assert.match(inspected.stdout, /^in_progress api:operator /);
     assert.match(inspected.stdout, /needs review\s+not yet: the run is still in progress$/m);
+    // Reconciling it is refused as "not yet" (exit 2), naming the status it found.
+    const { snapshot_hash } = json<{ snapshot_hash: string }>(await warden(["inspect", "api:operator", id, "--json"]));
+    const reviewFile = join(scratch, "running-review.json");
+    writeFileSync(
+      reviewFile,
+      JSON.stringify({ snapshot_hash, outcome: "no_effects", rationale: "too early", evidence: [{ reference: "OPS-0", sha256: `sha256:${"0".repeat(64)}` }], effects_stopped: true }),
+    );
+    const early = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
+    assertOneErrorLine(early, 2, "invocation-not-unresolved");
+    assert.equal(json<{ error: { invocation_status: string } }>(early).error.invocation_status, "in_progress");
   });
 
   it("an unresolved run answers exit 2 until an operator reconciles it; then it stays closed (exit 1)", async () => {

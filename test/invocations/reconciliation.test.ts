@@ -101,11 +101,15 @@ test("only unresolved claims can be reconciled", async (t) => {
   assert.equal(opened.status, "fresh");
   const recorded = randomUUID();
   await env.invocations.run(SCOPE, recorded, request, "agent", () => ({ ok: true }));
-  for (const id of [running, recorded]) {
+  for (const [id, status] of [
+    [running, "in_progress"],
+    [recorded, "recorded"],
+  ] as const) {
     const inspection = await env.invocations.inspect(SCOPE, id);
     await assert.rejects(
       env.invocations.reconcile(SCOPE, id, reviewFor(inspection.snapshot_hash), "alice"),
-      (e: unknown) => e instanceof ConflictError && e.code === "invocation-not-unresolved",
+      // The status found travels as `invocation_status`: over HTTP, `status` is the problem's own.
+      (e: unknown) => e instanceof ConflictError && e.code === "invocation-not-unresolved" && e.details.invocation_status === status,
     );
   }
   await assert.rejects(env.invocations.inspect(SCOPE, randomUUID()), NotFoundError);
