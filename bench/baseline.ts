@@ -63,6 +63,18 @@ export function ratioLine(label: string, value: number, baseline: number, unit: 
   return `${label}: ${fmt(value)} ${unit} vs baseline ${fmt(baseline)} ${unit} = ${ratio.toFixed(2)}x${verdict}`;
 }
 
+/**
+ * The middle item by `key` (of an even count, the upper one): a round's figures are reported
+ * together, from the round whose key is the median.
+ */
+export function medianBy<T>(items: readonly T[], key: (item: T) => number): T {
+  return [...items].sort((a, b) => key(a) - key(b))[Math.floor(items.length / 2)]!;
+}
+
+export function median(values: readonly number[]): number {
+  return medianBy(values, (v) => v);
+}
+
 export function percentile(sortedMs: readonly number[], p: number): number {
   if (sortedMs.length === 0) return NaN;
   const i = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));

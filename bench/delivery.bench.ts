@@ -14,7 +14,7 @@ import { createManifest } from "../src/delivery/manifest.js";
 import { bundleDigestOf, type Manifest } from "../src/delivery/manifest-types.js";
 import type { Delivery } from "../src/delivery/service.js";
 import type { MissingBlob } from "../src/delivery/stage.js";
-import { benchDir, fmt, rawFdatasyncPerSec, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
+import { benchDir, fmt, median, medianBy, rawFdatasyncPerSec, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -106,11 +106,6 @@ async function withStore<T>(label: string, limits: Partial<Limits>, fn: (deliver
 /** Rounds of each timed figure: the disk's speed drifts within a run (writeback of earlier work). */
 const ROUNDS = 5;
 
-function median(values: readonly number[]): number {
-  const sorted = [...values].sort((x, y) => x - y);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
 function range(values: readonly number[]): string {
   return values.map((v) => v.toFixed(2)).join(", ");
 }
@@ -148,7 +143,7 @@ export default async function (): Promise<void> {
         );
       });
     }
-    const mid = [...rounds].sort((x, y) => x.ratio - y.ratio)[Math.floor(rounds.length / 2)]!;
+    const mid = medianBy(rounds, (r) => r.ratio);
     const label = `(a) stage+commit 32 MiB bundle, ${chunk / KiB} KiB chunks, ${lanes === 1 ? "one blob at a time" : `${lanes} blobs at once`}`;
     console.log(
       ratioLine(label, mid.rate / MiB, mid.base / MiB, "MiB/s", chunk === MiB ? 0.5 : undefined) +
@@ -171,7 +166,7 @@ export default async function (): Promise<void> {
     rounds.push({ small: s1, whole: w1, ratio: s1.upload / w1.upload, writtenSmall: middle - before, writtenWhole: bytesWritten() - middle });
   }
   const ratios = rounds.map((r) => r.ratio);
-  const { small, whole, ratio, writtenSmall, writtenWhole } = [...rounds].sort((x, y) => x.ratio - y.ratio)[Math.floor(ROUNDS / 2)]!;
+  const { small, whole, ratio, writtenSmall, writtenWhole } = medianBy(rounds, (r) => r.ratio);
   const baseline = median(baselines);
   // What one chunk would cost if it were made durable before its acknowledgement (warden does not:
   // a chunk is acknowledged once it is in the partial, and the blob is fdatasynced once, at commit).

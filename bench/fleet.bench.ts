@@ -29,7 +29,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { startTestPostgres, type TestPostgres } from "../test/support/postgres.js";
-import { fmt, ratioLine } from "./baseline.js";
+import { fmt, medianBy, ratioLine } from "./baseline.js";
 import type { PhaseKind, PhaseResult, SideCommand, SideMessage } from "./fleet-side.js";
 
 const CONCURRENCY = 64;
@@ -131,7 +131,7 @@ class Side {
 }
 
 function median(phases: readonly Phase[]): Phase {
-  return [...phases].sort((a, b) => a.perSec - b.perSec)[Math.floor(phases.length / 2)]!;
+  return medianBy(phases, (p) => p.perSec);
 }
 
 function describe(side: string, phase: Phase): string {

@@ -35,7 +35,7 @@ import type { RunChecker } from "../src/invocations/run-checker.js";
 import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
 import { SIGN_WORKER_URL, Signer, setSharedSigner } from "../src/journal/signer.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
-import { AS_LAUNCHED_ENV, benchDir, fmt, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
+import { AS_LAUNCHED_ENV, benchDir, fmt, medianBy, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
 const SCOPE = "bench";
@@ -182,7 +182,7 @@ async function lookupsInChild(home: string, dir: string, ids: readonly string[])
 }
 
 function medianByP99(rounds: readonly LookupFigures[]): LookupFigures {
-  return [...rounds].sort((a, b) => a.p99 - b.p99)[Math.floor(rounds.length / 2)]!;
+  return medianBy(rounds, (r) => r.p99);
 }
 
 async function rssChild(home: string, idsCsv: string): Promise<void> {

@@ -15,7 +15,7 @@ import { encodeLine, lineHash, signingMessage } from "../src/journal/line.js";
 import { JournalWriter } from "../src/journal/writer.js";
 import { verifyJournal } from "../src/journal/verify.js";
 import { ZERO_HASH, type JournalEntry, type JournalEvent, type SigningKey } from "../src/journal/types.js";
-import { benchDir, fmt, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
+import { benchDir, fmt, median, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const STARTED: JournalEvent = {
   type: "run.started",
@@ -89,12 +89,7 @@ function rawVerifiesPerSec(publicKey: string, message: Buffer, sig: Buffer, seco
   return n / ((performance.now() - start) / 1000);
 }
 
-/** Median of per-round ratios: rounds alternate measurement and baseline, so load spikes on this shared machine hit both. */
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
+/** Rounds alternate measurement and baseline, so load spikes hit both; the median round's ratio is reported. */
 const ROUNDS = 3;
 
 export default async function (): Promise<void> {

@@ -38,7 +38,7 @@ import { forEachConcurrent } from "../src/client/pool.js";
 import type { Delivery } from "../src/delivery/service.js";
 import { startNode, type NodeProcess } from "../test/client/harness.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
-import { AS_LAUNCHED_ENV, benchDir, fmt, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
+import { AS_LAUNCHED_ENV, benchDir, fmt, median, medianBy, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -262,11 +262,6 @@ async function floorRound(sink: SideServer, dir: string): Promise<Floor> {
   return { hashMs, transferMs, senderCpuMs: ms(cpu), sinkCpuMs, readCpuMs: ms(read), writeCpuMs: ms(written) };
 }
 
-function median(xs: readonly number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
-}
-
 export default async function (): Promise<void> {
   const work = benchDir("push");
   let node: NodeProcess | undefined;
@@ -346,7 +341,7 @@ export default async function (): Promise<void> {
     // The ceiling (a) can reach here: the CPU no push of these bytes can do without, spread
     // perfectly over every core, with nothing written, synced or parsed and no other load.
     const floorCpu = (f: Floor): number => 4 * f.hashMs + f.senderCpuMs + f.sinkCpuMs + f.readCpuMs + f.writeCpuMs;
-    const floor = [...floors].sort((x, y) => floorCpu(x) - floorCpu(y))[Math.floor(floors.length / 2)]!;
+    const floor = medianBy(floors, floorCpu);
     const cores = availableParallelism();
     const bestMs = floorCpu(floor) / cores;
     const baselineMs = (TOTAL / baseline) * 1000;
@@ -360,7 +355,7 @@ export default async function (): Promise<void> {
         `[median of ${floors.length} rounds]`,
     );
     // (b)'s: the in-process work plus the bare transfer, spread perfectly over every core.
-    const localMid = [...local].sort((x, y) => x.seconds - y.seconds)[Math.floor(local.length / 2)]!;
+    const localMid = medianBy(local, (l) => l.seconds);
     const withTransferMs = (localMid.cpuMs + floor.senderCpuMs + floor.sinkCpuMs) / cores;
     console.log(
       `(b) ceiling on this machine: the in-process round's ${fmt(localMid.cpuMs)} ms of CPU (${fmt(localMid.seconds * 1000)} ms wall) plus the bare transfer's ` +

@@ -24,7 +24,7 @@ export function exitCodeOfError(error: unknown): number {
   if (!(error instanceof WardenHttpError)) return EXIT_FAILED;
   if (PENDING_CODES.has(error.code)) return EXIT_PENDING;
   // A reconcile of a run still in progress: the answer is "not yet", like any pending one.
-  if (error.code === "invocation-not-unresolved" && error.problem.invocation_status === "in_progress") return EXIT_PENDING;
+  if (error.code === "invocation-not-unresolved" && PENDING_STATUSES.has(String(error.problem.invocation_status))) return EXIT_PENDING;
   return EXIT_FAILED;
 }
 

@@ -153,9 +153,9 @@ export class ChunkUpload {
       throw error;
     }
     await partial.close();
-    // Noted once the last byte is written: any later write to the partial changes it.
-    if (complete) inline?.written(blob.digest, await stages.partialIdentity?.(stageId, blob.digest));
     if (complete) {
+      // Noted once the last byte is written: any later write to the partial changes it.
+      inline?.written(blob.digest, await stages.partialIdentity?.(stageId, blob.digest));
       this.#hashes.delete(key);
       this.#verified.add(key);
     } else {
