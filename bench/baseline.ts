@@ -53,6 +53,36 @@ export function writeShaFsyncBytesPerSec(bytes: Uint8Array, chunkBytes = 1024 * 
   return bytes.byteLength / elapsed;
 }
 
+/**
+ * How fast this machine is right now, for reading the figures around it: the CPU time of one
+ * sha256 pass over 32 MiB and the latency of a 4 KiB write + fdatasync (medians). On these virtual
+ * machines both move from minute to minute with the host's load, the CPU by up to about 1.8x
+ * with no steal reported, so an absolute figure (a p99, a rate) drifts with them, and a ratio
+ * against a baseline moves with how much of each side is CPU and how much is disk.
+ */
+export function machineSpeed(): string {
+  const bytes = Buffer.alloc(32 * 1024 * 1024, 0x5a);
+  const hashMs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    const start = performance.now();
+    createHash("sha256").update(bytes).digest();
+    hashMs.push(performance.now() - start);
+  }
+  const dir = benchDir("speed");
+  const fd = openSync(join(dir, "probe"), "a", 0o600);
+  const record = Buffer.alloc(4096, 0x61);
+  const syncMs: number[] = [];
+  for (let i = 0; i < 50; i++) {
+    const start = performance.now();
+    writeSync(fd, record);
+    fdatasyncSync(fd);
+    syncMs.push(performance.now() - start);
+  }
+  closeSync(fd);
+  rmSync(dir, { recursive: true, force: true });
+  return `machine now: sha256 of 32 MiB ${fmt(median(hashMs), 1)} ms, 4 KiB write + fdatasync ${fmt(median(syncMs), 2)} ms (medians)`;
+}
+
 export function fmt(n: number, digits = 0): string {
   return n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }

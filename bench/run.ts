@@ -6,6 +6,7 @@
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { machineSpeed } from "./baseline.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const filters = process.argv.slice(2);
@@ -15,6 +16,8 @@ const files = readdirSync(here)
   .sort();
 for (const file of files) {
   console.log(`\n== ${file.replace(/\.bench\.ts$/, "")}`);
+  console.log(machineSpeed());
   const mod = (await import(pathToFileURL(join(here, file)).href)) as { default: () => Promise<void> };
   await mod.default();
 }
+console.log(`\n${machineSpeed()}`);
