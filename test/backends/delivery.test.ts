@@ -200,6 +200,46 @@ for (const backend of backendsUnderTest()) {
       await rejectsWith(delivery.status(staged.stage_id), "stage-not-found");
     });
 
+    // The manifest text stored with a commit or a stage is trusted only once its digest matches the
+    // one it is stored under: edited, cut short or replaced, it is a damaged record (500,
+    // delivery-record-corrupt) wherever a node reads it, never parsed into something else. A
+    // damaged stage is found at start-up (the node looks at every stage it holds) and refuses it.
+    for (const [what, edit] of [
+      ["a field changed", (text: string) => text.replace(/"revision":"r1"/, '"revision":"r9"')],
+      ["cut short", (text: string) => text.slice(0, text.length >> 1)],
+      ["replaced by null", () => "null"],
+    ] as const) {
+      test(`a stored manifest ${what} is a damaged record, on a commit and on a stage`, async (t) => {
+        const state = await backend.state(t, { isolated: true });
+        const first = await state.open();
+        const committed = uniqueBundle([3_000]);
+        const stageId = await commitWhole(first.delivery, committed);
+        const staged = uniqueBundle([4_000]);
+        const begun = await first.delivery.begin(staged.manifest);
+        await first.close();
+        const changed = (text: string): string => {
+          assert.notEqual(edit(text), text, "the edit changes the stored text");
+          return edit(text);
+        };
+        await state.editStoredManifest("commit", stageId, changed);
+        // A node started afterwards has nothing cached: it reads what is stored now.
+        const second = await state.open();
+        for (const read of [
+          () => second.delivery.show(committed.manifest.bundle_id),
+          () => second.delivery.getManifest(committed.manifest.bundle_id, "r1"),
+          () => second.delivery.status(stageId),
+          () => second.delivery.begin(committed.manifest),
+        ]) {
+          assert.equal((await rejectsWith(read(), "delivery-record-corrupt")).status, 500);
+        }
+        assert.equal((await second.delivery.status(begun.stage_id)).missing.length, 1, "the intact stage still answers");
+        await second.close();
+        await state.editStoredManifest("stage", begun.stage_id, changed);
+        const refused = await rejectsWith(state.open(), "delivery-record-corrupt");
+        assert.match(refused.message, new RegExp(begun.stage_id));
+      });
+    }
+
     test("capacity: active stages and staged bytes refuse with their own codes and delete nothing", async (t) => {
       const { delivery } = await (await backend.state(t, { isolated: true })).open({ limits: { activeStages: 2, stagedBytes: 100_000 } });
       const a = buildManifest([{ path: "data/a.bin", content: bytesOf(11, 40_000) }], "bundle-a");

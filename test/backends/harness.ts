@@ -13,6 +13,7 @@ import { after, before } from "node:test";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import pg from "pg";
 import type { Digest } from "../../src/core/digest.js";
 import type { Limits } from "../../src/core/limits.js";
@@ -51,6 +52,8 @@ export interface State {
   editBlob(digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
   /** Rewrites the bytes a stage received for a blob (its partial), before they are published. */
   editPartial(stageId: string, digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
+  /** Rewrites the manifest text stored with a stage or a commit (found by its stage id). */
+  editStoredManifest(where: "stage" | "commit", stageId: string, edit: (text: string) => string): Promise<void>;
 }
 
 export interface BackendUnderTest {
@@ -106,6 +109,16 @@ function embeddedBackend(): BackendUnderTest {
         async editPartial(stageId, digest, edit) {
           const path = new DeliveryLayout(home).partialPath(stageId, digest);
           writeFileSync(path, edit(readFileSync(path)));
+        },
+        async editStoredManifest(where, stageId, edit) {
+          const db = new Database(new DeliveryLayout(home).dbPath);
+          try {
+            const table = where === "stage" ? "stages" : "commits";
+            const row = db.prepare<[string], { manifest: string }>(`SELECT manifest FROM ${table} WHERE stage_id = ?`).get(stageId)!;
+            db.prepare(`UPDATE ${table} SET manifest = ? WHERE stage_id = ?`).run(edit(row.manifest), stageId);
+          } finally {
+            db.close();
+          }
         },
       };
     },
@@ -172,6 +185,13 @@ function postgresBackend(): BackendUnderTest {
             const whole = edit(Buffer.concat(rows.rows.map((r) => r.bytes)));
             await client.query(`DELETE FROM warden_stage_chunks ${where}`, [stageId, digest]);
             await client.query("INSERT INTO warden_stage_chunks (stage_id, digest, off, len, bytes) VALUES ($1, $2, 0, $3, $4)", [stageId, digest, whole.byteLength, whole]);
+          });
+        },
+        async editStoredManifest(where, stageId, edit) {
+          await withClient(url, async (client) => {
+            const table = where === "stage" ? "warden_stages" : "warden_commits";
+            const row = await client.query<{ manifest: string }>(`SELECT manifest FROM ${table} WHERE stage_id = $1`, [stageId]);
+            await client.query(`UPDATE ${table} SET manifest = $2 WHERE stage_id = $1`, [stageId, edit(row.rows[0]!.manifest)]);
           });
         },
       };

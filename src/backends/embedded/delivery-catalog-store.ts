@@ -4,23 +4,14 @@
  * either committed with its stage closed, or still staging.
  */
 import { canonicalJson } from "../../core/canonical.js";
-import { digestEquals, type Digest } from "../../core/digest.js";
-import { IntegrityError } from "../../core/errors.js";
+import type { Digest } from "../../core/digest.js";
 import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
 import { revisionConflict } from "../../delivery/delivery-errors.js";
-import { manifestDigestOf, receiptOf, type Manifest } from "../../delivery/manifest-types.js";
+import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
+import type { Manifest } from "../../delivery/manifest-types.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 
-interface CommitRow {
-  manifest_digest: string;
-  stage_id: string;
-  bundle_id: string;
-  revision: string;
-  manifest: string;
-  committed_at: number;
-  retired_at: number | null;
-}
 
 const COLUMNS = "manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at";
 
@@ -37,6 +28,7 @@ export class EmbeddedCatalogStore implements CatalogStore {
   readonly #closeStage;
   readonly #retire;
   readonly #liveDigests;
+  readonly #manifests = new ManifestCache();
   readonly #stageClosed: ((stageId: string) => void) | undefined;
 
   /** `stageClosed` hears of every stage a commit record closed, once that record is durable. */
@@ -65,30 +57,30 @@ export class EmbeddedCatalogStore implements CatalogStore {
   }
 
   async findByManifest(manifestDigest: Digest): Promise<CatalogEntry | undefined> {
-    return toEntry(this.#byManifest.get(manifestDigest));
+    return this.#entry(this.#byManifest.get(manifestDigest));
   }
 
   async findByStage(stageId: string): Promise<CatalogEntry | undefined> {
-    return toEntry(this.#byStage.get(stageId));
+    return this.#entry(this.#byStage.get(stageId));
   }
 
   async get(bundleId: string, revision: string): Promise<CatalogEntry | undefined> {
-    return toEntry(this.#byRevision.get(bundleId, revision));
+    return this.#entry(this.#byRevision.get(bundleId, revision));
   }
 
   async manifestOf(manifestDigest: Digest): Promise<Manifest | undefined> {
     const row = this.#byManifest.get(manifestDigest);
-    return row === undefined ? undefined : verifiedManifest(row);
+    return row === undefined ? undefined : manifestOf(row, this.#manifests);
   }
 
   async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
     const rows = bundleId === undefined ? this.#all.all() : this.#allOfBundle.all(bundleId);
-    return rows.map((row) => toEntry(row)!);
+    return rows.map((row) => this.#entry(row)!);
   }
 
   async record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry> {
     const recorded = this.#db.transaction((): CatalogEntry => {
-      const sameRevision = toEntry(this.#byRevision.get(entry.bundle_id, entry.revision));
+      const sameRevision = this.#entry(this.#byRevision.get(entry.bundle_id, entry.revision));
       if (sameRevision !== undefined) {
         if (sameRevision.manifest_digest === entry.manifest_digest) {
           this.#closeStage.run(entry.stage_id);
@@ -115,29 +107,8 @@ export class EmbeddedCatalogStore implements CatalogStore {
   async liveBlobDigests(): Promise<ReadonlySet<Digest>> {
     return new Set(this.#liveDigests.all() as unknown as Digest[]);
   }
-}
 
-function verifiedManifest(row: CommitRow): Manifest {
-  const manifest = JSON.parse(row.manifest) as Manifest;
-  if (manifest.manifest_digest !== row.manifest_digest || !digestEquals(manifestDigestOf(manifest), row.manifest_digest)) {
-    throw new IntegrityError("delivery-record-corrupt", `the commit record of ${row.bundle_id}/${row.revision} does not match its digest`, {
-      status: 500,
-      details: { bundle_id: row.bundle_id, revision: row.revision },
-    });
+  #entry(row: CommitRow | undefined): CatalogEntry | undefined {
+    return row === undefined ? undefined : catalogEntryOf(row, this.#manifests);
   }
-  return manifest;
-}
-
-/** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
-function toEntry(row: CommitRow | undefined): CatalogEntry | undefined {
-  if (row === undefined) return undefined;
-  return {
-    bundle_id: row.bundle_id,
-    revision: row.revision,
-    manifest_digest: row.manifest_digest as Digest,
-    stage_id: row.stage_id,
-    receipt: receiptOf(verifiedManifest(row)),
-    committed_at: row.committed_at,
-    retired_at: row.retired_at,
-  };
 }

@@ -15,9 +15,10 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
 import { canonicalJson } from "../../core/canonical.js";
-import { digestEquals, type Digest } from "../../core/digest.js";
+import type { Digest } from "../../core/digest.js";
 import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode } from "../../core/errors.js";
-import { manifestDigestOf, type BlobRef, type Manifest } from "../../delivery/manifest-types.js";
+import { ManifestCache } from "../../delivery/manifest-record.js";
+import type { BlobRef, Manifest } from "../../delivery/manifest-types.js";
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
@@ -96,7 +97,7 @@ export class EmbeddedStageStore implements StageStore {
    * Verified manifests by digest: a stage's manifest is parsed and checked against its digest
    * once, not on every chunk. Entries go with their stage.
    */
-  readonly #manifests = new Map<string, Manifest>();
+  readonly #manifests = new ManifestCache();
   /**
    * Stages this process has seen, read back from their rows once. Rows are deleted by `remove` and
    * by a commit record (the catalog calls `closed`): both drop the entry here too.
@@ -155,7 +156,7 @@ export class EmbeddedStageStore implements StageStore {
       );
       for (const b of stage.blobs) this.#insertBlob.run(stage.stage_id, b.digest, b.byte_len, b.received, b.complete ? 1 : 0);
     })();
-    this.#manifests.set(stage.manifest.manifest_digest, stage.manifest);
+    this.#manifests.remember(stage.manifest);
     this.#live.set(stage.stage_id, {
       row: {
         stage_id: stage.stage_id,
@@ -180,7 +181,7 @@ export class EmbeddedStageStore implements StageStore {
   /** A commit record closed the stage (and deleted its row). */
   closed(stageId: string): void {
     const live = this.#live.get(stageId);
-    if (live !== undefined) this.#manifests.delete(live.row.manifest_digest);
+    if (live !== undefined) this.#manifests.forget(live.row.manifest_digest);
     this.#live.delete(stageId);
   }
 
@@ -452,7 +453,7 @@ export class EmbeddedStageStore implements StageStore {
     // A directory holding anything but partials refuses before the row or the memory change (G10).
     stageDirNames(dir);
     const row = this.#selectStage.get(stageId);
-    if (row !== undefined) this.#manifests.delete(row.manifest_digest);
+    if (row !== undefined) this.#manifests.forget(row.manifest_digest);
     this.#live.delete(stageId);
     this.#deleteStage.run(stageId);
     fire(this.#faults, "stage-remove");
@@ -517,19 +518,11 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   #manifestOf(row: StageRow): Manifest {
-    const cached = this.#manifests.get(row.manifest_digest);
-    if (cached !== undefined) return cached;
-    const text = this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
-    const manifest = JSON.parse(text) as Manifest;
-    if (!digestEquals(manifestDigestOf(manifest), row.manifest_digest) || manifest.manifest_digest !== row.manifest_digest) {
-      throw new IntegrityError("delivery-record-corrupt", `the stored manifest of stage ${row.stage_id} does not match its digest`, {
-        status: 500,
-        details: { stage_id: row.stage_id },
-      });
-    }
-    this.#manifests.set(row.manifest_digest, manifest);
-    return manifest;
+    // The text is read only when the digest is not verified yet (it is the row's largest field).
+    const text = (): string => this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
+    return this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
   }
+
 }
 
 /** statfs magic numbers of the file systems with multigrain timestamps: ext4, xfs, btrfs, tmpfs. */

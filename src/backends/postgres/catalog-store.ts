@@ -9,19 +9,10 @@ import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { ConflictError } from "../../core/errors.js";
 import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
-import { receiptOf, type Manifest } from "../../delivery/manifest-types.js";
+import type { Manifest } from "../../delivery/manifest-types.js";
 import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
-import { ManifestCache } from "./manifest-record.js";
+import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
 
-interface CommitRow {
-  manifest_digest: string;
-  stage_id: string;
-  bundle_id: string;
-  revision: string;
-  manifest: string;
-  committed_at: number;
-  retired_at: number | null;
-}
 
 const SELECT_COMMIT = "SELECT manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at FROM warden_commits";
 
@@ -47,7 +38,7 @@ export class PostgresCatalogStore implements CatalogStore {
 
   async manifestOf(manifestDigest: Digest): Promise<Manifest | undefined> {
     const row = await this.#row(this.#pool, "warden-commit-by-manifest", "manifest_digest = $1", [manifestDigest]);
-    return row === undefined ? undefined : this.#manifest(row);
+    return row === undefined ? undefined : manifestOf(row, this.#manifests);
   }
 
   async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
@@ -131,20 +122,7 @@ export class PostgresCatalogStore implements CatalogStore {
     return result.rows[0];
   }
 
-  #manifest(row: CommitRow): Manifest {
-    return this.#manifests.verified(row.manifest_digest, row.manifest, `${row.bundle_id}/${row.revision}`);
-  }
-
-  /** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
   #entry(row: CommitRow): CatalogEntry {
-    return {
-      bundle_id: row.bundle_id,
-      revision: row.revision,
-      manifest_digest: row.manifest_digest as Digest,
-      stage_id: row.stage_id,
-      receipt: receiptOf(this.#manifest(row)),
-      committed_at: row.committed_at,
-      retired_at: row.retired_at,
-    };
+    return catalogEntryOf(row, this.#manifests);
   }
 }

@@ -16,7 +16,7 @@ import type { BlobRef } from "../../delivery/manifest-types.js";
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { readRangeOf } from "./blob-store.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
-import { ManifestCache } from "./manifest-record.js";
+import { ManifestCache } from "../../delivery/manifest-record.js";
 
 interface StageRow {
   stage_id: string;
@@ -264,7 +264,7 @@ export class PostgresStageStore implements StageStore {
   #record(row: StageRow): StageRecord {
     return {
       stage_id: row.stage_id,
-      manifest: this.#manifests.verified(row.manifest_digest, row.manifest, `stage ${row.stage_id}`),
+      manifest: this.#manifests.verified(row.manifest_digest, row.manifest, `stage ${row.stage_id}`, { stage_id: row.stage_id }),
       created_at: row.created_at,
       last_active_at: row.last_active_at,
       reserved_bytes: row.reserved_bytes,
