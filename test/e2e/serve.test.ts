@@ -13,27 +13,13 @@ import * as http from "node:http";
 import { randomUUID } from "node:crypto";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
 import { fullBundleFiles } from "../providers/helpers.js";
+import { isAlive } from "../support/processes.js";
 import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
 
 const OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "e2e-observer-token-0123456789abcdef";
 
 type Reply = HttpReply;
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  // A killed process whose parent died may linger as a zombie until init collects it.
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return true;
-  }
-}
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
   const deadline = Date.now() + ms;

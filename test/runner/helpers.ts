@@ -20,6 +20,9 @@ import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
 import type { JournalEntry } from "../../src/journal/types.js";
 import { MemorySource, bytesOf, type BundleFile } from "../providers/helpers.js";
+import { isAlive } from "../support/processes.js";
+
+export { isAlive };
 
 export const AGENTS = fileURLToPath(new URL("../fixtures/agents/", import.meta.url));
 export const SCOPE = "runner-test";
@@ -121,21 +124,6 @@ export async function journalOf(env: RunnerEnv, runId: string): Promise<{ ok: bo
   if (bytes === undefined) throw new Error(`no journal for ${runId}`);
   const report = verifyJournal(bytes, await env.backend.keys.publicKeys(), { runId });
   return { ok: report.ok, entries: report.valid, inspection: inspectRun(report) };
-}
-
-/** True while `pid` runs; a zombie (dead, not yet reaped by its new parent) counts as dead. */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
-  } catch {
-    return false;
-  }
 }
 
 /** Waits until `pid` is dead (a signal's delivery is asynchronous); false if it outlives `ms`. */
