@@ -62,3 +62,9 @@ export function resolveLimits(overrides: Partial<Limits> = {}): Limits {
 }
 
 export const UNITS = { KiB, MiB } as const;
+
+/**
+ * The latest time a Date can hold, in ms since the epoch: a stored time past it cannot be shown
+ * as one (toISOString throws), so a record holding one is damaged.
+ */
+export const MAX_TIME_MS = 8_640_000_000_000_000;

@@ -7,7 +7,7 @@
  * (the service) holds the blob's lock and has checked the offset.
  */
 import { DigestStream, digestEquals, type Digest } from "../core/digest.js";
-import { IntegrityError } from "../core/errors.js";
+import { IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { piecesOf, type ByteSource } from "./blob-store.js";
 import { chunkTooLarge, outOfOrder, overflow } from "./delivery-errors.js";
@@ -69,6 +69,25 @@ export class ChunkUpload {
     return check;
   }
 
+  /**
+   * The running hash of what a partial acknowledged, rebuilt by reading it back. A partial that
+   * holds less than its record acknowledges lost bytes (a damaged record or file): the blob is
+   * asked for again from 0, as a store does when it finds its partial short on opening, rather
+   * than refusing every chunk at the acknowledged offset from now on.
+   */
+  async #hashReceived(stageId: string, blob: StageBlob): Promise<DigestStream> {
+    try {
+      return await hashPartial(this.#stores.stages, stageId, blob.digest, blob.received);
+    } catch (error) {
+      if (!(isWardenError(error) && error.code === "stage-partial-short")) throw error;
+      await this.#stores.stages.requireBlob(stageId, { digest: blob.digest, byte_len: blob.byte_len });
+      this.forget(stageId, blob.digest);
+      throw new IntegrityError("stage-partial-lost", `the partial of ${blob.digest} holds less than its ${blob.received} acknowledged bytes; it restarts at 0`, {
+        details: { stage_id: stageId, digest: blob.digest, expected_offset: 0 },
+      });
+    }
+  }
+
   /** True when this process verified the blob's complete partial while receiving it. */
   verified(stageId: string, digest: Digest): boolean {
     return this.#verified.has(hashKey(stageId, digest));
@@ -84,7 +103,7 @@ export class ChunkUpload {
       this.#inline.set(stageId, inline);
     }
     const cached = this.#hashes.get(key);
-    const base = cached !== undefined && cached.length === blob.received ? cached : await hashPartial(stages, stageId, blob.digest, blob.received);
+    const base = cached !== undefined && cached.length === blob.received ? cached : await this.#hashReceived(stageId, blob);
     const running = base.copy();
     // A new partial is created on the I/O threads while this thread hashes the start of the first
     // piece; every write then runs there while this thread hashes the rest.

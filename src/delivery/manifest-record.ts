@@ -7,8 +7,10 @@
  */
 import { digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, type ErrorDetails } from "../core/errors.js";
+import { MAX_TIME_MS } from "../core/limits.js";
 import type { CatalogEntry } from "./catalog.js";
 import { manifestDigestOf, receiptOf, type Manifest } from "./manifest-types.js";
+import type { StageRecord } from "./stage.js";
 
 const CACHE_LIMIT = 1024;
 
@@ -62,6 +64,10 @@ export interface CommitRow {
 
 /** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
 export function catalogEntryOf(row: CommitRow, manifests: ManifestCache): CatalogEntry {
+  if (!isTime(row.committed_at) || (row.retired_at !== null && !isTime(row.retired_at))) {
+    const where = `${row.bundle_id}/${row.revision}`;
+    throw corrupt(where, { bundle_id: row.bundle_id, revision: row.revision }, `the commit record of ${where} holds a time out of range`);
+  }
   return {
     bundle_id: row.bundle_id,
     revision: row.revision,
@@ -73,13 +79,65 @@ export function catalogEntryOf(row: CommitRow, manifests: ManifestCache): Catalo
   };
 }
 
-/** The verified manifest of a commit record. */
+/**
+ * The verified manifest of a commit record. The row's own bundle id and revision must be the
+ * manifest's: a row edited to another revision would otherwise answer for it with this manifest.
+ */
 export function manifestOf(row: CommitRow, manifests: ManifestCache): Manifest {
-  return manifests.verified(row.manifest_digest, row.manifest, `${row.bundle_id}/${row.revision}`, { bundle_id: row.bundle_id, revision: row.revision });
+  const where = `${row.bundle_id}/${row.revision}`;
+  const details = { bundle_id: row.bundle_id, revision: row.revision };
+  const manifest = manifests.verified(row.manifest_digest, row.manifest, where, details);
+  if (manifest.bundle_id !== row.bundle_id || manifest.revision !== row.revision) {
+    throw corrupt(where, details, `the commit record of ${where} names another revision than its manifest`);
+  }
+  return manifest;
 }
 
-function corrupt(where: string, details: ErrorDetails | undefined): IntegrityError {
-  return new IntegrityError("delivery-record-corrupt", `the stored manifest of ${where} does not match its digest`, {
+/**
+ * Refuses a stage record whose blob rows do not fit its (verified) manifest: each blob one of the
+ * manifest's, with its length; capacity and times in range. Such rows would otherwise drive the
+ * upload (offsets, lengths, partial paths) with values no client sent. What was received is not
+ * judged here: received bytes that do not fit are found by the commit's checks and asked again.
+ */
+export function checkStageRecord(stage: StageRecord): void {
+  const where = `stage ${stage.stage_id}`;
+  const fail = (rule: string): never => {
+    throw corrupt(where, { stage_id: stage.stage_id }, `the stored record of ${where} is damaged: ${rule}`);
+  };
+  const lengths = blobLengthsOf(stage.manifest);
+  for (const b of stage.blobs) {
+    if (lengths.get(b.digest) !== b.byte_len) fail(`blob ${JSON.stringify(b.digest)} of ${String(b.byte_len)} bytes is not in its manifest`);
+    if (typeof b.complete !== "boolean") fail(`blob ${b.digest} has an invalid completion flag`);
+  }
+  let total = 0;
+  for (const length of lengths.values()) total += length;
+  if (!isCount(stage.reserved_bytes) || stage.reserved_bytes > total) fail("reserved_bytes is out of range");
+  if (!isTime(stage.created_at) || !isTime(stage.last_active_at)) fail("a timestamp is out of range");
+}
+
+const blobLengths = new WeakMap<Manifest, ReadonlyMap<string, number>>();
+
+/** Each distinct blob's length by digest (kept per manifest object: the cache hands out the same one). */
+function blobLengthsOf(manifest: Manifest): ReadonlyMap<string, number> {
+  let lengths = blobLengths.get(manifest);
+  if (lengths === undefined) {
+    lengths = new Map(manifest.components.map((c) => [c.blob.digest, c.blob.byte_len]));
+    blobLengths.set(manifest, lengths);
+  }
+  return lengths;
+}
+
+function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** ms since the epoch that a Date can hold (catalog views show them as ISO times). */
+function isTime(value: unknown): value is number {
+  return isCount(value) && value <= MAX_TIME_MS;
+}
+
+function corrupt(where: string, details: ErrorDetails | undefined, message = `the stored manifest of ${where} does not match its digest`): IntegrityError {
+  return new IntegrityError("delivery-record-corrupt", message, {
     status: 500,
     ...(details === undefined ? {} : { details }),
   });

@@ -5,7 +5,7 @@
  * between two durable steps, drops expired stages and collects blobs nothing references.
  */
 import { digestEquals, type Digest } from "../core/digest.js";
-import { isWardenError } from "../core/errors.js";
+import { IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import type { BlobStore } from "./blob-store.js";
 import type { CatalogStore } from "./catalog.js";
@@ -75,8 +75,28 @@ export async function collectUnreferencedBlobs(stores: DeliveryStores): Promise<
   }
   const unreferenced: Digest[] = [];
   for await (const digest of stores.blobs.list()) if (!referenced.has(digest)) unreferenced.push(digest);
+  if (unreferenced.length > 0) await refuseIfLiveNeedsAny(stores.catalog, new Set(unreferenced));
   for (const digest of unreferenced) await stores.blobs.delete(digest);
   return unreferenced.length;
+}
+
+/**
+ * The catalog's index of the blobs live revisions use is checked against their own (verified)
+ * receipts before anything is deleted: an index row lost to an edit or a bad disk would otherwise
+ * delete a blob a committed bundle needs. It reads every live receipt, so it runs only when
+ * something is about to be deleted.
+ */
+async function refuseIfLiveNeedsAny(catalog: CatalogStore, candidates: ReadonlySet<Digest>): Promise<void> {
+  for (const entry of await catalog.list()) {
+    if (entry.retired_at !== null) continue;
+    const needed = entry.receipt.blobs.find((b) => candidates.has(b.digest));
+    if (needed === undefined) continue;
+    const where = `${entry.bundle_id}/${entry.revision}`;
+    throw new IntegrityError("delivery-record-corrupt", `the catalog's blob index lacks ${needed.digest} of ${where}; no blob was collected`, {
+      status: 500,
+      details: { bundle_id: entry.bundle_id, revision: entry.revision, digest: needed.digest },
+    });
+  }
 }
 
 export async function recoverDelivery(stores: DeliveryStores, now: number, limits: Limits): Promise<RecoveryReport> {

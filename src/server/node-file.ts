@@ -21,13 +21,24 @@ export async function writeNodeFile(home: string, record: NodeFile): Promise<voi
   await publishNewFile(path, `${JSON.stringify(record)}\n`);
 }
 
-/** Removes the file if it is still this process's. */
+/**
+ * Removes the file if it is still this process's. A file that does not parse as one (edited by
+ * hand, cut short) is not known to be ours: it is left alone, and the shutdown goes on.
+ */
 export function removeNodeFile(home: string, pid = process.pid): void {
   const path = join(home, NODE_FILE);
+  let text: string;
   try {
-    const current = JSON.parse(readPrivateFileSync(path, 4096).toString("utf8")) as Partial<NodeFile>;
-    if (current.pid === pid) fs.rmSync(path, { force: true });
+    text = readPrivateFileSync(path, 4096).toString("utf8");
   } catch (error) {
-    if (errnoCode(error) !== "ENOENT") throw error;
+    if (errnoCode(error) === "ENOENT") return;
+    throw error;
   }
+  let current: unknown;
+  try {
+    current = JSON.parse(text);
+  } catch {
+    return;
+  }
+  if (typeof current === "object" && current !== null && (current as Partial<NodeFile>).pid === pid) fs.rmSync(path, { force: true });
 }

@@ -7,28 +7,10 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import type { Digest } from "../../src/core/digest.js";
-import type { Delivery } from "../../src/delivery/service.js";
-import { buildManifest, bytesOf, rejectsWith, skillManifest, uploadMissing, type BuiltManifest } from "../delivery/store-harness.js";
-import { backendsUnderTest } from "./harness.js";
+import { buildManifest, bytesOf, rejectsWith, skillManifest, uploadMissing } from "../delivery/store-harness.js";
+import { backendsUnderTest, commitWhole, uniqueBundle } from "./harness.js";
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
-
-/** A bundle no other test of the file shares (the postgres backend shares one database per file). */
-function uniqueBundle(sizes: readonly number[] = [20_000, 9_000]): BuiltManifest {
-  const tag = randomBytes(4).toString("hex");
-  return skillManifest(
-    `bundle-${tag}`,
-    "r1",
-    sizes.map((size, i) => ({ path: `data/${tag}-${i}.bin`, content: bytesOf(Number.parseInt(tag, 16) + i, size) })),
-  );
-}
-
-async function commitWhole(delivery: Delivery, built: BuiltManifest): Promise<string> {
-  const begun = await delivery.begin(built.manifest);
-  await uploadMissing(delivery, begun, built.blobs, 7_000);
-  await delivery.commit(begun.stage_id);
-  return begun.stage_id;
-}
 
 for (const backend of backendsUnderTest()) {
   describe(`delivery on ${backend.name}`, () => {

@@ -10,6 +10,7 @@
  * Tamper helpers edit the stored bytes the way an attacker with access to the storage would.
  */
 import { after, before } from "node:test";
+import { randomBytes } from "node:crypto";
 import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,7 +18,7 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import type { Digest } from "../../src/core/digest.js";
 import type { Limits } from "../../src/core/limits.js";
-import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { CLAIMS_DATABASE, openEmbeddedBackend } from "../../src/backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
 import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
@@ -26,6 +27,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import type { JournalStore, KeyStore } from "../../src/journal/types.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { bytesOf, skillManifest, uploadMissing, type BuiltManifest } from "../delivery/store-harness.js";
 
 export interface NodeOptions {
   readonly limits?: Partial<Limits>;
@@ -54,7 +56,16 @@ export interface State {
   editPartial(stageId: string, digest: Digest, edit: (bytes: Buffer) => Buffer): Promise<void>;
   /** Rewrites the manifest text stored with a stage or a commit (found by its stage id). */
   editStoredManifest(where: "stage" | "commit", stageId: string, edit: (text: string) => string): Promise<void>;
+  /**
+   * Sets columns of (with `set` undefined: deletes) the rows of a stored table that match `where`,
+   * as an operator's hand edit or a bad disk would; answers how many rows changed. Tables and
+   * columns are named as the embedded backend names them (postgres prefixes `warden_`).
+   */
+  editRows(table: StoredTable, where: Readonly<Record<string, unknown>>, set?: Readonly<Record<string, unknown>>): Promise<number>;
 }
+
+/** The last two are postgres tables only: the embedded backend keeps those records in files. */
+export type StoredTable = "claims" | "stages" | "stage_blobs" | "commits" | "commit_blobs" | "stage_chunks" | "signing_keys";
 
 export interface BackendUnderTest {
   readonly name: "embedded" | "postgres";
@@ -62,6 +73,24 @@ export interface BackendUnderTest {
   hooks(): void;
   /** State for one test, removed after it. */
   state(t: { after(fn: () => unknown): void }, options?: { isolated?: boolean }): Promise<State>;
+}
+
+/** A bundle no other test of the file shares (the postgres backend shares one database per file). */
+export function uniqueBundle(sizes: readonly number[] = [20_000, 9_000]): BuiltManifest {
+  const tag = randomBytes(4).toString("hex");
+  return skillManifest(
+    `bundle-${tag}`,
+    "r1",
+    sizes.map((size, i) => ({ path: `data/${tag}-${i}.bin`, content: bytesOf(Number.parseInt(tag, 16) + i, size) })),
+  );
+}
+
+/** Begins, uploads and commits a bundle; answers its stage id. */
+export async function commitWhole(delivery: Delivery, built: BuiltManifest): Promise<string> {
+  const begun = await delivery.begin(built.manifest);
+  await uploadMissing(delivery, begun, built.blobs, 7_000);
+  await delivery.commit(begun.stage_id);
+  return begun.stage_id;
 }
 
 export function backendsUnderTest(): BackendUnderTest[] {
@@ -116,6 +145,16 @@ function embeddedBackend(): BackendUnderTest {
             const table = where === "stage" ? "stages" : "commits";
             const row = db.prepare<[string], { manifest: string }>(`SELECT manifest FROM ${table} WHERE stage_id = ?`).get(stageId)!;
             db.prepare(`UPDATE ${table} SET manifest = ? WHERE stage_id = ?`).run(edit(row.manifest), stageId);
+          } finally {
+            db.close();
+          }
+        },
+        async editRows(table, where, set) {
+          if (table === "stage_chunks" || table === "signing_keys") throw new Error(`the embedded backend keeps no ${table} table`);
+          const db = new Database(table === "claims" ? join(home, CLAIMS_DATABASE) : new DeliveryLayout(home).dbPath);
+          try {
+            const [sql, values] = editStatement(table, where, set, () => "?");
+            return db.prepare(sql).run(...values).changes;
           } finally {
             db.close();
           }
@@ -194,6 +233,15 @@ function postgresBackend(): BackendUnderTest {
             await client.query(`UPDATE ${table} SET manifest = $2 WHERE stage_id = $1`, [stageId, edit(row.rows[0]!.manifest)]);
           });
         },
+        async editRows(table, where, set) {
+          let changed = 0;
+          await withClient(url, async (client) => {
+            let n = 0;
+            const [sql, values] = editStatement(`warden_${table}`, where, set, () => `$${++n}`);
+            changed = (await client.query(sql, values)).rowCount ?? 0;
+          });
+          return changed;
+        },
       };
     },
   };
@@ -230,6 +278,22 @@ function nodeOf(
       return closing;
     },
   };
+}
+
+function editStatement(
+  table: string,
+  where: Readonly<Record<string, unknown>>,
+  set: Readonly<Record<string, unknown>> | undefined,
+  param: () => string,
+): [string, unknown[]] {
+  const values: unknown[] = [];
+  const bind = (value: unknown): string => {
+    values.push(value);
+    return param();
+  };
+  const assignments = set === undefined ? undefined : Object.entries(set).map(([column, value]) => `${column} = ${bind(value)}`).join(", ");
+  const condition = Object.entries(where).map(([column, value]) => `${column} = ${bind(value)}`).join(" AND ");
+  return [assignments === undefined ? `DELETE FROM ${table} WHERE ${condition}` : `UPDATE ${table} SET ${assignments} WHERE ${condition}`, values];
 }
 
 async function withClient(url: string, work: (client: pg.Client) => Promise<void>): Promise<void> {

@@ -11,6 +11,7 @@ import { workerEntry } from "../../core/worker-entry.js";
 import { BoundedMap } from "../../core/bounded-map.js";
 import { IntegrityError, LimitError, StorageError, ValidationError } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
+import { MAX_TIME_MS } from "../../core/limits.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -379,6 +380,12 @@ function integer(row: ClaimRow, column: keyof ClaimRow): number {
   return value;
 }
 
+function time(row: ClaimRow, column: keyof ClaimRow): number {
+  const value = integer(row, column);
+  if (value > MAX_TIME_MS) throw malformed(row, column);
+  return value;
+}
+
 function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
   return row[column] === null ? undefined : integer(row, column);
 }
@@ -395,7 +402,7 @@ export function rowToRecord(row: ClaimRow): ClaimRecord {
     result = {
       hash: resultHash as Digest,
       ...(payload === undefined ? {} : { payload }),
-      recorded_at: integer(row, "recorded_at"),
+      recorded_at: time(row, "recorded_at"),
       ...(prunedAt === undefined ? {} : { pruned_at: prunedAt }),
       journal: {
         entries: integer(row, "journal_entries"),
@@ -415,7 +422,7 @@ export function rowToRecord(row: ClaimRow): ClaimRecord {
     agent: text(row, "agent"),
     run_id: text(row, "run_id"),
     owner: text(row, "owner"),
-    created_at: integer(row, "created_at"),
+    created_at: time(row, "created_at"),
     released: released === 1,
     claim_hash: text(row, "claim_hash") as Digest,
     ...(result === undefined ? {} : { result }),

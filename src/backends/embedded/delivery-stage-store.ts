@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode } from "../../core/errors.js";
-import { ManifestCache } from "../../delivery/manifest-record.js";
+import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../delivery/manifest-types.js";
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../storage/secure-fs.js";
@@ -484,8 +484,19 @@ export class EmbeddedStageStore implements StageStore {
    * publication finished and only the commit is missing (recovery settles it).
    */
   #load(row: StageRow): LiveStage {
+    const rows = this.#selectBlobs.all(row.stage_id);
+    // Before any row's digest names a path: the rows must be blobs of the stage's manifest.
+    checkStageRecord({
+      stage_id: row.stage_id,
+      manifest: this.#manifestOf(row),
+      created_at: row.created_at,
+      last_active_at: row.last_active_at,
+      reserved_bytes: row.reserved_bytes,
+      // A flag other than 0 or 1 is handed on as it is stored, for the check to refuse.
+      blobs: rows.map((b) => ({ digest: b.digest as Digest, byte_len: b.byte_len, received: 0, complete: b.complete === 0 || b.complete === 1 ? b.complete === 1 : (b.complete as unknown as boolean) })),
+    });
     const blobs = new Map<string, BlobProgress>();
-    for (const b of this.#selectBlobs.all(row.stage_id)) {
+    for (const b of rows) {
       const digest = b.digest as Digest;
       let received = b.byte_len;
       if (b.complete !== 1) {

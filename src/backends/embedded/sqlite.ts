@@ -79,7 +79,7 @@ export function openPrivateDatabase(path: string, options: OpenDatabaseOptions =
   try {
     db = new Database(path, { fileMustExist: true, timeout: options.busyTimeoutMs ?? 5000 });
   } catch (error) {
-    throw sqliteFailure(error, "open the database");
+    throw sqliteFailure(error, `open the database ${path}`);
   }
   try {
     const mode = db.pragma("journal_mode = WAL", { simple: true });
@@ -91,7 +91,7 @@ export function openPrivateDatabase(path: string, options: OpenDatabaseOptions =
     return db;
   } catch (error) {
     db.close();
-    throw error instanceof WardenError ? error : sqliteFailure(error, "configure the database");
+    throw error instanceof WardenError ? error : sqliteFailure(error, `configure the database ${path}`);
   }
 }
 

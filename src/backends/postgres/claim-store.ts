@@ -23,7 +23,7 @@ import type {
 import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
 import { rowToRecord } from "../embedded/claim-store.js";
 import { Batcher, type Outcome } from "./batcher.js";
-import { pgFailure, query, sqlState, type PgPool } from "./connection.js";
+import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, type PgPool } from "./connection.js";
 import type { JournalPrefetch } from "./journal-store.js";
 import type { OwnerSession } from "./owner.js";
 
@@ -250,6 +250,7 @@ export class PostgresClaimStore implements ClaimStore {
       name: `warden-claim-list-${filter}`,
       text: `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
       values: [after?.scope ?? "", after?.id ?? "", limit],
+      types: ROW_CHECKED_TYPES,
     });
     return result.rows.map(stateOf);
   }
@@ -387,11 +388,19 @@ export class PostgresClaimStore implements ClaimStore {
       name: "warden-claim-read",
       text: READ_BATCH,
       values: [keys.map((k) => k.scope), keys.map((k) => k.id)],
+      types: ROW_CHECKED_TYPES,
     });
-    const states: (ClaimState | undefined)[] = keys.map(() => undefined);
+    const states: Outcome<ClaimState | undefined>[] = keys.map(() => ({ ok: true, value: undefined }));
     for (const row of result.rows) {
-      const state = stateOf(row);
-      states[row.i - 1] = state;
+      let state: ClaimState;
+      try {
+        state = stateOf(row);
+      } catch (error) {
+        // A damaged row fails its own caller only, not the others read in the same statement.
+        states[row.i - 1] = { ok: false, error };
+        continue;
+      }
+      states[row.i - 1] = { ok: true, value: state };
       if (state.result !== undefined) {
         this.#prefetch.offer(
           state.run_id,
@@ -406,7 +415,7 @@ export class PostgresClaimStore implements ClaimStore {
         );
       }
     }
-    return states.map((value) => ({ ok: true, value }));
+    return states;
   }
 
   async #recordBatch(items: readonly RecordItem[]): Promise<Outcome<boolean>[]> {

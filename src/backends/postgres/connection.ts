@@ -46,6 +46,18 @@ const types = {
   },
 };
 
+/**
+ * The same, except that an int8 past 2^53 arrives as its text: for reads of rows that are checked
+ * one by one (claims), where the row with such a value is refused as malformed on its own instead
+ * of failing the whole statement and every other row read with it.
+ */
+export const ROW_CHECKED_TYPES = {
+  getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown {
+    if (oid === INT8_OID && format !== "binary") return (text: string) => (Number.isSafeInteger(Number(text)) ? Number(text) : text);
+    return types.getTypeParser(oid, format);
+  },
+};
+
 function parseInt8(text: string): number {
   const value = Number(text);
   if (!Number.isSafeInteger(value)) throw new StorageError("database-value-out-of-range", `int8 value ${text} is not a safe integer`);

@@ -16,7 +16,7 @@ import type { BlobRef } from "../../delivery/manifest-types.js";
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { readRangeOf } from "./blob-store.js";
 import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
-import { ManifestCache } from "../../delivery/manifest-record.js";
+import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 
 interface StageRow {
   stage_id: string;
@@ -262,7 +262,7 @@ export class PostgresStageStore implements StageStore {
   }
 
   #record(row: StageRow): StageRecord {
-    return {
+    const record: StageRecord = {
       stage_id: row.stage_id,
       manifest: this.#manifests.verified(row.manifest_digest, row.manifest, `stage ${row.stage_id}`, { stage_id: row.stage_id }),
       created_at: row.created_at,
@@ -270,6 +270,8 @@ export class PostgresStageStore implements StageStore {
       reserved_bytes: row.reserved_bytes,
       blobs: row.blobs.map((b) => ({ digest: b.digest, byte_len: b.byte_len, received: b.received, complete: b.complete })),
     };
+    checkStageRecord(record);
+    return record;
   }
 }
 
