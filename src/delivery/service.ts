@@ -4,7 +4,7 @@
  * validated manifest, filled by appending chunks to durable partials, and committed whole.
  */
 import { parseDigest, type Digest } from "../core/digest.js";
-import { ValidationError } from "../core/errors.js";
+import { ValidationError, isWardenError } from "../core/errors.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
 import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
 import { bundleViews, type BundleView } from "./catalog.js";
@@ -86,6 +86,8 @@ export interface StageStatus {
 const STORE_KEY = "store";
 const stageKey = (stageId: string): string => `stage:${stageId}`;
 const blobKey = (stageId: string, digest: Digest): string => `blob:${stageId}:${digest}`;
+/** A stage whose stored record is damaged (see abort). */
+const DAMAGED = Symbol("damaged stage record");
 
 export class Delivery {
   readonly limits: Limits;
@@ -332,7 +334,18 @@ export class Delivery {
     return guard(async () => {
       const id = parseStageId(stageId);
       await this.#locks.exclusive(stageKey(id), async () => {
-        const stage = await this.#backend.stages.get(id);
+        const stage = await this.#backend.stages.get(id).catch((error: unknown) => {
+          // A damaged stage record can be neither resumed nor committed, only dropped: aborting it
+          // is how an operator clears it (on postgres it otherwise fails every begin of the
+          // fleet, naming itself). Removal goes by the stage id alone, not by what the record says.
+          if (isWardenError(error) && error.code === "delivery-record-corrupt") return DAMAGED;
+          throw error;
+        });
+        if (stage === DAMAGED) {
+          this.#forget(id);
+          await this.#backend.stages.remove(id);
+          return;
+        }
         if (stage === undefined) {
           if ((await this.#backend.catalog.findByStage(id)) !== undefined) return;
           throw stageNotFound(id);
