@@ -3,7 +3,9 @@
  * status for resuming clients, commit, abort. Chunk bodies are never buffered: the raw request
  * stream goes straight into Delivery.putChunk, which appends and hashes as bytes arrive.
  */
-import type { FastifySchemaCompiler } from "fastify";
+import type { IncomingMessage } from "node:http";
+import type { Readable } from "node:stream";
+import type { FastifyReply, FastifySchemaCompiler } from "fastify";
 import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
 import type { TSchema } from "typebox";
 import { NoContent } from "../../api/common.js";
@@ -129,16 +131,48 @@ function chunkRoute(ctx: RouteContext) {
         }
         const offset = Number(request.headers["upload-offset"]);
         if (!Number.isSafeInteger(offset)) throw new ValidationError("upload-offset-invalid", "Upload-Offset must be a non-negative integer");
-        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as AsyncIterable<Uint8Array>, (n) => metrics.bytesReceived.inc({}, n));
-        const accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body);
+        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as Readable, (n) => metrics.bytesReceived.inc({}, n));
+        let accepted;
+        try {
+          accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body);
+        } catch (error) {
+          await finishRefusedBody(request.raw, reply, Number.isSafeInteger(declared));
+          throw error;
+        }
         return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(null);
       },
     );
   };
 }
 
-async function* counted(source: AsyncIterable<Uint8Array>, add: (bytes: number) => void): AsyncIterable<Uint8Array> {
-  for await (const piece of source) {
+/**
+ * A chunk refused part-way leaves the rest of its body on the connection, and a keep-alive client
+ * sends its next request behind those bytes: unread, that request is never seen, and the client
+ * waits until a timeout drops the connection (a push that met a full disk stalled for minutes on
+ * its status request). A body of declared length (at most the chunk limit, checked before any byte
+ * was read) is read to its end and dropped, so the connection stays usable; one of no declared
+ * length may go on without bound, so the connection is closed after the reply instead.
+ */
+async function finishRefusedBody(raw: IncomingMessage, reply: FastifyReply, declaredLength: boolean): Promise<void> {
+  if (raw.complete) return;
+  if (!declaredLength || raw.destroyed) {
+    reply.header("connection", "close");
+    return;
+  }
+  try {
+    for await (const _ of raw) void _;
+  } catch {
+    // The client went away meanwhile: nothing is left to keep usable.
+  }
+}
+
+/**
+ * The body's pieces, counted. A chunk refused part-way stops reading here; the body is left
+ * undestroyed (a destroyed request would leave its unread rest on a connection kept alive) for
+ * finishRefusedBody to read to its end.
+ */
+async function* counted(source: Readable, add: (bytes: number) => void): AsyncIterable<Uint8Array> {
+  for await (const piece of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>) {
     add(piece.byteLength);
     yield piece;
   }
