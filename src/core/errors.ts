@@ -112,3 +112,21 @@ export function errnoCode(error: unknown): string | undefined {
   }
   return undefined;
 }
+
+/** errno codes of a file system (or quota) with no room left. */
+const FULL_ERRNOS = new Set(["ENOSPC", "EDQUOT"]);
+
+export function isStorageFull(error: unknown): boolean {
+  const code = errnoCode(error);
+  return code !== undefined && FULL_ERRNOS.has(code);
+}
+
+/**
+ * Storage with no room left, on any backend and for any write (a database, a chunk, a blob): new
+ * work is refused as exhausted capacity (G11), and what the failed write began was rolled back or
+ * dropped, so nothing stored was deleted or half-written.
+ */
+export function storageFull(doing: string, cause: unknown): LimitError {
+  const detail = cause instanceof Error ? ` (${cause.message})` : "";
+  return new LimitError("capacity-exhausted", `could not ${doing}: storage is full${detail}`, { status: 507, cause });
+}

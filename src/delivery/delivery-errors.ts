@@ -3,7 +3,7 @@
  * one place, and `guard`: every failure leaves the service as a WardenError.
  */
 import type { Digest } from "../core/digest.js";
-import { ConflictError, LimitError, NotFoundError, StorageError, isWardenError } from "../core/errors.js";
+import { ConflictError, LimitError, NotFoundError, StorageError, isStorageFull, isWardenError, storageFull } from "../core/errors.js";
 import { missingOf, type StageBlob, type StageRecord } from "./stage.js";
 
 /** A raw error from a backend (an fs errno, a database error) means the store failed; the caller may retry. */
@@ -25,6 +25,8 @@ export async function* guardStream(source: AsyncIterable<Uint8Array>): AsyncIter
 
 function asWardenError(error: unknown): Error {
   if (isWardenError(error)) return error;
+  // The write that failed was taken back (a chunk's partial is cut to its acknowledged offset).
+  if (isStorageFull(error)) return storageFull("store delivery data", error);
   const message = error instanceof Error ? error.message : String(error);
   return new StorageError("delivery-storage-failed", `delivery storage failed: ${message}`, { cause: error });
 }

@@ -258,6 +258,32 @@ for (const point of ["chunk-written", "activity-record"] as const) {
   });
 }
 
+test("a chunk that meets a full disk is refused as exhausted capacity (507); the partial is cut back and the upload resumes once there is room", async (t) => {
+  let full = false;
+  const faults = {
+    at: (point: string): void => {
+      if (full && point === "chunk-written") throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC", errno: -28 });
+    },
+  };
+  const opened = await openStore(t, tempHome(t), { faults });
+  const { delivery } = opened;
+  const data = bytesOf(5, 30_000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+  full = true;
+  const refused = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000)), "capacity-exhausted");
+  assert.equal(refused.status, 507);
+  assert.match(refused.message, /storage is full/);
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
+  assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the refused chunk's bytes are gone");
+  full = false;
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000))).next_offset, 30_000);
+  await delivery.commit(begun.stage_id);
+  assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
+});
+
 test("a chunk costs no database commit and no fsync; the bytes are made durable once, at commit, before they are published", async (t) => {
   const points: string[] = [];
   // A still clock: activity is then never due for writing, which a test of its own covers.

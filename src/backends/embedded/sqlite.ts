@@ -12,8 +12,9 @@ import Database from "better-sqlite3";
 import {
   errnoCode,
   IntegrityError,
-  LimitError,
+  isStorageFull,
   StorageError,
+  storageFull,
   WardenError,
 } from "../../core/errors.js";
 import { checkFileStats, checkPrivateDirSync, createPrivateFileSync, syncDirSync } from "../../storage/secure-fs.js";
@@ -109,12 +110,7 @@ export function sqliteFailure(error: unknown, doing: string): WardenError {
   if (error instanceof WardenError) return error;
   const code = sqliteCode(error) ?? errnoCode(error) ?? "unknown";
   const message = error instanceof Error ? error.message : String(error);
-  if (code === "SQLITE_FULL" || code === "ENOSPC") {
-    return new LimitError("capacity-exhausted", `could not ${doing}: storage is full (${message})`, {
-      status: 507,
-      cause: error,
-    });
-  }
+  if (code === "SQLITE_FULL" || isStorageFull(error)) return storageFull(doing, error);
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
     return new StorageError("storage-busy", `could not ${doing}: the database is busy; retry (${message})`, { cause: error });
   }

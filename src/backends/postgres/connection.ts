@@ -7,7 +7,7 @@
  * resolves a write only after COMMIT returned, and that must mean the WAL is on disk (G1).
  */
 import pg from "pg";
-import { StorageError, ValidationError, errnoCode, isWardenError, type WardenError } from "../../core/errors.js";
+import { StorageError, ValidationError, errnoCode, isWardenError, storageFull, type WardenError } from "../../core/errors.js";
 
 export type PgPool = pg.Pool;
 export type PgClient = pg.PoolClient | pg.Client;
@@ -135,7 +135,7 @@ export function sqlState(error: unknown): string | undefined {
 
 /**
  * A driver or server failure as a WardenError: `storage-unavailable` when the database cannot be
- * reached (the caller may retry once it is back), `storage-full` when it is out of disk,
+ * reached (the caller may retry once it is back), `capacity-exhausted` (507) when it is out of disk,
  * `storage-timeout` when a statement ran past the statement timeout (cancelled by the server, so
  * it changed nothing), and `database-error` for anything else. WardenErrors pass through unchanged.
  */
@@ -146,7 +146,7 @@ export function pgFailure(error: unknown, action: string): WardenError {
     return new StorageError("storage-unavailable", `the database is unavailable; could not ${action}: ${message}`, { cause: error });
   }
   const state = sqlState(error);
-  if (state === "53100") return new StorageError("storage-full", `the database is out of disk space; could not ${action}`, { cause: error });
+  if (state === "53100") return storageFull(action, error);
   if (state === QUERY_CANCELED) {
     return new StorageError("storage-timeout", `the database did not answer in time (statement timeout); could not ${action}`, { cause: error });
   }
