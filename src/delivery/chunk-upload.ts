@@ -10,7 +10,7 @@ import { DigestStream, digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { piecesOf, type ByteSource } from "./blob-store.js";
-import { chunkTooLarge, outOfOrder, overflow } from "./delivery-errors.js";
+import { chunkTooLarge, outOfOrder, overflow, partialLost } from "./delivery-errors.js";
 import type { DeliveryStores } from "./recovery.js";
 import { InlineCommitCheck } from "./commit-verify.js";
 import { hashPartial, type PartialAppender, type StageBlob, type StageRecord } from "./stage.js";
@@ -82,9 +82,7 @@ export class ChunkUpload {
       if (!(isWardenError(error) && error.code === "stage-partial-short")) throw error;
       await this.#stores.stages.requireBlob(stageId, { digest: blob.digest, byte_len: blob.byte_len });
       this.forget(stageId, blob.digest);
-      throw new IntegrityError("stage-partial-lost", `the partial of ${blob.digest} holds less than its ${blob.received} acknowledged bytes; it restarts at 0`, {
-        details: { stage_id: stageId, digest: blob.digest, expected_offset: 0 },
-      });
+      throw partialLost(stageId, blob.digest, `the partial of ${blob.digest} holds less than its ${blob.received} acknowledged bytes`);
     }
   }
 

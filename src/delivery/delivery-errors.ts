@@ -3,7 +3,7 @@
  * one place, and `guard`: every failure leaves the service as a WardenError.
  */
 import type { Digest } from "../core/digest.js";
-import { ConflictError, LimitError, NotFoundError, StorageError, isStorageFull, isWardenError, storageFull } from "../core/errors.js";
+import { ConflictError, IntegrityError, LimitError, NotFoundError, StorageError, isStorageFull, isWardenError, storageFull } from "../core/errors.js";
 import { missingOf, type StageBlob, type StageRecord } from "./stage.js";
 
 /** A raw error from a backend (an fs errno, a database error) means the store failed; the caller may retry. */
@@ -29,6 +29,11 @@ function asWardenError(error: unknown): Error {
   if (isStorageFull(error)) return storageFull("store delivery data", error);
   const message = error instanceof Error ? error.message : String(error);
   return new StorageError("delivery-storage-failed", `delivery storage failed: ${message}`, { cause: error });
+}
+
+/** A blob's received bytes are gone (`why`); the stage asks for the blob again from offset 0. */
+export function partialLost(stageId: string, digest: Digest, why: string): IntegrityError {
+  return new IntegrityError("stage-partial-lost", `${why}; it restarts at 0`, { details: { stage_id: stageId, digest, expected_offset: 0 } });
 }
 
 export function stageNotFound(stageId: string): NotFoundError {

@@ -341,11 +341,6 @@ export class Delivery {
           if (isWardenError(error) && error.code === "delivery-record-corrupt") return DAMAGED;
           throw error;
         });
-        if (stage === DAMAGED) {
-          this.#forget(id);
-          await this.#backend.stages.remove(id);
-          return;
-        }
         if (stage === undefined) {
           if ((await this.#backend.catalog.findByStage(id)) !== undefined) return;
           throw stageNotFound(id);

@@ -12,7 +12,6 @@ import type { Manifest } from "../../delivery/manifest-types.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 
-
 const COLUMNS = "manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at";
 
 export class EmbeddedCatalogStore implements CatalogStore {

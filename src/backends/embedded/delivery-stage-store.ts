@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode } from "../../core/errors.js";
+import { partialLost } from "../../delivery/delivery-errors.js";
 import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../delivery/manifest-types.js";
 import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
@@ -266,9 +267,7 @@ export class EmbeddedStageStore implements StageStore {
   async #lost(stageId: string, digest: Digest, received: number, size: number): Promise<IntegrityError> {
     const blob = this.#live.get(stageId)?.blobs.get(digest);
     if (blob !== undefined) await this.requireBlob(stageId, { digest, byte_len: blob.byte_len });
-    return new IntegrityError("stage-partial-lost", `the partial of ${digest} has ${size} of ${received} acknowledged bytes; it restarts at 0`, {
-      details: { stage_id: stageId, digest, expected_offset: 0 },
-    });
+    return partialLost(stageId, digest, `the partial of ${digest} has ${size} of ${received} acknowledged bytes`);
   }
 
   async partialLength(stageId: string, digest: Digest): Promise<number | undefined> {
@@ -364,9 +363,7 @@ export class EmbeddedStageStore implements StageStore {
     if (st === undefined) {
       if (!(await this.#blobs.has(ref.digest))) {
         await this.requireBlob(stageId, ref);
-        throw new IntegrityError("stage-partial-lost", `neither the partial nor the blob ${ref.digest} exists; it restarts at 0`, {
-          details: { stage_id: stageId, digest: ref.digest, expected_offset: 0 },
-        });
+        throw partialLost(stageId, ref.digest, `neither the partial nor the blob ${ref.digest} exists`);
       }
       this.#complete(stageId, ref.digest, now);
       return false;
@@ -533,7 +530,6 @@ export class EmbeddedStageStore implements StageStore {
     const text = (): string => this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
     return this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
   }
-
 }
 
 /** statfs magic numbers of the file systems with multigrain timestamps: ext4, xfs, btrfs, tmpfs. */

@@ -13,7 +13,6 @@ import type { Manifest } from "../../delivery/manifest-types.js";
 import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
 import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
 
-
 const SELECT_COMMIT = "SELECT manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at FROM warden_commits";
 
 export class PostgresCatalogStore implements CatalogStore {

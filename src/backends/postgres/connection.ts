@@ -53,10 +53,16 @@ const types = {
  */
 export const ROW_CHECKED_TYPES = {
   getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown {
-    if (oid === INT8_OID && format !== "binary") return (text: string) => (Number.isSafeInteger(Number(text)) ? Number(text) : text);
+    if (oid === INT8_OID && format !== "binary") return int8OrText;
     return types.getTypeParser(oid, format);
   },
 };
+
+/** An int8 as a number when it is one exactly, else its text (for the row's check to refuse). */
+function int8OrText(text: string): number | string {
+  const value = Number(text);
+  return Number.isSafeInteger(value) ? value : text;
+}
 
 function parseInt8(text: string): number {
   const value = Number(text);

@@ -132,13 +132,10 @@ function chunkRoute(ctx: RouteContext) {
         const offset = Number(request.headers["upload-offset"]);
         if (!Number.isSafeInteger(offset)) throw new ValidationError("upload-offset-invalid", "Upload-Offset must be a non-negative integer");
         const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as Readable, (n) => metrics.bytesReceived.inc({}, n));
-        let accepted;
-        try {
-          accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body);
-        } catch (error) {
+        const accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body).catch(async (error: unknown) => {
           await finishRefusedBody(request.raw, reply, Number.isSafeInteger(declared));
           throw error;
-        }
+        });
         return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(null);
       },
     );
