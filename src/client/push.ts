@@ -11,9 +11,9 @@ import { digestHex } from "../core/digest.js";
 import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile.js";
 import { createManifest } from "../delivery/manifest.js";
 import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
-import { WardenConnectionError, WardenHttpError } from "./errors.js";
+import { WardenHttpError } from "./errors.js";
 import { forEachConcurrent } from "./pool.js";
-import { backoffDelay, sleep } from "./transport.js";
+import { backoffDelay, isTransient, sleep } from "./transport.js";
 import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type StageStatus } from "./wire.js";
 
 /** The four delivery routes push drives; WardenClient implements them. */
@@ -120,11 +120,6 @@ export async function compileForPush(dir: string, options: PushOptions = {}): Pr
   const manifest = createManifest({ ...body, revision: derivedRevision(compiled.manifest) }, options.limits);
   const files = manifest.components.map((component, i) => ({ component, absolutePath: compiled.files[i]!.absolutePath }));
   return { manifest, files, skipped: compiled.skipped, ...(compiled.contents !== undefined ? { contents: compiled.contents } : {}) };
-}
-
-/** Failures worth retrying after a re-sync: the node or the network hiccuped, nothing was refused. */
-function isTransient(error: unknown): boolean {
-  return error instanceof WardenConnectionError || (error instanceof WardenHttpError && error.status >= 500);
 }
 
 function hasCode(error: unknown, ...codes: string[]): error is WardenHttpError {

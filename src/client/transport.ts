@@ -41,6 +41,12 @@ const TRANSIENT_STATUSES = new Set([502, 503, 504]);
 /** Problem documents are small; a larger error body is not one. */
 const MAX_PROBLEM_BYTES = 64 * 1024;
 
+/**
+ * Failures worth trying again: the connection failed, or a gateway or the node said it could not
+ * answer now (502/503/504; the node answers 503 while its storage is unreachable). Every other
+ * 5xx is an answer: 507 capacity-exhausted stays true until an operator makes room, and a 500
+ * names a damaged record or a bug. Retrying those only delays the error the caller must see.
+ */
 export function isTransient(error: unknown): boolean {
   if (error instanceof WardenConnectionError) return true;
   return error instanceof WardenHttpError && TRANSIENT_STATUSES.has(error.status);

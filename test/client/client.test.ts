@@ -21,14 +21,21 @@ const KiB = 1024;
 /** A fetch that lets a test fail chosen requests, before or after the node saw them. */
 const wire = createNodeFetch();
 
-function faultyFetch(decide: (method: string, url: string, n: number) => "pass" | "drop-before" | "drop-after" | "503" | { offset: number }): { fetch: FetchFn; calls: () => number } {
+type Fault = "pass" | "drop-before" | "drop-after" | "503" | { offset: number } | { status: number; code: string };
+
+function problemResponse(status: number, code: string): Response {
+  return new Response(JSON.stringify({ code, status, title: "x", detail: "injected", type: "x" }), { status, headers: { "content-type": "application/problem+json" } });
+}
+
+function faultyFetch(decide: (method: string, url: string, n: number) => Fault): { fetch: FetchFn; calls: () => number } {
   let n = 0;
   const fetch: FetchFn = async (input, init) => {
     const url = String(input);
     const method = init?.method ?? "GET";
     const action = decide(method, url, n++);
     if (action === "drop-before") throw new TypeError("fetch failed", { cause: Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }) });
-    if (action === "503") return new Response(JSON.stringify({ code: "injected-unavailable", status: 503, title: "x", detail: "injected", type: "x" }), { status: 503, headers: { "content-type": "application/problem+json" } });
+    if (action === "503") return problemResponse(503, "injected-unavailable");
+    if (typeof action === "object" && "status" in action) return problemResponse(action.status, action.code);
     if (typeof action === "object") {
       const headers = { ...(init?.headers as Record<string, string>), "upload-offset": String(action.offset) };
       return wire.fetch(input, { ...init, headers });
@@ -144,6 +151,30 @@ describe("warden/client against a real node", () => {
     assert.ok(received >= total && received <= total + 2 * 32 * KiB, `node received ${received} bytes for ${total}`);
     const view = await client.getBundle("faults");
     assert.equal(view.revisions[0]!.receipt.manifest_digest, (await compileForPush(dir, { bundleId: "faults", revision: "r1" })).manifest.manifest_digest);
+  });
+
+  it("reports a refusal that retrying cannot change at once: 507 capacity-exhausted, a 500 damaged record", async () => {
+    const dir = join(scratch, "refused");
+    writeRandomBundle(dir, 2, 64 * KiB);
+    for (const [status, code] of [
+      [507, "capacity-exhausted"],
+      [500, "delivery-record-corrupt"],
+    ] as const) {
+      const requests: string[] = [];
+      const { fetch } = faultyFetch((method, url) => {
+        requests.push(method);
+        return method === "PATCH" ? { status, code } : "pass";
+      });
+      const refused = new WardenClient({ url: node.url, token: node.token, fetch, backoffMs: 1000 });
+      const started = performance.now();
+      await assert.rejects(
+        refused.push(dir, { bundleId: "refused", revision: `r-${status}`, chunkBytes: 16 * KiB, concurrency: 1 }),
+        (e: unknown) => e instanceof WardenHttpError && e.status === status && e.code === code,
+      );
+      // One PATCH, then nothing: no backoff, no status re-sync, no second attempt.
+      assert.deepEqual(requests, ["POST", "PATCH"], `${status}: ${requests.join(" ")}`);
+      assert.ok(performance.now() - started < 1000, `${status} was reported after ${performance.now() - started} ms`);
+    }
   });
 
   it("gives up after its retries when the node stays unreachable, and a later push resumes", async () => {
