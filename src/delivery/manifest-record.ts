@@ -6,7 +6,7 @@
  * not on every chunk.
  */
 import { digestEquals, type Digest } from "../core/digest.js";
-import { IntegrityError, type ErrorDetails } from "../core/errors.js";
+import { IntegrityError, isWardenError, type ErrorDetails } from "../core/errors.js";
 import { MAX_TIME_MS } from "../core/limits.js";
 import type { CatalogEntry } from "./catalog.js";
 import { manifestDigestOf, receiptOf, type Manifest } from "./manifest-types.js";
@@ -127,13 +127,19 @@ function blobLengthsOf(manifest: Manifest): ReadonlyMap<string, number> {
   return lengths;
 }
 
-function isCount(value: unknown): value is number {
+/** A stored count (bytes, offsets): a safe integer, not negative. */
+export function isCount(value: unknown): value is number {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
 }
 
 /** ms since the epoch that a Date can hold (catalog views show them as ISO times). */
-function isTime(value: unknown): value is number {
+export function isTime(value: unknown): value is number {
   return isCount(value) && value <= MAX_TIME_MS;
+}
+
+/** The error every damaged delivery record is reported with. */
+export function isDamagedRecord(error: unknown): boolean {
+  return isWardenError(error) && error.code === "delivery-record-corrupt";
 }
 
 function corrupt(where: string, details: ErrorDetails | undefined, message = `the stored manifest of ${where} does not match its digest`): IntegrityError {

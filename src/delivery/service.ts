@@ -4,7 +4,7 @@
  * validated manifest, filled by appending chunks to durable partials, and committed whole.
  */
 import { parseDigest, type Digest } from "../core/digest.js";
-import { ValidationError, isWardenError } from "../core/errors.js";
+import { ValidationError } from "../core/errors.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
 import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
 import { bundleViews, type BundleView } from "./catalog.js";
@@ -30,6 +30,7 @@ import {
   throwIfIncomplete,
 } from "./delivery-errors.js";
 import { LockTable } from "./lock-table.js";
+import { isCount, isDamagedRecord, isTime } from "./manifest-record.js";
 import { parseManifest } from "./manifest.js";
 import { receiptOf, type BlobRef, type CommitReceipt, type Manifest } from "./manifest-types.js";
 import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, type DeliveryStores, type RecoveryReport } from "./recovery.js";
@@ -167,7 +168,7 @@ export class Delivery {
 
   async #createStage(manifest: Manifest, now: number): Promise<StageRecord> {
     const { blobs, stages } = this.#backend;
-    const active = await stages.list();
+    const active = await stages.activity();
     if (active.length >= this.limits.activeStages) throw stageCapacityExhausted(active.length, this.limits.activeStages);
     const unique = receiptOf(manifest).blobs;
     const missing: BlobRef[] = [];
@@ -177,7 +178,8 @@ export class Delivery {
       else if (!(await isStoredIntact(blobs, ref))) missing.push(ref);
     }
     const reserved = missing.reduce((sum, ref) => sum + ref.byte_len, 0);
-    const staged = active.reduce((sum, s) => sum + s.reserved_bytes, 0);
+    // A damaged reservation (not a byte count) reserves nothing: the stage still counts above.
+    const staged = active.reduce((sum, s) => sum + (isCount(s.reserved_bytes) ? s.reserved_bytes : 0), 0);
     if (staged + reserved > this.limits.stagedBytes) throw stagedBytesExhausted(staged, reserved, this.limits.stagedBytes);
     // An empty blob needs no upload; publishing it verifies that its digest is the empty digest.
     for (const ref of empty) await blobs.put(ref, new Uint8Array(0));
@@ -336,9 +338,9 @@ export class Delivery {
       await this.#locks.exclusive(stageKey(id), async () => {
         const stage = await this.#backend.stages.get(id).catch((error: unknown) => {
           // A damaged stage record can be neither resumed nor committed, only dropped: aborting it
-          // is how an operator clears it (on postgres it otherwise fails every begin of the
-          // fleet, naming itself). Removal goes by the stage id alone, not by what the record says.
-          if (isWardenError(error) && error.code === "delivery-record-corrupt") return DAMAGED;
+          // is how an operator clears it (expiry leaves it in place). Removal goes by the stage id
+          // alone, not by what the record says.
+          if (isDamagedRecord(error)) return DAMAGED;
           throw error;
         });
         if (stage === undefined) {
@@ -360,10 +362,15 @@ export class Delivery {
 
   async #sweepExpired(): Promise<number> {
     let removed = 0;
-    for (const candidate of await this.#backend.stages.list()) {
-      if (!isExpired(candidate, this.#clock(), this.limits.stageExpiryMs)) continue;
+    for (const candidate of await this.#backend.stages.activity()) {
+      if (!isTime(candidate.last_active_at) || !isExpired(candidate, this.#clock(), this.limits.stageExpiryMs)) continue;
       await this.#locks.exclusive(stageKey(candidate.stage_id), async () => {
-        const stage = await this.#backend.stages.get(candidate.stage_id);
+        // A damaged stage is left for an operator to see and abort, not swept away unseen, and
+        // it does not stop the sweep of the others.
+        const stage = await this.#backend.stages.get(candidate.stage_id).catch((error: unknown) => {
+          if (isDamagedRecord(error)) return undefined;
+          throw error;
+        });
         if (stage === undefined || !isExpired(stage, this.#clock(), this.limits.stageExpiryMs)) return;
         this.#forget(stage.stage_id);
         await this.#backend.stages.remove(stage.stage_id);

@@ -60,12 +60,25 @@ export interface PartialAppender {
   close(): Promise<void>;
 }
 
+/** What capacity and expiry need of a stage; the values are as stored (see `activity`). */
+export interface StageActivity {
+  readonly stage_id: string;
+  readonly last_active_at: number;
+  readonly reserved_bytes: number;
+}
+
 export interface StageStore {
   /** Durably records a new stage. */
   create(stage: StageRecord): Promise<void>;
   get(stageId: string): Promise<StageRecord | undefined>;
   findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined>;
   list(): Promise<readonly StageRecord[]>;
+  /**
+   * Every stage's activity and reservation, read without its manifest or blob rows: the capacity
+   * check of every begin and the expiry sweep read all stages, and one stage whose record is
+   * damaged must not stop them (it is refused where it is used, and cleared by `abort`).
+   */
+  activity(): Promise<readonly StageActivity[]>;
   /**
    * Records activity (begin, chunk, status): stages expire after inactivity. A store may persist
    * it lazily, a second or so behind; a crash can then make a stage look that much older.
@@ -160,7 +173,7 @@ export function missingOf(stage: StageRecord): MissingBlob[] {
     .map((b) => ({ digest: b.digest, byte_len: b.byte_len, offset: b.received }));
 }
 
-export function isExpired(stage: StageRecord, now: number, expiryMs: number): boolean {
+export function isExpired(stage: Pick<StageRecord, "last_active_at">, now: number, expiryMs: number): boolean {
   return now - stage.last_active_at >= expiryMs;
 }
 

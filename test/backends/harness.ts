@@ -112,7 +112,7 @@ function embeddedBackend(): BackendUnderTest {
       return {
         async open(options = {}) {
           const backend = await openEmbeddedBackend({ home, ...(options.limits === undefined ? {} : { limits: options.limits }) });
-          const delivery = (await openEmbeddedDelivery(home, { limits: backend.limits }).catch(async (error: unknown) => {
+          const delivery = (await openEmbeddedDelivery(home, { limits: backend.limits, ...deliveryClock(options) }).catch(async (error: unknown) => {
             await backend.close();
             throw error;
           })).delivery;
@@ -188,7 +188,7 @@ function postgresBackend(): BackendUnderTest {
       return {
         async open(nodeOptions = {}) {
           const backend = await openPostgresBackend({ url, ...(nodeOptions.limits === undefined ? {} : { limits: nodeOptions.limits }) });
-          const delivery = await Delivery.open(backend.delivery, { limits: backend.limits });
+          const delivery = await Delivery.open(backend.delivery, { limits: backend.limits, ...deliveryClock(nodeOptions) });
           const node = nodeOf(backend, delivery, nodeOptions, () => backend.close());
           open.push(node);
           return node;
@@ -245,6 +245,12 @@ function postgresBackend(): BackendUnderTest {
       };
     },
   };
+}
+
+/** The node's clock, for its delivery service too (stage activity and expiry). */
+function deliveryClock(options: NodeOptions): { clock?: () => number } {
+  const now = options.now;
+  return now === undefined ? {} : { clock: () => now().getTime() };
 }
 
 function nodeOf(

@@ -20,7 +20,7 @@ import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode } from "..
 import { partialLost } from "../../delivery/delivery-errors.js";
 import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../delivery/manifest-types.js";
-import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
+import type { PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
 import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
@@ -110,6 +110,7 @@ export class EmbeddedStageStore implements StageStore {
   readonly #selectStage;
   readonly #selectStageByManifest;
   readonly #selectStages;
+  readonly #selectActivity;
   readonly #selectManifest;
   readonly #selectBlobs;
   readonly #touch;
@@ -131,6 +132,7 @@ export class EmbeddedStageStore implements StageStore {
     this.#selectStage = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE stage_id = ?`);
     this.#selectStageByManifest = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE manifest_digest = ?`);
     this.#selectStages = db.prepare<[], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages ORDER BY created_at, stage_id`);
+    this.#selectActivity = db.prepare<[], StageActivity>("SELECT stage_id, last_active_at, reserved_bytes FROM stages");
     this.#selectManifest = db.prepare<[string], { manifest: string }>("SELECT manifest FROM stages WHERE stage_id = ?");
     this.#selectBlobs = db.prepare<[string], StageBlobRow>("SELECT digest, byte_len, complete FROM stage_blobs WHERE stage_id = ? ORDER BY digest");
     this.#touch = db.prepare<[number, string]>("UPDATE stages SET last_active_at = max(last_active_at, ?) WHERE stage_id = ?");
@@ -193,6 +195,14 @@ export class EmbeddedStageStore implements StageStore {
 
   async list(): Promise<readonly StageRecord[]> {
     return this.#selectStages.all().map((row) => this.#recordOf(row, row.stage_id)!);
+  }
+
+  async activity(): Promise<readonly StageActivity[]> {
+    return this.#selectActivity.all().map((row) => {
+      // Activity is persisted lazily: this process's own record of it is the newer one.
+      const live = this.#live.get(row.stage_id);
+      return live === undefined || !(live.lastActive > row.last_active_at) ? row : { ...row, last_active_at: live.lastActive };
+    });
   }
 
   async touch(stageId: string, now: number): Promise<void> {

@@ -13,9 +13,9 @@ import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError } from "../../core/errors.js";
 import type { BlobRef } from "../../delivery/manifest-types.js";
-import type { PartialAppender, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
+import type { PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { readRangeOf } from "./blob-store.js";
-import { FOREIGN_KEY_VIOLATION, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
+import { FOREIGN_KEY_VIOLATION, ROW_CHECKED_TYPES, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
 import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 
 interface StageRow {
@@ -107,6 +107,16 @@ export class PostgresStageStore implements StageStore {
       text: `${SELECT_STAGE} ORDER BY s.created_at, s.stage_id`,
     });
     return result.rows.map((row) => this.#record(row));
+  }
+
+  async activity(): Promise<readonly StageActivity[]> {
+    const result = await query<StageActivity>(this.#pool, "read stage activity", {
+      name: "warden-stage-activity",
+      text: "SELECT stage_id, last_active_at, reserved_bytes FROM warden_stages",
+      // A value past 2^53 in one row arrives as text for the caller's check, not as an error for all.
+      types: ROW_CHECKED_TYPES,
+    });
+    return result.rows;
   }
 
   async touch(stageId: string, now: number): Promise<void> {
