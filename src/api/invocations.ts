@@ -136,10 +136,12 @@ export const InvocationSummary = Type.Object({
   scope: Type.String(),
   id: Type.String(),
   status: ListStatus,
-  run_id: Uuid,
-  agent: Type.String(),
-  created_at: Timestamp,
+  /** run_id, agent and created_at are absent only for a row too damaged to read (see problem) */
+  run_id: Type.Optional(Uuid),
+  agent: Type.Optional(Type.String()),
+  created_at: Type.Optional(Timestamp),
   expired: Type.Optional(Type.Boolean()),
+  /** the error code of a row that fails its integrity check: it is never replayed or re-run */
   problem: Type.Optional(Type.String()),
 });
 export type InvocationSummary = Static<typeof InvocationSummary>;

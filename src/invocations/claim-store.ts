@@ -4,6 +4,7 @@
  * reconciliation) lives in the domain, so all backends behave the same.
  */
 import type { Digest } from "../core/digest.js";
+import type { WardenError } from "../core/errors.js";
 
 export interface ClaimKey {
   readonly scope: string;
@@ -74,6 +75,20 @@ export type ClaimAttempt =
   | { readonly created: true; readonly claim: ClaimState }
   | { readonly created: false; readonly claim: ClaimState };
 
+/**
+ * A row `list` found that is not a well-formed claim (a column of the wrong type or out of range):
+ * its key and the error reading it gave. A listing shows it rather than failing as a whole.
+ */
+export interface DamagedClaim extends ClaimKey {
+  readonly damaged: WardenError;
+}
+
+export type ListedClaim = ClaimState | DamagedClaim;
+
+export function isDamagedClaim(row: ListedClaim): row is DamagedClaim {
+  return "damaged" in row;
+}
+
 /** Which rows `list` scans: open = neither result nor receipt. */
 export type ClaimListFilter = "all" | "open" | "recorded" | "reconciled";
 
@@ -104,8 +119,8 @@ export interface ClaimStore {
   /** Attaches a receipt to a claim that has none and still has `claimHash`; false otherwise. */
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
 
-  /** Rows after `after` in (scope, id) order. */
-  list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]>;
+  /** Rows after `after` in (scope, id) order; a malformed row is listed as a DamagedClaim. */
+  list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]>;
 
   /** Drops payloads of results recorded before `olderThan` (ms); keeps everything else (G4). */
   pruneResults(olderThan: number, now: number): Promise<number>;

@@ -18,7 +18,7 @@ import type { Checkpoint } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
-import type { ClaimKey, ClaimListFilter, ClaimState, ClaimStore, JournalSeal } from "./claim-store.js";
+import { isDamagedClaim, type ClaimKey, type ClaimListFilter, type ClaimState, type ClaimStore, type DamagedClaim, type JournalSeal } from "./claim-store.js";
 import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
@@ -161,7 +161,9 @@ export class Invocations {
   /**
    * Pages through claims in (scope, id) order, optionally of one status. The status is read
    * cheaply from the row (no journal reads): a recorded claim whose journal was damaged later is
-   * listed as recorded, and `lookup`/`inspect` of it answer unresolved.
+   * listed as recorded, and `lookup`/`inspect` of it answer unresolved. A row that fails its own
+   * checks (or cannot be read at all) is listed as unresolved with its `problem`, also when the
+   * listing asks for another status.
    */
   async list(query: ListQuery = {}): Promise<ListPage> {
     const limit = query.limit ?? LIST_DEFAULT;
@@ -175,8 +177,9 @@ export class Invocations {
       const rows = await this.#claims.list(filter, after, limit);
       for (const row of rows) {
         after = { scope: row.scope, id: row.id };
-        const summary = this.#summaryOf(row);
-        if (query.status === undefined || summary.status === query.status) items.push(summary);
+        const summary = isDamagedClaim(row) ? damagedSummaryOf(row) : this.#summaryOf(row);
+        // A row with a problem is shown in every listing its columns fall in: never hidden by a filter.
+        if (query.status === undefined || summary.status === query.status || summary.problem !== undefined) items.push(summary);
         if (items.length === limit) return { items, cursor: encodeCursor(after) };
       }
       if (rows.length < limit) return { items };
@@ -415,6 +418,11 @@ export class Invocations {
       ...(problem === undefined ? {} : { problem }),
     };
   }
+}
+
+/** A row too damaged to read: listed by its key, unresolved (never replayed or re-run), and why. */
+function damagedSummaryOf(row: DamagedClaim): ClaimSummary {
+  return { scope: row.scope, id: row.id, status: "unresolved", problem: row.damaged.code };
 }
 
 function journalReportOf(report: RunCheck | undefined): JournalReport {

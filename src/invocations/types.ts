@@ -184,12 +184,13 @@ export interface ClaimSummary {
   readonly scope: string;
   readonly id: string;
   readonly status: ExistingStatus;
-  readonly run_id: string;
-  readonly agent: string;
+  /** run_id, agent and created_at are absent only for a row too damaged to read (see `problem`) */
+  readonly run_id?: string;
+  readonly agent?: string;
   /** RFC 3339 UTC */
-  readonly created_at: string;
+  readonly created_at?: string;
   readonly expired?: boolean;
-  /** set when the row fails its integrity check: it is never replayed or re-run */
+  /** the error code, when the row fails its integrity check: it is never replayed or re-run */
   readonly problem?: string;
 }
 

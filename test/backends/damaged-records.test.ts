@@ -14,6 +14,7 @@ import { CLAIMS_DATABASE, openEmbeddedBackend } from "../../src/backends/embedde
 import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
 import { DB_FILE, DELIVERY_DIR } from "../../src/backends/embedded/delivery-layout.js";
 import { isWardenError } from "../../src/core/errors.js";
+import type { ClaimSummary } from "../../src/invocations/types.js";
 import { NODE_FILE, removeNodeFile } from "../../src/server/node-file.js";
 import { rejectsWith, uploadMissing } from "../delivery/store-harness.js";
 import { backendsUnderTest, commitWhole, uniqueBundle } from "./harness.js";
@@ -189,15 +190,30 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(codes, ["claim-record-malformed 500", "claim-record-corrupt 500", "recorded", "recorded"]);
     });
 
-    test("a claim row whose time no Date holds is malformed, also where a listing shows it as a time", async (t) => {
+    test("a claim row whose time no Date holds is malformed; a listing shows it as such, beside the intact rows", async (t) => {
       const state = await backend.state(t, { isolated: true });
       const node = await state.open();
-      const id = randomUUID();
-      assert.equal((await node.invocations.run("s", id, { task: 1 }, "agent", () => ({ n: 1 }))).status, "recorded");
-      await state.editRows("claims", { scope: "s", id }, { created_at: 9e15 });
-      for (const read of [() => node.invocations.lookup("s", id, { task: 1 }), () => node.invocations.list()]) {
-        await assert.rejects(read(), (e: unknown) => isWardenError(e) && e.code === "claim-record-malformed" && e.status === 500);
-      }
+      const ids = [randomUUID(), randomUUID(), randomUUID()].sort();
+      for (const id of ids) assert.equal((await node.invocations.run("s", id, { task: 1 }, "agent", () => ({ n: 1 }))).status, "recorded");
+      const damaged = ids[1]!;
+      await state.editRows("claims", { scope: "s", id: damaged }, { created_at: 9e15 });
+      await assert.rejects(node.invocations.lookup("s", damaged, { task: 1 }), (e: unknown) => isWardenError(e) && e.code === "claim-record-malformed" && e.status === 500);
+      const expected = ids.map((id) => (id === damaged ? `${id} unresolved claim-record-malformed` : `${id} recorded -`));
+      const show = (items: readonly ClaimSummary[]): string[] => items.map((i) => `${i.id} ${i.status} ${i.problem ?? "-"}`);
+      assert.deepEqual(show((await node.invocations.list()).items), expected);
+      // A listing of recorded claims reads the same rows: the damaged one is not filtered out of it.
+      assert.deepEqual(show((await node.invocations.list({ status: "recorded" })).items), expected);
+      // Paged one row at a time, the cursor steps over it like any other row.
+      const paged: ClaimSummary[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await node.invocations.list({ limit: 1, ...(cursor === undefined ? {} : { cursor }) });
+        paged.push(...page.items);
+        cursor = page.cursor;
+      } while (cursor !== undefined);
+      assert.deepEqual(show(paged), expected);
+      const listed = (await node.invocations.list()).items[1]!;
+      assert.deepEqual(Object.keys(listed).sort(), ["id", "problem", "scope", "status"], "nothing unreadable is shown as a value");
     });
   });
 }

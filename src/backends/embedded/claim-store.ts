@@ -9,7 +9,7 @@ import { setImmediate as yieldToLoop } from "node:timers/promises";
 import type { Worker } from "node:worker_threads";
 import { workerEntry } from "../../core/worker-entry.js";
 import { BoundedMap } from "../../core/bounded-map.js";
-import { IntegrityError, LimitError, StorageError, ValidationError } from "../../core/errors.js";
+import { IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
 import { MAX_TIME_MS } from "../../core/limits.js";
 import type {
@@ -19,6 +19,7 @@ import type {
   ClaimRecord,
   ClaimState,
   ClaimStore,
+  ListedClaim,
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
@@ -205,13 +206,13 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#writes.attachReceipt(key, claimHash, receipt);
   }
 
-  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]> {
+  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]> {
     this.#assertOpen();
     // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
     const scope = after?.scope ?? "";
     const id = after?.id ?? "";
     try {
-      return this.#list[filter].all(scope, id, limit).map((row) => this.#state(row));
+      return this.#list[filter].all(scope, id, limit).map((row) => listedOf(row, (r) => this.#state(r)));
     } catch (error) {
       throw sqliteFailure(error, "list claims");
     }
@@ -388,6 +389,17 @@ function time(row: ClaimRow, column: keyof ClaimRow): number {
 
 function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
   return row[column] === null ? undefined : integer(row, column);
+}
+
+/** `read(row)`, or for a malformed row its key and the error, for a listing to show (ListedClaim). */
+export function listedOf<R extends ClaimRow>(row: R, read: (row: R) => ClaimState): ListedClaim {
+  try {
+    return read(row);
+  } catch (error) {
+    if (!isWardenError(error)) throw error;
+    // The key columns are the primary key: present, and text unless edited by hand.
+    return { scope: String(row.scope), id: String(row.id), damaged: error };
+  }
 }
 
 /** Maps a row to the domain record, refusing wrongly typed columns (the domain checks meaning). */

@@ -17,11 +17,12 @@ import type {
   ClaimListFilter,
   ClaimState,
   ClaimStore,
+  ListedClaim,
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
-import { rowToRecord } from "../embedded/claim-store.js";
+import { listedOf, rowToRecord } from "../embedded/claim-store.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, type PgPool } from "./connection.js";
 import type { JournalPrefetch } from "./journal-store.js";
@@ -243,7 +244,7 @@ export class PostgresClaimStore implements ClaimStore {
     return result.rowCount === 1;
   }
 
-  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ClaimState[]> {
+  async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]> {
     this.#assertOpen();
     // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
     const result = await query<StateRow>(this.#pool, "list claims", {
@@ -252,7 +253,7 @@ export class PostgresClaimStore implements ClaimStore {
       values: [after?.scope ?? "", after?.id ?? "", limit],
       types: ROW_CHECKED_TYPES,
     });
-    return result.rows.map(stateOf);
+    return result.rows.map((row) => listedOf(row, stateOf));
   }
 
   async pruneResults(olderThan: number, now: number): Promise<number> {

@@ -49,7 +49,8 @@ export function registerInvocationsCommands(program: Command, ctx: CliContext): 
 
 function row(item: InvocationSummary): string {
   const extra = [item.expired === true ? "expired" : "", item.problem ?? ""].filter((s) => s !== "").join(", ");
-  return `${item.status.padEnd(11)} ${item.scope} ${item.id}  run ${item.run_id}  ${item.agent}  ${item.created_at}${extra !== "" ? `  (${extra})` : ""}\n`;
+  const known = item.run_id === undefined ? "" : `  run ${item.run_id}  ${item.agent ?? "?"}  ${item.created_at ?? "?"}`;
+  return `${item.status.padEnd(11)} ${item.scope} ${item.id}${known}${extra !== "" ? `  (${extra})` : ""}\n`;
 }
 
 async function list(ctx: CliContext, flags: ListFlags): Promise<number> {
