@@ -128,18 +128,39 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(await second.delivery.getManifest(intact.manifest.bundle_id, "r1"), intact.manifest);
     });
 
-    test("a commit row whose time no Date holds is a damaged record, not a RangeError", async (t) => {
+    // 9e15 ms is past what a Date holds; 2^60 is past what a JavaScript number holds exactly.
+    for (const time of [9e15, 2 ** 60]) {
+      test(`a commit row whose time is ${time} is a damaged record naming it, not a RangeError or an outage`, async (t) => {
+        const state = await backend.state(t, { isolated: true });
+        const node = await state.open();
+        const edited = uniqueBundle([3_000]);
+        const stageId = await commitWhole(node.delivery, edited);
+        const intact = uniqueBundle([2_000]);
+        await commitWhole(node.delivery, intact);
+        await state.editRows("commits", { stage_id: stageId }, { committed_at: time });
+        for (const read of [() => node.delivery.show(edited.manifest.bundle_id), () => node.delivery.list(), () => node.delivery.status(stageId)]) {
+          const refused = await rejectsWith(read(), "delivery-record-corrupt");
+          assert.equal(refused.status, 500);
+          assert.equal(refused.details.bundle_id, edited.manifest.bundle_id);
+        }
+        assert.equal((await node.delivery.show(intact.manifest.bundle_id)).revisions.length, 1);
+      });
+    }
+
+    test("a stage row whose time is past what a number holds exactly is a damaged record naming it", async (t) => {
       const state = await backend.state(t, { isolated: true });
       const node = await state.open();
-      const edited = uniqueBundle([3_000]);
-      const stageId = await commitWhole(node.delivery, edited);
-      const intact = uniqueBundle([2_000]);
-      await commitWhole(node.delivery, intact);
-      await state.editRows("commits", { stage_id: stageId }, { committed_at: 9e15 });
-      for (const read of [() => node.delivery.show(edited.manifest.bundle_id), () => node.delivery.list(), () => node.delivery.status(stageId)]) {
-        assert.equal((await rejectsWith(read(), "delivery-record-corrupt")).status, 500);
+      const built = uniqueBundle([3_000]);
+      const begun = await node.delivery.begin(built.manifest);
+      await state.editRows("stages", { stage_id: begun.stage_id }, { created_at: 2 ** 60 });
+      if (backend.name === "postgres") {
+        const refused = await rejectsWith(node.delivery.status(begun.stage_id), "delivery-record-corrupt");
+        assert.equal(refused.status, 500);
+        assert.equal(refused.details.stage_id, begun.stage_id);
       }
-      assert.equal((await node.delivery.show(intact.manifest.bundle_id)).revisions.length, 1);
+      await node.close();
+      const refused = await rejectsWith(state.open(), "delivery-record-corrupt");
+      assert.match(refused.message, new RegExp(begun.stage_id));
     });
 
     test("a lost row of the catalog's blob index never lets gc delete a blob a live revision uses", async (t) => {

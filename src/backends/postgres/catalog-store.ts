@@ -10,9 +10,10 @@ import type { Digest } from "../../core/digest.js";
 import { ConflictError } from "../../core/errors.js";
 import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
 import type { Manifest } from "../../delivery/manifest-types.js";
-import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
+import { query, ROW_CHECKED_TYPES, transaction, type PgPool, type PgQueryable } from "./connection.js";
 import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
 
+/** Read with ROW_CHECKED_TYPES: a time out of range is refused by the row's check, naming the commit. */
 const SELECT_COMMIT = "SELECT manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at FROM warden_commits";
 
 export class PostgresCatalogStore implements CatalogStore {
@@ -43,11 +44,12 @@ export class PostgresCatalogStore implements CatalogStore {
   async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
     const result =
       bundleId === undefined
-        ? await query<CommitRow>(this.#pool, "list bundles", { name: "warden-commit-all", text: `${SELECT_COMMIT} ORDER BY bundle_id, seq` })
+        ? await query<CommitRow>(this.#pool, "list bundles", { name: "warden-commit-all", text: `${SELECT_COMMIT} ORDER BY bundle_id, seq`, types: ROW_CHECKED_TYPES })
         : await query<CommitRow>(this.#pool, "list a bundle", {
             name: "warden-commit-of-bundle",
             text: `${SELECT_COMMIT} WHERE bundle_id = $1 ORDER BY seq`,
             values: [bundleId],
+            types: ROW_CHECKED_TYPES,
           });
     return result.rows.map((row) => this.#entry(row));
   }
@@ -117,7 +119,7 @@ export class PostgresCatalogStore implements CatalogStore {
   }
 
   async #row(db: PgQueryable, name: string, where: string, values: readonly string[]): Promise<CommitRow | undefined> {
-    const result = await query<CommitRow>(db, "read a commit", { name, text: `${SELECT_COMMIT} WHERE ${where}`, values: [...values] });
+    const result = await query<CommitRow>(db, "read a commit", { name, text: `${SELECT_COMMIT} WHERE ${where}`, values: [...values], types: ROW_CHECKED_TYPES });
     return result.rows[0];
   }
 

@@ -7,7 +7,7 @@
  * resolves a write only after COMMIT returned, and that must mean the WAL is on disk (G1).
  */
 import pg from "pg";
-import { StorageError, ValidationError, errnoCode, isWardenError, storageFull, type WardenError } from "../../core/errors.js";
+import { IntegrityError, StorageError, ValidationError, errnoCode, isWardenError, storageFull, type WardenError } from "../../core/errors.js";
 
 export type PgPool = pg.Pool;
 export type PgClient = pg.PoolClient | pg.Client;
@@ -37,7 +37,8 @@ const INT8_OID = 20;
 
 /**
  * int8 columns (ms timestamps, offsets, counters) arrive as numbers; a value past 2^53 cannot be
- * one and is refused rather than rounded.
+ * one and is refused rather than rounded, as a damaged record (500, not a 503 worth retrying):
+ * warden never writes one. Reads whose rows are checked one by one use ROW_CHECKED_TYPES instead.
  */
 const types = {
   getTypeParser(oid: number, format?: "text" | "binary"): (value: string) => unknown {
@@ -66,7 +67,9 @@ function int8OrText(text: string): number | string {
 
 function parseInt8(text: string): number {
   const value = Number(text);
-  if (!Number.isSafeInteger(value)) throw new StorageError("database-value-out-of-range", `int8 value ${text} is not a safe integer`);
+  if (!Number.isSafeInteger(value)) {
+    throw new IntegrityError("database-value-out-of-range", `a stored int8 value, ${text}, is not a safe integer: the record holding it is damaged`, { status: 500 });
+  }
   return value;
 }
 

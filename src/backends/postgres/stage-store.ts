@@ -28,7 +28,8 @@ interface StageRow {
   blobs: StageBlob[];
 }
 
-/** A stage with its blobs (received = end of committed rows; byte_len once complete). */
+/** A stage with its blobs (received = end of committed rows; byte_len once complete). Read with
+ * ROW_CHECKED_TYPES: a value out of range is refused by the record check, naming the stage. */
 const SELECT_STAGE = `
   SELECT s.stage_id, s.manifest_digest, s.manifest, s.created_at, s.last_active_at, s.reserved_bytes,
     COALESCE((
@@ -105,6 +106,7 @@ export class PostgresStageStore implements StageStore {
     const result = await query<StageRow>(this.#pool, "list stages", {
       name: "warden-stage-list",
       text: `${SELECT_STAGE} ORDER BY s.created_at, s.stage_id`,
+      types: ROW_CHECKED_TYPES,
     });
     return result.rows.map((row) => this.#record(row));
   }
@@ -266,7 +268,7 @@ export class PostgresStageStore implements StageStore {
   }
 
   async #one(name: string, where: string, value: string): Promise<StageRecord | undefined> {
-    const result = await query<StageRow>(this.#pool, "read a stage", { name, text: `${SELECT_STAGE} WHERE ${where}`, values: [value] });
+    const result = await query<StageRow>(this.#pool, "read a stage", { name, text: `${SELECT_STAGE} WHERE ${where}`, values: [value], types: ROW_CHECKED_TYPES });
     const row = result.rows[0];
     return row === undefined ? undefined : this.#record(row);
   }

@@ -1,0 +1,41 @@
+/**
+ * int8 values through warden's postgres connections: a number exactly when it is one; past 2^53 a
+ * damaged record (500, which no client retries), never a rounded number and never a 503 that
+ * sends callers into retries of a value that will not change. Reads whose rows are checked one
+ * by one get the text instead, for the row's own check to refuse it by name.
+ */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { openPool, query, ROW_CHECKED_TYPES, type PgPool } from "../../src/backends/postgres/connection.js";
+import { isWardenError } from "../../src/core/errors.js";
+import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+
+let server: TestPostgres;
+let pool: PgPool;
+
+before(async () => {
+  server = await startTestPostgres();
+  pool = openPool({ url: await server.createDatabase("int8") }, 2);
+});
+after(async () => {
+  await pool?.end();
+  await server?.stop();
+});
+
+const PAST_EXACT = "1152921504606846976"; // 2^60
+
+test("an int8 within 2^53 arrives as a number; past it, a damaged-record error of status 500", async () => {
+  const fits = await query<{ v: unknown }>(pool, "read a number", { text: `SELECT ${Number.MAX_SAFE_INTEGER}::int8 AS v` });
+  assert.equal(fits.rows[0]!.v, Number.MAX_SAFE_INTEGER);
+  await assert.rejects(
+    query(pool, "read a number", { text: `SELECT ${PAST_EXACT}::int8 AS v` }),
+    (e: unknown) => isWardenError(e) && e.code === "database-value-out-of-range" && e.status === 500 && e.message.includes(PAST_EXACT),
+  );
+  // The connection is still good for the next statement.
+  assert.equal((await query<{ v: unknown }>(pool, "read a number", { text: "SELECT 7::int8 AS v" })).rows[0]!.v, 7);
+});
+
+test("row-checked reads get such a value as its text", async () => {
+  const rows = await query<{ v: unknown; w: unknown }>(pool, "read numbers", { text: `SELECT ${PAST_EXACT}::int8 AS v, 5::int8 AS w`, types: ROW_CHECKED_TYPES });
+  assert.deepEqual(rows.rows[0], { v: PAST_EXACT, w: 5 });
+});
