@@ -15,6 +15,11 @@ export function parseProvider(value: string): ProviderName {
 
 export const PROVIDERS_TEXT = `provider: ${PROVIDER_NAMES.join(", ")}`;
 
+/** Collects the values of a repeatable option, in order. */
+export function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
 export function parsePositiveInt(option: string): (value: string) => number {
   return (value) => {
     if (!/^[1-9][0-9]{0,14}$/.test(value)) throw new InvalidArgumentError(`${option} must be a positive integer`);

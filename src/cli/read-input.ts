@@ -5,7 +5,25 @@
  */
 import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
+import { DigestStream, type Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
+
+/** The sha256 of the whole file at `path`, read in pieces (evidence may be a large log). */
+export async function digestInputFile(path: string): Promise<Digest> {
+  const fh = await fsp.open(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  try {
+    if (!(await fh.stat()).isFile()) throw new ValidationError("input-not-regular-file", `${path} is not a regular file`);
+    const hash = new DigestStream();
+    const buf = Buffer.alloc(1024 * 1024);
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, buf.byteLength, null);
+      if (bytesRead === 0) return hash.digest();
+      hash.update(buf.subarray(0, bytesRead));
+    }
+  } finally {
+    await fh.close();
+  }
+}
 
 /** At most `maxBytes` bytes from the start of the file at `path`. */
 export async function readInputFile(path: string, maxBytes: number): Promise<Buffer> {

@@ -216,15 +216,22 @@ describe("warden CLI against a real node", () => {
     assert.equal(inspection.code, 0, inspection.stderr);
     assert.match(inspectionText.stdout, /needs review\s+yes$/m);
     const { snapshot_hash } = json<{ snapshot_hash: string }>(inspection);
-    const evidence = "operator checked the workspace: unchanged\n";
-    const review = {
-      snapshot_hash,
-      outcome: "no_effects",
-      rationale: "the agent was killed after one read; nothing was written",
-      evidence: [{ reference: "ticket OPS-1", sha256: `sha256:${createHash("sha256").update(evidence).digest("hex")}` }],
-      effects_stopped: true,
-    };
+    // The template as printed names no real evidence and is refused; with --evidence it lists each
+    // file with its sha256, and the operator fills in only the outcome and the rationale.
     const reviewFile = join(scratch, "review.json");
+    const bare = await warden(["inspect", "api:operator", id, "--review-template"]);
+    assert.equal(bare.code, 0, bare.stderr);
+    writeFileSync(reviewFile, bare.stdout);
+    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    const evidence = "operator checked the workspace: unchanged\n";
+    const notes = join(scratch, "notes.txt");
+    writeFileSync(notes, evidence);
+    assertOneErrorLine(await warden(["inspect", "api:operator", id, "--evidence", notes]), 1, "evidence-without-template");
+    assertOneErrorLine(await warden(["inspect", "api:operator", id, "--review-template", "--evidence", join(scratch, "missing.txt")]), 1, "file-not-found");
+    const template = json<Record<string, unknown>>(await warden(["inspect", "api:operator", id, "--review-template", "--evidence", notes]));
+    assert.deepEqual(template.evidence, [{ reference: notes, sha256: `sha256:${createHash("sha256").update(evidence).digest("hex")}` }]);
+    assert.equal(template.snapshot_hash, snapshot_hash);
+    const review = { ...template, rationale: "the agent was killed after one read; nothing was written" };
     writeFileSync(reviewFile, JSON.stringify(review));
     const reconciled = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
     assert.equal(reconciled.code, 0, reconciled.stderr);
@@ -242,6 +249,7 @@ describe("warden CLI against a real node", () => {
     const closed = await warden(["inspect", "api:operator", id]);
     assert.match(closed.stdout, /^reconciled api:operator /);
     assert.match(closed.stdout, /needs review\s+no: already reconciled$/m, "a reconciled run's journal still has its unknown effect, but its review is done");
+    assertOneErrorLine(await warden(["inspect", "api:operator", id, "--review-template"]), 1, "invocation-not-unresolved");
 
     writeFileSync(reviewFile, "{not json");
     assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-json-invalid");

@@ -1,12 +1,22 @@
 /** `warden inspect <scope> <id>`: what an operator reviews before reconciling an unresolved invocation. */
 import type { Command } from "commander";
-import type { Inspection } from "../../client/wire.js";
+import { resolve } from "node:path";
+import { ConflictError, ValidationError } from "../../core/errors.js";
+import type { Inspection, Review } from "../../client/wire.js";
 import type { CliContext } from "../context.js";
 import { table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { collect } from "../parse.js";
+import { digestInputFile } from "../read-input.js";
 
-type InspectFlags = NodeFlags & OutputFlags;
+type Evidence = Review["evidence"][number];
+
+type InspectFlags = NodeFlags &
+  OutputFlags & {
+    reviewTemplate?: boolean;
+    evidence: string[];
+  };
 
 export function registerInspectCommand(program: Command, ctx: CliContext): void {
   nodeOptions(
@@ -15,17 +25,22 @@ export function registerInspectCommand(program: Command, ctx: CliContext): void 
       .description("snapshot of an invocation's claim and journal, and its snapshot_hash, which a reconciliation review must name")
       .argument("<scope>", "scope, e.g. api:operator")
       .argument("<id>", "idempotency id")
-      .option("--json", "print {snapshot, snapshot_hash, report} as JSON"),
+      .option("--json", "print {snapshot, snapshot_hash, report} as JSON")
+      .option("--review-template", "print only a review to fill in, as JSON, for `warden reconcile --review FILE`")
+      .option("--evidence <file>", "with --review-template: a file the review rests on, listed with its sha256 (repeatable)", collect, []),
   ).action((scope: string, id: string, flags: InspectFlags) => runCommand(ctx, flags, () => inspect(ctx, scope, id, flags)));
 }
 
-/** A review file to start from: the operator fills in the outcome, rationale and evidence. */
-export function reviewTemplate(inspection: Inspection): Record<string, unknown> {
+/**
+ * A review file to start from: the operator fills in the outcome and rationale, and the evidence
+ * unless it was given (each file named with its sha256). Refused as printed without evidence.
+ */
+export function reviewTemplate(inspection: Inspection, evidence: readonly Evidence[] = []): Record<string, unknown> {
   return {
     snapshot_hash: inspection.snapshot_hash,
     outcome: "no_effects",
     rationale: "what was checked, and why this outcome is right",
-    evidence: [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
+    evidence: evidence.length > 0 ? evidence : [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
     effects_stopped: true,
   };
 }
@@ -39,7 +54,19 @@ function needsReview({ report }: Inspection): string {
 }
 
 async function inspect(ctx: CliContext, scope: string, id: string, flags: InspectFlags): Promise<number> {
+  if (flags.evidence.length > 0 && flags.reviewTemplate !== true) throw new ValidationError("evidence-without-template", "--evidence goes with --review-template");
+  // Evidence is hashed first: a file that cannot be read fails before anything is asked of the node.
+  const evidence: Evidence[] = [];
+  for (const file of flags.evidence) evidence.push({ reference: file, sha256: await digestInputFile(resolve(ctx.io.cwd, file)) });
   const inspection = await connect(ctx.io, flags).inspect(scope, id);
+  if (flags.reviewTemplate === true) {
+    const needed = needsReview(inspection);
+    if (needed !== "yes") {
+      throw new ConflictError("invocation-not-unresolved", `${scope} ${id} is ${inspection.report.status}; it needs no review (${needed})`);
+    }
+    printJson(ctx, reviewTemplate(inspection, evidence));
+    return EXIT_OK;
+  }
   if (flags.json === true) {
     printJson(ctx, inspection);
     return EXIT_OK;
@@ -61,7 +88,8 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["needs review", needsReview(inspection)],
       ]) +
       (report.status === "unresolved"
-        ? `to close it, write a review (e.g. the template below) and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +
+        ? `to close it, write a review (e.g. the template below; \`--review-template --evidence FILE\` prints it alone, with the evidence's digests) ` +
+          `and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +
           JSON.stringify(reviewTemplate(inspection), null, 2) +
           "\n"
         : ""),

@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { loadServeConfig, type ServeFlags } from "../../config/serve-config.js";
 import type { CliContext } from "../context.js";
+import { collect } from "../parse.js";
 
 interface ServeOptions {
   home?: string;
@@ -11,10 +12,6 @@ interface ServeOptions {
   logLevel?: string;
   postgres?: string;
   json?: boolean;
-}
-
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, value];
 }
 
 export function registerServeCommand(program: Command, ctx: CliContext): void {
