@@ -28,8 +28,10 @@ interface StageRow {
   blobs: StageBlob[];
 }
 
-/** A stage with its blobs (received = end of committed rows; byte_len once complete). Read with
- * ROW_CHECKED_TYPES: a value out of range is refused by the record check, naming the stage. */
+/**
+ * A stage with its blobs (received = end of committed rows; byte_len once complete). Read with
+ * ROW_CHECKED_TYPES: a value out of range is refused by the record check, naming the stage.
+ */
 const SELECT_STAGE = `
   SELECT s.stage_id, s.manifest_digest, s.manifest, s.created_at, s.last_active_at, s.reserved_bytes,
     COALESCE((
