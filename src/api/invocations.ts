@@ -110,7 +110,7 @@ export const InvocationView = Type.Object({
 export type InvocationView = Static<typeof InvocationView>;
 
 export const InvocationParams = Type.Object(
-  { scope: Type.String({ minLength: 1, maxLength: 256 }), id: Type.String({ pattern: "^[0-9a-fA-F-]{36}$" }) },
+  { scope: Type.String({ minLength: 1, maxLength: 256 }), id: Uuid },
   { additionalProperties: false },
 );
 export type InvocationParams = Static<typeof InvocationParams>;

@@ -24,10 +24,19 @@ export function canonicalDigest(value: unknown): Digest {
   return sha256Digest(canonicalJson(value));
 }
 
+/** A lone UTF-16 surrogate: JSON.parse accepts `"\\ud800"`, but it has no UTF-8 form and RFC 8785 refuses it. */
+const LONE_SURROGATE_RE = /\p{Cs}/u;
+
+function assertString(value: string, path: string): void {
+  if (LONE_SURROGATE_RE.test(value)) throw new ValidationError("invalid-json", `${path}: a string holds a lone surrogate (not Unicode text)`);
+}
+
 function assertJson(value: unknown, path: string, depth: number): void {
   if (depth > 64) throw new ValidationError("invalid-json", `${path}: nesting deeper than 64`);
   switch (typeof value) {
     case "string":
+      assertString(value, path);
+      return;
     case "boolean":
       return;
     case "number":
@@ -43,7 +52,10 @@ function assertJson(value: unknown, path: string, depth: number): void {
       if (proto !== Object.prototype && proto !== null) {
         throw new ValidationError("invalid-json", `${path}: not a plain object`);
       }
-      for (const [k, v] of Object.entries(value)) assertJson(v, `${path}.${k}`, depth + 1);
+      for (const [k, v] of Object.entries(value)) {
+        assertString(k, path);
+        assertJson(v, `${path}.${k}`, depth + 1);
+      }
       return;
     }
     default:

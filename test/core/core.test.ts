@@ -58,7 +58,10 @@ describe("canonical JSON (RFC 8785)", () => {
   });
 
   test("refuses values JSON cannot carry instead of dropping them", () => {
-    for (const bad of [{ a: undefined }, [NaN], { f: () => 1 }, Infinity, new Date(0), 1n]) {
+    // A lone surrogate (JSON.parse lets "\ud800" through) has no UTF-8 form: refused in a value and in a key;
+    // a surrogate pair (an emoji) is text like any other.
+    assert.equal(canonicalJson({ "\ud83d\ude00": "\ud83d\ude00" }), '{"\ud83d\ude00":"\ud83d\ude00"}');
+    for (const bad of [{ a: undefined }, [NaN], { f: () => 1 }, Infinity, new Date(0), 1n, "a\ud800", ["\udc00b"], { "\ud800": 1 }, { a: { "x\udfff": "y" } }]) {
       assert.throws(() => canonicalJson(bad), (e: unknown) => e instanceof ValidationError && e.code === "invalid-json");
     }
   });

@@ -155,6 +155,11 @@ describe("bad input over HTTP", () => {
       status: 413,
       code: "chunk-too-large",
     },
+    // JSON.parse accepts a lone surrogate; it has no UTF-8 form, so no request hash can be taken over it.
+    { name: "a lone surrogate in a string", request: () => invoke({ "idempotency-key": randomUUID() }, '{"provider": "claude", "prompt": "\\ud800"}'), status: 400, code: "invalid-json" },
+    // One rule for the id in the path: a UUID, with one code however it fails.
+    { name: "an invocation id of 36 dashes", request: () => ({ method: "GET", url: `/v1/invocations/api:alice/${"-".repeat(36)}`, headers: OPERATOR }), status: 400, code: "invocation-id-invalid" },
+    { name: "an invocation id that is no UUID", request: () => ({ method: "GET", url: "/v1/invocations/api:alice/xyz", headers: OPERATOR }), status: 400, code: "invocation-id-invalid" },
     { name: "unknown route", request: () => ({ method: "GET", url: "/v1/nothing", headers: OPERATOR }), status: 404, code: "route-not-found" },
     { name: "unknown query parameter", request: () => ({ method: "GET", url: "/v1/invocations?owner=me", headers: OPERATOR }), status: 400, code: "query-unknown-field" },
     { name: "bad status filter", request: () => ({ method: "GET", url: "/v1/invocations?status=done", headers: OPERATOR }), status: 400, code: "query-invalid" },
