@@ -231,7 +231,10 @@ describe("warden CLI against a real node", () => {
     const template = json<Record<string, unknown>>(await warden(["inspect", "api:operator", id, "--review-template", "--evidence", notes]));
     assert.deepEqual(template.evidence, [{ reference: notes, sha256: `sha256:${createHash("sha256").update(evidence).digest("hex")}` }]);
     assert.equal(template.snapshot_hash, snapshot_hash);
-    const review = { ...template, rationale: "the agent was killed after one read; nothing was written" };
+    // Even with real evidence the template is refused unedited: its outcome must be chosen.
+    writeFileSync(reviewFile, JSON.stringify(template));
+    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    const review = { ...template, outcome: "no_effects", rationale: "the agent was killed after one read; nothing was written", effects_stopped: true };
     writeFileSync(reviewFile, JSON.stringify(review));
     const reconciled = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
     assert.equal(reconciled.code, 0, reconciled.stderr);

@@ -33,15 +33,19 @@ export function registerInspectCommand(program: Command, ctx: CliContext): void 
 
 /**
  * A review file to start from: the operator fills in the outcome and rationale, and the evidence
- * unless it was given (each file named with its sha256). Refused as printed without evidence.
+ * unless it was given (each file named with its sha256), and states that the run's effects have
+ * stopped. Refused as printed: an unedited template can never sign an outcome.
  */
 export function reviewTemplate(inspection: Inspection, evidence: readonly Evidence[] = []): Record<string, unknown> {
   return {
     snapshot_hash: inspection.snapshot_hash,
-    outcome: "no_effects",
+    // No default: a review submitted unedited must be refused, not sign "no_effects" for a run
+    // whose journal shows a started process (the schema refuses anything but the three outcomes).
+    outcome: "<completed|failed|no_effects>",
     rationale: "what was checked, and why this outcome is right",
     evidence: evidence.length > 0 ? evidence : [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
-    effects_stopped: true,
+    // The operator's own statement, once checked: the agent may outlive its node (README).
+    effects_stopped: false,
   };
 }
 
