@@ -3,6 +3,7 @@
  * (driven with `inject`), fixture agents as providers and two tokens (operator, observer).
  */
 import * as fs from "node:fs";
+import type { Writable } from "node:stream";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,7 +35,10 @@ export function tempRoot(area: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), `warden-${area}-`));
 }
 
-export async function openTestNode(root: string, options: { settings?: Partial<ServerSettings>; warden?: Partial<WardenOptions> } = {}): Promise<TestNode> {
+export async function openTestNode(
+  root: string,
+  options: { settings?: Partial<ServerSettings>; warden?: Partial<WardenOptions>; logStream?: Writable } = {},
+): Promise<TestNode> {
   const home = path.join(root, "home");
   const workspace = path.join(root, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
@@ -60,7 +64,7 @@ export async function openTestNode(root: string, options: { settings?: Partial<S
     jsonBodyBytes: 256 * 1024,
     logLevel: "silent",
     ...options.settings,
-  });
+  }, options.logStream === undefined ? {} : { logStream: options.logStream });
   await app.ready();
   return {
     root,

@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
+import { Writable } from "node:stream";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { OBSERVER, OPERATOR, json, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
 
@@ -252,5 +253,37 @@ describe("invocation routes", () => {
     assert.match(text, /^# TYPE warden_runs_active gauge$/m);
     assert.match(text, /^warden_runs_total\{outcome="recorded"\} [1-9]\d*$/m);
     assert.match(text, /^warden_runs_total\{outcome="unresolved"\} 1$/m);
+  });
+});
+
+describe("a run that ends without a recorded result", () => {
+  it("says so in the node's log, naming the invocation and its run: its caller may be long gone", async () => {
+    const root = tempRoot("server-invocations-log");
+    let logged = "";
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged += chunk.toString("utf8");
+        done();
+      },
+    });
+    const node = await openTestNode(root, { settings: { logLevel: "warn" }, logStream: sink });
+    try {
+      const key = randomUUID();
+      const res = await node.app.inject({
+        method: "POST",
+        url: "/v1/invocations",
+        headers: { ...OPERATOR, "idempotency-key": key, prefer: "wait=20" },
+        payload: { provider: "claude", prompt: "die #kill" },
+      });
+      assert.equal(json(res.payload).code, "unresolved", res.payload);
+      const runId = json(res.payload).run_id as string;
+      const line = logged.split("\n").find((l) => l.includes("run ended without a recorded result"));
+      assert.ok(line !== undefined, `no warning among: ${logged}`);
+      const entry = JSON.parse(line) as Record<string, unknown>;
+      assert.deepEqual([entry.level, entry.scope, entry.id, entry.run_id, entry.status], [40, "api:alice", key, runId, "unresolved"]);
+    } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
   });
 });

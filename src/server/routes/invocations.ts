@@ -60,9 +60,17 @@ export function invocationRoutes(ctx: RouteContext) {
           return reply.code(200).send(answerOf(scope, id, started));
         }
         countInvocation("started");
+        // The caller may be long gone when a run ends: a run that ends without a recorded result
+        // must say why in the node's log, or the operator sees only `unresolved` and a counter.
         started.done.then(
-          (outcome) => metrics.runs.inc({ outcome: outcome.status }),
-          () => metrics.runs.inc({ outcome: "error" }),
+          (outcome) => {
+            metrics.runs.inc({ outcome: outcome.status });
+            if (outcome.status !== "recorded") app.log.warn({ scope, id, run_id: started.run_id, status: outcome.status }, "run ended without a recorded result");
+          },
+          (error: unknown) => {
+            metrics.runs.inc({ outcome: "error" });
+            app.log.error({ scope, id, run_id: started.run_id, err: error }, "run could not record its result; it reads unresolved");
+          },
         );
         const waitMs = preferredWaitMs(request.headers.prefer, settings.maxWaitS);
         const location = `/v1/invocations/${encodeURIComponent(scope)}/${id}`;
