@@ -26,6 +26,7 @@ import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups } from "./warden/agent-groups.js";
+import { claimHomeBackend } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
@@ -239,6 +240,8 @@ export class Warden {
 /** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
+  ensurePrivateDirSync(options.home, { create: true, recursive: true });
+  claimHomeBackend(options.home, options.postgres === undefined ? "embedded" : "postgres");
   const backend =
     options.postgres === undefined
       ? await openEmbeddedBackend({ home: options.home, ...limits })

@@ -1,0 +1,61 @@
+/**
+ * Which backend a node's home serves, recorded on its first start and checked on every start.
+ *
+ * The claims that make a run happen at most once (G1) live in the backend, not in the home. A
+ * fleet node restarted without `--postgres` (an environment that lost WARDEN_POSTGRES_URL) would
+ * otherwise start on a fresh embedded store in the same home and run again every id the fleet
+ * already ran; an embedded home started with `--postgres` would hide its own claims, unresolved
+ * ones included. Either is refused, naming both, before anything is opened.
+ */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { ConflictError, errnoCode } from "../core/errors.js";
+import { CLAIMS_DATABASE } from "../backends/embedded/index.js";
+import { publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
+
+export type HomeBackend = "embedded" | "postgres";
+
+export const HOME_BACKEND_FILE = "backend";
+
+const KINDS: readonly HomeBackend[] = ["embedded", "postgres"];
+
+/** Records `kind` as the home's backend on its first start; refuses a home that served another. */
+export function claimHomeBackend(home: string, kind: HomeBackend): void {
+  const path = join(home, HOME_BACKEND_FILE);
+  const recorded = recordedBackend(path);
+  if (recorded === undefined) {
+    // A home from before this record: its embedded claims say what it served.
+    if (kind === "postgres" && existsSync(join(home, CLAIMS_DATABASE))) throw mismatch(home, "embedded", kind, join(home, CLAIMS_DATABASE));
+    // Two processes starting on one new home write the same text; the first one's stays.
+    publishNewFileSync(path, `${kind}\n`);
+    const now = recordedBackend(path);
+    if (now !== kind) throw mismatch(home, now ?? "an unreadable", kind, path);
+    return;
+  }
+  if (recorded !== kind) throw mismatch(home, recorded, kind, path);
+}
+
+function recordedBackend(path: string): HomeBackend | undefined {
+  let text: string;
+  try {
+    text = readPrivateFileSync(path, 64).toString("utf8").trim();
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") return undefined;
+    throw error;
+  }
+  const kind = KINDS.find((k) => k === text);
+  if (kind === undefined) {
+    throw new ConflictError("home-backend-unknown", `${path} names no backend warden knows (${JSON.stringify(text.slice(0, 32))}); it is not changed`);
+  }
+  return kind;
+}
+
+function mismatch(home: string, recorded: string, wanted: HomeBackend, evidence: string): ConflictError {
+  const how = wanted === "postgres" ? "with --postgres (or WARDEN_POSTGRES_URL)" : "without --postgres";
+  return new ConflictError(
+    "home-backend-mismatch",
+    `${home} serves the ${recorded} backend (${evidence}); starting it ${how} would answer ids that ran there as new or hide them. ` +
+      `Start it as before, or give this node another --home`,
+    { details: { home, recorded, wanted } },
+  );
+}
