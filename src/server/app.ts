@@ -11,6 +11,8 @@ import type { Warden } from "../warden.js";
 import { TokenAuthority } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
+import { AuthError } from "../core/errors.js";
+import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
 import { bundleRoutes } from "./routes/bundles.js";
@@ -36,6 +38,8 @@ export interface CreateServerOptions {
   /** where logs go (default stdout); `warden serve` sends them to stderr */
   readonly logStream?: NodeJS.WritableStream;
   readonly version?: string;
+  /** how long a request may take to arrive, ms (default REQUEST_ARRIVAL_MS; a seam for tests) */
+  readonly requestArrivalMs?: number;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -64,6 +68,8 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     genReqId: () => randomUUID(),
     bodyLimit: settings.jsonBodyBytes,
     return503OnClosing: false,
+    ...httpServerOptions(options.requestArrivalMs ?? REQUEST_ARRIVAL_MS),
+    clientErrorHandler: answerClientError,
     routerOptions: { maxParamLength: MAX_PARAM_CHARS },
     // The router refuses a malformed or over-long URL before any hook runs: without this, fastify
     // answers those with its own JSON, not a problem document.
@@ -104,6 +110,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     if (template !== undefined && NO_STORE_PREFIXES.some((prefix) => template.startsWith(prefix))) reply.header("cache-control", "no-store");
     if (route.config.public === true) return done();
     try {
+      if (repeatedHeader(request.raw.rawHeaders, "authorization")) throw new AuthError("unauthorized", "send exactly one Authorization header");
       const caller = authority.authenticate(request.headers.authorization);
       authority.authorize(caller, request.method);
       request.caller = caller;

@@ -3,7 +3,6 @@
  * (driven with `inject`), fixture agents as providers and two tokens (operator, observer).
  */
 import * as fs from "node:fs";
-import type { Writable } from "node:stream";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,7 +10,7 @@ import { compileDirectory, type CompiledBundle } from "../../src/delivery/compil
 import { fullBundleFiles } from "../providers/helpers.js";
 import { hashToken } from "../../src/config/tokens.js";
 import type { ServerSettings } from "../../src/config/serve-config.js";
-import { createServer } from "../../src/server/app.js";
+import { createServer, type CreateServerOptions } from "../../src/server/app.js";
 import type { App } from "../../src/server/context.js";
 import { openWarden, type Warden, type WardenOptions } from "../../src/warden.js";
 
@@ -37,7 +36,7 @@ export function tempRoot(area: string): string {
 
 export async function openTestNode(
   root: string,
-  options: { settings?: Partial<ServerSettings>; warden?: Partial<WardenOptions>; logStream?: Writable } = {},
+  options: { settings?: Partial<ServerSettings>; warden?: Partial<WardenOptions>; server?: CreateServerOptions } = {},
 ): Promise<TestNode> {
   const home = path.join(root, "home");
   const workspace = path.join(root, "workspace");
@@ -64,7 +63,7 @@ export async function openTestNode(
     jsonBodyBytes: 256 * 1024,
     logLevel: "silent",
     ...options.settings,
-  }, options.logStream === undefined ? {} : { logStream: options.logStream });
+  }, options.server);
   await app.ready();
   return {
     root,

@@ -266,7 +266,7 @@ describe("a run that ends without a recorded result", () => {
         done();
       },
     });
-    const node = await openTestNode(root, { settings: { logLevel: "warn" }, logStream: sink });
+    const node = await openTestNode(root, { settings: { logLevel: "warn" }, server: { logStream: sink } });
     try {
       const key = randomUUID();
       const res = await node.app.inject({

@@ -1,0 +1,114 @@
+/**
+ * What Node's HTTP layer refuses before any route runs, on real sockets (inject has none): a
+ * malformed request and oversized headers are answered as problem documents with their own codes,
+ * a request naming two Authorization headers is refused, and a chunk whose body stalls is cut off
+ * once its time to arrive is up, so the blob it held is free again for the push that resumes it.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as net from "node:net";
+import type { AddressInfo } from "node:net";
+import { OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+
+interface RawAnswer {
+  readonly status: number;
+  readonly headers: string;
+  readonly body: string;
+  /** ms from the first byte sent to the answer's end (the node closed the socket) */
+  readonly ms: number;
+}
+
+/** Sends `head` (and `body`) on a new socket and reads until the node closes it. */
+function raw(port: number, head: string, body: Buffer = Buffer.alloc(0), ms = 10_000): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket = net.connect(port, "127.0.0.1");
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no answer within ${ms} ms`));
+    }, ms);
+    let text = "";
+    socket.setEncoding("latin1");
+    socket.on("data", (s: string) => (text += s));
+    socket.on("error", () => undefined);
+    socket.on("close", () => {
+      clearTimeout(timer);
+      const [headers = "", rest = ""] = text.split("\r\n\r\n", 2);
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(headers)?.[1] ?? 0), headers, body: rest, ms: performance.now() - started });
+    });
+    socket.write(head);
+    if (body.byteLength > 0) socket.write(body);
+  });
+}
+
+describe("HTTP framing", () => {
+  let node: TestNode;
+  let port: number;
+  before(async () => {
+    // Requests must arrive within 1 s here (300 s in a real node).
+    node = await openTestNode(tempRoot("server-http-framing"), { server: { requestArrivalMs: 1000 } });
+    await node.app.listen({ host: "127.0.0.1", port: 0 });
+    port = (node.app.server.address() as AddressInfo).port;
+  });
+  after(async () => {
+    await node.close();
+  });
+
+  async function stillServing(): Promise<void> {
+    const health = await raw(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert.equal(health.status, 200);
+  }
+
+  function assertProblem(answer: RawAnswer, status: number, code: string): void {
+    assert.equal(answer.status, status, answer.headers + answer.body);
+    assert.match(answer.headers, /content-type: application\/problem\+json/i);
+    assert.equal(json(answer.body).code, code);
+  }
+
+  it("answers a malformed request and oversized headers with problem documents, and goes on serving", async () => {
+    const bad = await raw(port, "GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n");
+    assertProblem(bad, 400, "request-malformed");
+    const big = await raw(port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20 * 1024)}\r\n\r\n`);
+    assertProblem(big, 431, "headers-too-large");
+    await stillServing();
+  });
+
+  it("refuses a request with two Authorization headers, whichever comes first", async () => {
+    for (const [first, second] of [
+      [OPERATOR_TOKEN, "wrong"],
+      ["wrong", OPERATOR_TOKEN],
+    ]) {
+      const answer = await raw(port, `GET /v1/bundles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${first}\r\nAuthorization: Bearer ${second}\r\nConnection: close\r\n\r\n`);
+      assertProblem(answer, 401, "unauthorized");
+      assert.match(json(answer.body).detail as string, /exactly one Authorization/);
+    }
+  });
+
+  it("cuts off a chunk whose body stalls, freeing its blob for the resumed push", async () => {
+    const bundle = await compileTestBundle(node.root, "stalled", "r1");
+    const begun = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
+    const stageId = begun.stage_id as string;
+    const blob = (begun.missing as { digest: string; byte_len: number }[]).sort((a, b) => b.byte_len - a.byte_len)[0]!;
+    const bytes = contentOf(bundle, blob.digest);
+    const path = `/v1/stages/${stageId}/blobs/${blob.digest}`;
+    // Two bytes of the declared length, then silence.
+    const stalled = raw(
+      port,
+      `PATCH ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${OPERATOR_TOKEN}\r\nContent-Type: application/octet-stream\r\n` +
+        `Upload-Offset: 0\r\nContent-Length: ${bytes.byteLength}\r\n\r\n`,
+      bytes.subarray(0, 2),
+    );
+    const cut = await stalled;
+    assert.ok(cut.ms < 5000, `the stalled chunk was cut off after ${Math.round(cut.ms)} ms`);
+    // The resumed push gets the blob at once (it waited behind the stalled chunk for good before).
+    const resumed = await node.app.inject({
+      method: "PATCH",
+      url: path,
+      headers: { ...OPERATOR, "content-type": "application/octet-stream", "upload-offset": "0" },
+      payload: bytes,
+    });
+    assert.equal(resumed.statusCode, 204, resumed.payload);
+    assert.equal(resumed.headers["upload-offset"], String(bytes.byteLength));
+    await stillServing();
+  });
+});
