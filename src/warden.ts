@@ -52,8 +52,11 @@ export interface WardenOptions {
   readonly postgres?: PostgresNodeOptions;
 }
 
-/** What the facade keeps of its backend: where the node lives, its limits, and how to close it. */
-type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close">;
+/**
+ * What the facade keeps of its backend: where the node lives, its limits, how to close it, and —
+ * on a shared database — the owner session whose health says whether this node can claim now.
+ */
+type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & { readonly owner?: { readonly healthy: boolean } };
 
 /** What `start` answers: this caller started the run, or the invocation's existing state. */
 export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
@@ -127,6 +130,14 @@ export class Warden {
   /** True once `close` was called: new runs are refused. */
   get closing(): boolean {
     return this.#closing !== undefined;
+  }
+
+  /**
+   * False while the node's storage cannot take new work: on PostgreSQL, while its owner session is
+   * lost (the database is unreachable; it reconnects by itself). The embedded backend is local.
+   */
+  get storageReady(): boolean {
+    return this.#backend.owner?.healthy ?? true;
   }
 
   /** Runs this process is executing now. */

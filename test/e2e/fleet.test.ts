@@ -260,7 +260,19 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
       assert.equal(f.status, 503, f.text);
       assert.equal(f.body.code, "storage-unavailable", f.text);
     }
+    // A load balancer asking /readyz takes both nodes out while the database is gone...
+    for (const name of ["a", "b"] as const) {
+      const ready = await waitFor(`node ${name} to say it is not ready`, async () => {
+        const r = await call(node(name), "GET", "/readyz");
+        return r.status === 503 ? r : undefined;
+      });
+      assert.equal(ready.body.code, "storage-unavailable", ready.text);
+    }
     pg.startServer();
+    // ...and back in once it returns.
+    for (const name of ["a", "b"] as const) {
+      await waitFor(`node ${name} to be ready again`, async () => ((await call(node(name), "GET", "/readyz")).status === 200 ? true : undefined), 15_000, 100);
+    }
 
     // Both nodes serve again once the database is back (pool and owner lock reconnect).
     for (const [i, name] of (["a", "b"] as const).entries()) {

@@ -1,7 +1,7 @@
 /** Liveness (public), readiness and Prometheus metrics. */
 import { Health, Readiness } from "../../api/runs.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { WardenError } from "../../core/errors.js";
+import { StorageError, WardenError } from "../../core/errors.js";
 import type { App, RouteContext } from "../context.js";
 
 export function healthRoutes(ctx: RouteContext) {
@@ -10,6 +10,8 @@ export function healthRoutes(ctx: RouteContext) {
 
     app.get("/readyz", { schema: { response: { 200: Readiness, 503: ProblemResponse } } }, async () => {
       if (ctx.warden.closing) throw new WardenError("not-ready", "the node is shutting down", 503);
+      // A load balancer asks here: a node whose database is unreachable can serve nothing but errors.
+      if (!ctx.warden.storageReady) throw new StorageError("storage-unavailable", "the database is unreachable; the node reconnects by itself");
       return { status: "ready" as const };
     });
 
