@@ -12,7 +12,7 @@ import type { Limits } from "./core/limits.js";
 import { ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
 import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
-import { openPostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
+import { openPostgresNodeBackend, type PostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
 import type { Delivery } from "./delivery/service.js";
 import { Invocations, type ExistingOutcome } from "./invocations/index.js";
 import type { RunInspection } from "./journal/inspect.js";
@@ -26,7 +26,7 @@ import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups } from "./warden/agent-groups.js";
-import { claimHomeBackend } from "./warden/home-backend.js";
+import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
@@ -252,11 +252,28 @@ export class Warden {
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
-  claimHomeBackend(options.home, options.postgres === undefined ? "embedded" : "postgres");
-  const backend =
-    options.postgres === undefined
-      ? await openEmbeddedBackend({ home: options.home, ...limits })
-      : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+  const homeLock = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
+  let opened: EmbeddedBackend | PostgresNodeBackend;
+  try {
+    opened =
+      options.postgres === undefined
+        ? await openEmbeddedBackend({ home: options.home, ...limits })
+        : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+  } catch (error) {
+    homeLock.release();
+    throw error;
+  }
+  // The home stays this process's until its stores are closed.
+  const backend = {
+    ...opened,
+    close: async (): Promise<void> => {
+      try {
+        await opened.close();
+      } finally {
+        homeLock.release();
+      }
+    },
+  };
   let delivery: Delivery | undefined;
   try {
     delivery =

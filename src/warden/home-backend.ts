@@ -1,5 +1,10 @@
 /**
- * Which backend a node's home serves, recorded on its first start and checked on every start.
+ * A node's claim on its home: one process at a time, and the backend it serves, recorded on its
+ * first start and checked on every start.
+ *
+ * Two processes serving one home would share its node.json (the second one's exit removed the
+ * first one's, and the CLI lost its node), its outputs and its agents' records; on the embedded
+ * backend the delivery store's own lock refused the second only part-way through opening.
  *
  * The claims that make a run happen at most once (G1) live in the backend, not in the home. A
  * fleet node restarted without `--postgres` (an environment that lost WARDEN_POSTGRES_URL) would
@@ -11,16 +16,36 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, errnoCode } from "../core/errors.js";
 import { CLAIMS_DATABASE } from "../backends/embedded/index.js";
+import { FileLock } from "../storage/lock.js";
 import { publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
 
 export type HomeBackend = "embedded" | "postgres";
 
 export const HOME_BACKEND_FILE = "backend";
+export const HOME_LOCK_FILE = "node.lock";
 
 const KINDS: readonly HomeBackend[] = ["embedded", "postgres"];
 
+/**
+ * Takes the home for this process (held until released, or until the process dies) and checks
+ * its backend; refuses a home another process serves, or one that served the other backend.
+ */
+export function claimHome(home: string, kind: HomeBackend): FileLock {
+  const lock = FileLock.tryAcquire(join(home, HOME_LOCK_FILE));
+  if (lock === undefined) {
+    throw new ConflictError("home-in-use", `${home} is served by another warden process; give each node a home of its own (--home)`, { details: { home } });
+  }
+  try {
+    claimHomeBackend(home, kind);
+  } catch (error) {
+    lock.release();
+    throw error;
+  }
+  return lock;
+}
+
 /** Records `kind` as the home's backend on its first start; refuses a home that served another. */
-export function claimHomeBackend(home: string, kind: HomeBackend): void {
+function claimHomeBackend(home: string, kind: HomeBackend): void {
   const path = join(home, HOME_BACKEND_FILE);
   const recorded = recordedBackend(path);
   if (recorded === undefined) {

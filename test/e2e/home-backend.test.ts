@@ -1,5 +1,5 @@
 /**
- * A node's home remembers which backend it served (G1 across restarts): a fleet node restarted
+ * One node process per home, and a home remembers which backend it served (G1 across restarts): a fleet node restarted
  * without --postgres must not start on a fresh embedded store and run again ids the fleet already
  * ran, and an embedded home started with --postgres must not hide its own claims. Both are refused
  * before anything is opened, naming the home, and nothing in it changes.
@@ -75,5 +75,21 @@ describe("a node's home and its backend", () => {
 
     writeFileSync(join(old, HOME_BACKEND_FILE), "sqlite\n", { mode: 0o600 });
     await assert.rejects(openWarden({ home: old }), (e: unknown) => isWardenError(e) && e.code === "home-backend-unknown");
+  });
+
+  test("one process at a time: a second node on a home in use is refused, for as long as the first serves", async () => {
+    for (const [name, options] of [
+      ["in-use-embedded", {}],
+      ["in-use-fleet", { postgres: { url } }],
+    ] as const) {
+      const home = join(root, name);
+      const first = await openWarden({ home, ...options });
+      try {
+        await assert.rejects(openWarden({ home, ...options }), (e: unknown) => isWardenError(e) && e.code === "home-in-use" && e.message.includes(home));
+      } finally {
+        await first.close();
+      }
+      await ranOnce({ home, ...options });
+    }
   });
 });
