@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { JsonValue } from "./core/canonical.js";
-import { NotFoundError, ValidationError, WardenError } from "./core/errors.js";
+import { LimitError, NotFoundError, ValidationError, WardenError } from "./core/errors.js";
 import type { Limits } from "./core/limits.js";
 import { ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
@@ -100,6 +100,8 @@ export class Warden {
   readonly #agents: AgentGroups;
   /** scope\0id → run id of the runs this process is executing */
   readonly #active = new Map<string, { run_id: string; done: Promise<unknown> }>();
+  /** Starts between the capacity check and their entry in #active (claiming, launching). */
+  #starting = 0;
   #closing: Promise<void> | undefined;
 
   /** Use `openWarden`. */
@@ -160,7 +162,16 @@ export class Warden {
     const existing = await this.lookup(scope, id, request);
     if (existing !== undefined) return existing;
     if (this.closing) throw shuttingDown();
-    const started = await this.runner.start({ scope, id, request: input });
+    // Checked before anything is claimed: a refused call leaves its id free for a later retry (G11).
+    const running = this.#active.size + this.#starting;
+    if (running >= this.limits.activeRuns) throw runCapacityExhausted(running, this.limits.activeRuns);
+    this.#starting++;
+    let started: Awaited<ReturnType<Runner["start"]>>;
+    try {
+      started = await this.runner.start({ scope, id, request: input });
+    } finally {
+      this.#starting--;
+    }
     if (started.status !== "started") return this.#withRunId(scope, id, started);
     const key = activeKey(scope, id.toLowerCase());
     const done = started.done.finally(() => {
@@ -359,6 +370,13 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 function checkRunId(runId: string): string {
   if (!UUID_RE.test(runId)) throw new ValidationError("run-id-invalid", "a run id is a lowercase UUID", { details: { run_id: runId } });
   return runId;
+}
+
+function runCapacityExhausted(running: number, limit: number): LimitError {
+  return new LimitError("run-capacity-exhausted", `${running} runs are active on this node, the limit is ${limit}; nothing was claimed, try again later`, {
+    status: 429,
+    details: { active: running, limit },
+  });
 }
 
 function shuttingDown(): WardenError {

@@ -27,6 +27,8 @@ export interface Limits {
   readonly stageExpiryMs: number;
   readonly chunkBytes: number;
   readonly resultRetentionMs: number;
+  /** agent runs one node executes at once (each is a process tree of its own) */
+  readonly activeRuns: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -45,6 +47,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   stageExpiryMs: 15 * 60 * 1000,
   chunkBytes: 8 * MiB,
   resultRetentionMs: 30 * 24 * 60 * 60 * 1000,
+  activeRuns: 32,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

@@ -287,3 +287,41 @@ describe("a run that ends without a recorded result", () => {
     }
   });
 });
+
+describe("a node at its limit of active runs", () => {
+  it("refuses a new id with 429 run-capacity-exhausted and claims nothing; replays still answer; a run ending frees a place", async () => {
+    const root = tempRoot("server-invocations-capacity");
+    const node = await openTestNode(root, { warden: { limits: { activeRuns: 2 } } });
+    const post = (key: string, prompt: string, extra: Record<string, unknown> = {}) =>
+      node.app.inject({ method: "POST", url: "/v1/invocations", headers: { ...OPERATOR, "idempotency-key": key }, payload: { provider: "claude", prompt, ...extra } });
+    try {
+      const recorded = randomUUID();
+      assert.equal((await post(recorded, "done", {})).statusCode, 202);
+      for (let i = 0; i < 100 && json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status !== "recorded"; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // Two runs that hang until their 2 s timeout: the node's two places.
+      const hanging = [randomUUID(), randomUUID()];
+      for (const key of hanging) assert.equal((await post(key, "wait #hang", { timeout_s: 2 })).statusCode, 202);
+      const refusedKey = randomUUID();
+      const refused = await post(refusedKey, "one too many");
+      assert.equal(refused.statusCode, 429, refused.payload);
+      assert.equal(json(refused.payload).code, "run-capacity-exhausted");
+      const lookup = await node.app.inject({ url: `/v1/invocations/api:alice/${refusedKey}`, headers: OPERATOR });
+      assert.equal(lookup.statusCode, 404, "the refused id was not claimed");
+      const replay = await post(recorded, "done", {});
+      assert.equal(replay.statusCode, 200, "a replay is an answer, not a run: it needs no place");
+      assert.equal(replay.headers["idempotency-replayed"], "true");
+      // Once the hanging runs are cut at their timeout, the refused id runs.
+      let retried = refused;
+      for (let i = 0; i < 200 && retried.statusCode === 429; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        retried = await post(refusedKey, "one too many");
+      }
+      assert.equal(retried.statusCode, 202, retried.payload);
+    } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
