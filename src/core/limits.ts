@@ -29,6 +29,8 @@ export interface Limits {
   readonly resultRetentionMs: number;
   /** agent runs one node executes at once (each is a process tree of its own) */
   readonly activeRuns: number;
+  /** live event streams (SSE) one node serves at once (each holds a connection and re-reads its journal) */
+  readonly eventStreams: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -48,6 +50,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   chunkBytes: 8 * MiB,
   resultRetentionMs: 30 * 24 * 60 * 60 * 1000,
   activeRuns: 32,
+  eventStreams: 256,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

@@ -8,6 +8,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
 import { Writable } from "node:stream";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { OBSERVER, OPERATOR, json, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
@@ -320,6 +322,52 @@ describe("a node at its limit of active runs", () => {
       }
       assert.equal(retried.statusCode, 202, retried.payload);
     } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("a node at its limit of event streams", () => {
+  it("refuses one more with 429 event-streams-exhausted, and takes it once a stream closes", async () => {
+    const root = tempRoot("server-invocations-streams");
+    const node = await openTestNode(root, { warden: { limits: { eventStreams: 2 } } });
+    const opened: http.ClientRequest[] = [];
+    try {
+      await node.app.listen({ host: "127.0.0.1", port: 0 });
+      const base = `http://127.0.0.1:${(node.app.server.address() as AddressInfo).port}`;
+      const started = await node.app.inject({
+        method: "POST",
+        url: "/v1/invocations",
+        headers: { ...OPERATOR, "idempotency-key": randomUUID() },
+        payload: { provider: "claude", prompt: "watch me #hang", timeout_s: 20 },
+      });
+      const runId = json(started.payload).run_id as string;
+      // Resolves with the status once the answer's head arrives; the stream stays open.
+      const open = (): Promise<{ status: number; body: Promise<string> }> =>
+        new Promise((resolve, reject) => {
+          const request = http.get(`${base}/v1/runs/${runId}/events`, { headers: OPERATOR, agent: false }, (response) => {
+            let text = "";
+            response.setEncoding("utf8").on("data", (s: string) => (text += s));
+            resolve({ status: response.statusCode ?? 0, body: new Promise((done) => response.on("end", () => done(text))) });
+          });
+          request.on("error", reject);
+          opened.push(request);
+        });
+      assert.equal((await open()).status, 200);
+      assert.equal((await open()).status, 200);
+      const third = await open();
+      assert.equal(third.status, 429);
+      assert.equal(json(await third.body).code, "event-streams-exhausted");
+      opened[0]!.destroy();
+      let again = third;
+      for (let i = 0; i < 100 && again.status !== 200; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        again = await open();
+      }
+      assert.equal(again.status, 200, "a stream that closed gave its place back");
+    } finally {
+      for (const request of opened) request.destroy();
       await node.close();
       fs.rmSync(root, { recursive: true, force: true });
     }

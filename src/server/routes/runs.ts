@@ -1,11 +1,14 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
 import { ProblemResponse } from "../../api/problem.js";
 import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, RunParams, Verification } from "../../api/runs.js";
+import { LimitError } from "../../core/errors.js";
 import type { App, RouteContext } from "../context.js";
-import { journalEventStream } from "../journal-events.js";
+import { journalEventStream, type JournalEventStream } from "../journal-events.js";
 
 export function runRoutes(ctx: RouteContext) {
   const { warden } = ctx;
+  /** Event streams open now (bounded by limits.eventStreams: each holds a connection and a file's reads). */
+  let openStreams = 0;
 
   return async function runsPlugin(app: App): Promise<void> {
     app.get(
@@ -28,12 +31,30 @@ export function runRoutes(ctx: RouteContext) {
       { schema: { summary: "The run's journal entries as they are appended (SSE)", params: RunParams, produces: [EVENTS_CONTENT_TYPE], response: { 200: EventStreamBody, "4xx": ProblemResponse } } },
       async (request, reply) => {
         const runId = request.params.run_id.toLowerCase();
-        await warden.readJournal(runId); // 404 before the stream starts
-        const last = Number(request.headers["last-event-id"]);
-        const events = journalEventStream(warden, runId, Number.isSafeInteger(last) && last >= 0 ? last : -1);
+        const limit = warden.limits.eventStreams;
+        if (openStreams >= limit) {
+          throw new LimitError("event-streams-exhausted", `${openStreams} event streams are open on this node, the limit is ${limit}; try again later`, {
+            status: 429,
+            details: { open: openStreams, limit },
+          });
+        }
+        // Counted from here, so that requests arriving together cannot all pass the check.
+        openStreams++;
+        let events: JournalEventStream;
+        try {
+          await warden.readJournal(runId); // 404 before the stream starts
+          const last = Number(request.headers["last-event-id"]);
+          events = journalEventStream(warden, runId, Number.isSafeInteger(last) && last >= 0 ? last : -1);
+        } catch (error) {
+          openStreams--;
+          throw error;
+        }
         const close = (): void => events.end("shutdown");
         ctx.closers.add(close);
-        events.stream.on("close", () => ctx.closers.delete(close));
+        events.stream.on("close", () => {
+          openStreams--;
+          ctx.closers.delete(close);
+        });
         // The response's close (not the request's, which fires once its empty body is read) says the client left.
         reply.raw.on("close", () => events.stream.destroy());
         return reply
