@@ -18,6 +18,7 @@
  */
 import * as fs from "node:fs";
 import { isAbsolute, join } from "node:path";
+import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
 import { NotFoundError, ValidationError, errnoCode, isWardenError, type WardenError } from "../core/errors.js";
@@ -276,7 +277,9 @@ export class Runner {
     const { stdout: outStream, stderr: errStream } = agent.child;
     const streams = outStream !== null && errStream !== null ? Promise.all([stdout.attach(outStream), stderr.attach(errStream)]) : Promise.resolve();
     if (agent.pid !== undefined) {
-      tools.append({ type: "note", process: { pid: agent.pid } });
+      // Where to look for the agent: a run whose node died or lost its database reads unresolved
+      // while the agent may still be at work, and a pid alone does not say on which machine.
+      tools.append({ type: "note", process: { pid: agent.pid, host: hostname() } });
       await this.#hooks.afterLaunch?.(agent.pid);
     }
     const exit = await agent.exited();

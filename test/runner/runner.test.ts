@@ -1,6 +1,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
+import { hostname } from "node:os";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { sha256Digest } from "../../src/core/digest.js";
@@ -97,6 +98,9 @@ describe("runner with fixture agents", () => {
     const started = evs[0];
     assert.ok(started?.type === "run.started");
     assert.equal(started.provider, "claude");
+    // The agent's whereabouts: its pid, and the machine it runs on.
+    const launched = evs.find((e) => e.type === "note" && e.process !== undefined);
+    assert.deepEqual(launched?.type === "note" ? launched.process : undefined, { pid: starts(env.startsFile).at(-1)!.pid, host: hostname() });
     assert.deepEqual(started.bundle, BUNDLE);
     const tools = toolStarts(evs);
     assert.equal(tools.length, 1);
