@@ -124,6 +124,9 @@ const NETWORK_ERRNOS = new Set([
 const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300", "57P05"]);
 const DRIVER_CONNECTION_MESSAGES = /Connection terminated|not queryable|timeout exceeded when trying to connect|Connection ended|Client was closed/i;
 
+/** The driver's own refusal to start a password exchange without a password (no SQLSTATE). */
+const NO_PASSWORD = /client password must be a string/;
+
 export const UNIQUE_VIOLATION = "23505";
 export const FOREIGN_KEY_VIOLATION = "23503";
 
@@ -156,6 +159,13 @@ export function pgFailure(error: unknown, action: string): WardenError {
   }
   const state = sqlState(error);
   if (state === "53100") return storageFull(action, error);
+  // Refused credentials are a configuration to fix, not an outage to wait out (nor a failed "migration").
+  if (state === "28P01" || state === "28000" || NO_PASSWORD.test(message)) {
+    return new StorageError("database-auth-failed", `the database refused warden's credentials (${message}); give the password in the URL, PGPASSWORD or ~/.pgpass`, {
+      cause: error,
+      ...(state === undefined ? {} : { details: { sqlstate: state } }),
+    });
+  }
   if (state === QUERY_CANCELED) {
     return new StorageError("storage-timeout", `the database did not answer in time (statement timeout); could not ${action}`, { cause: error });
   }

@@ -1,12 +1,12 @@
 /**
- * int8 values through warden's postgres connections: a number exactly when it is one; past 2^53 a
+ * What warden's postgres connections make of what the server sends. int8 values: a number exactly when it is one; past 2^53 a
  * damaged record (500, which no client retries), never a rounded number and never a 503 that
  * sends callers into retries of a value that will not change. Reads whose rows are checked one
  * by one get the text instead, for the row's own check to refuse it by name.
  */
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { openPool, query, ROW_CHECKED_TYPES, type PgPool } from "../../src/backends/postgres/connection.js";
+import { openPool, pgFailure, query, ROW_CHECKED_TYPES, type PgPool } from "../../src/backends/postgres/connection.js";
 import { isWardenError } from "../../src/core/errors.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 
@@ -38,4 +38,20 @@ test("an int8 within 2^53 arrives as a number; past it, a damaged-record error o
 test("row-checked reads get such a value as its text", async () => {
   const rows = await query<{ v: unknown; w: unknown }>(pool, "read numbers", { text: `SELECT ${PAST_EXACT}::int8 AS v, 5::int8 AS w`, types: ROW_CHECKED_TYPES });
   assert.deepEqual(rows.rows[0], { v: PAST_EXACT, w: 5 });
+});
+
+test("refused credentials are database-auth-failed, saying where a password goes, not an outage or a failed migration", () => {
+  const refusals = [
+    Object.assign(new Error('password authentication failed for user "warden"'), { code: "28P01" }),
+    Object.assign(new Error('role "nobody" is not permitted to log in'), { code: "28000" }),
+    // pg's own refusal when the server asks for a password the URL does not hold
+    new Error("SASL: SCRAM-SERVER-FIRST-MESSAGE: client password must be a string"),
+  ];
+  for (const refusal of refusals) {
+    const failure = pgFailure(refusal, "migrate the database schema");
+    assert.equal(failure.code, "database-auth-failed", failure.message);
+    assert.match(failure.message, /PGPASSWORD/);
+    assert.doesNotMatch(failure.message, /migrate/);
+  }
+  assert.equal(pgFailure(Object.assign(new Error("syntax error"), { code: "42601" }), "read").code, "database-error");
 });
