@@ -141,7 +141,10 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   });
   app.setErrorHandler((error, request, reply) => {
     const spec = problemOf(error, request.routeOptions.config?.bodyCodes);
-    if (spec.status >= 500) request.log.error({ err: error }, "request failed");
+    // A client that went away before its body ended (a push cut off, a killed curl) is no failure
+    // of this node, whatever the store reading that body then said: nothing of it was kept.
+    if (request.raw.destroyed && !request.raw.complete) request.log.info({ code: spec.code }, "client went away mid-request");
+    else if (spec.status >= 500) request.log.error({ err: error }, "request failed");
     else request.log.info({ code: spec.code }, "request refused");
     return sendProblem(reply, spec, request);
   });

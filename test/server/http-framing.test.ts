@@ -8,6 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
+import { Writable } from "node:stream";
 import { OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
 
 interface RawAnswer {
@@ -110,5 +111,49 @@ describe("HTTP framing", () => {
     assert.equal(resumed.statusCode, 204, resumed.payload);
     assert.equal(resumed.headers["upload-offset"], String(bytes.byteLength));
     await stillServing();
+  });
+});
+
+describe("a client that goes away mid-chunk", () => {
+  it("is logged as such, not as a failure of the node, and nothing of its chunk is kept", async () => {
+    let logged = "";
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged += chunk.toString("utf8");
+        done();
+      },
+    });
+    const node = await openTestNode(tempRoot("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
+    try {
+      await node.app.listen({ host: "127.0.0.1", port: 0 });
+      const port = (node.app.server.address() as AddressInfo).port;
+      const bundle = await compileTestBundle(node.root, "gone", "r1");
+      const begun = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
+      const stageId = begun.stage_id as string;
+      const blob = (begun.missing as { digest: string; byte_len: number }[]).sort((a, b) => b.byte_len - a.byte_len)[0]!;
+      const socket = net.connect(port, "127.0.0.1");
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+      socket.write(
+        `PATCH /v1/stages/${stageId}/blobs/${blob.digest} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${OPERATOR_TOKEN}\r\n` +
+          `Content-Type: application/octet-stream\r\nUpload-Offset: 0\r\nContent-Length: ${blob.byte_len}\r\n\r\n`,
+      );
+      socket.write(contentOf(bundle, blob.digest).subarray(0, 3));
+      await new Promise((r) => setTimeout(r, 100));
+      socket.destroy();
+      let status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
+      for (let i = 0; i < 100 && !logged.includes("client went away"); i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
+      }
+      const lines = logged.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { level: number; msg: string; code?: string });
+      const gone = lines.find((l) => l.msg === "client went away mid-request");
+      assert.ok(gone !== undefined, `no line for the client that left among: ${logged}`);
+      assert.equal(gone.level, 30);
+      assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], "no error was logged");
+      const offset = (status.missing as { digest: string; offset: number }[]).find((m) => m.digest === blob.digest)?.offset;
+      assert.equal(offset, 0, "nothing of the cut chunk was kept");
+    } finally {
+      await node.close();
+    }
   });
 });
