@@ -104,6 +104,6 @@ export function connect(io: CliIo, flags: NodeFlags): WardenClient {
   return new WardenClient({ url: target.url, ...(target.token !== undefined ? { token: target.token } : {}) });
 }
 
-function nonEmpty(value: string | undefined): string | undefined {
+export function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === "" ? undefined : value;
 }

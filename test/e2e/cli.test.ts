@@ -166,6 +166,20 @@ describe("warden CLI against a real node", () => {
     assert.equal(report.ok, true);
     assert.ok(report.entries >= 4);
     assert.equal(report.requires_reconciliation, false);
+
+    // A journal saved to a file, verified where no home holds the keys (a fleet keeps them in its
+    // database): the node named with --url or $WARDEN_URL lends its published keys.
+    const saved = join(scratch, "saved.ndjson");
+    const token = readFileSync(join(node.home, "token"), "utf8").trim();
+    writeFileSync(saved, Buffer.from(await (await fetch(`${node.url}/v1/runs/${ran.run_id!}/journal`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer()));
+    const keyless = join(scratch, "keyless-home");
+    mkdirSync(keyless, { recursive: true, mode: 0o700 });
+    assertOneErrorLine(await inProcess(["journal", "verify", saved], { WARDEN_HOME: keyless }), 1, "no-trusted-keys");
+    const byNode = await inProcess(["journal", "verify", saved], { WARDEN_HOME: keyless, WARDEN_URL: node.url, WARDEN_TOKEN: token });
+    assert.equal(byNode.code, 0, byNode.stderr);
+    assert.match(byNode.stdout, /^OK /);
+    const byFlag = await inProcess(["journal", "verify", saved, "--url", node.url], { WARDEN_HOME: keyless, WARDEN_TOKEN: token });
+    assert.equal(byFlag.code, 0, byFlag.stderr);
   });
 
   it("a run still going answers exit 2 (running, then in-progress) and is listed", async () => {

@@ -10,6 +10,7 @@ import { verifyJournal } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
 import { runCommand } from "../outcome.js";
+import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
 import { fetchRunJournal, isRunIdArgument } from "../remote-journal.js";
 
@@ -47,9 +48,14 @@ async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () =>
     }
   }
   if (nodeKeys !== undefined) return nodeKeys();
+  // A node named outright (--url, $WARDEN_URL): its published keys, as for a run id. A fleet keeps
+  // its keys in its database, so no home holds them.
+  if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return connect(ctx.io, flags).keys();
   const dir = join(resolveHome(ctx.io, flags.home), "keys");
   const keys = await new EmbeddedKeyStore(dir).publicKeys();
-  if (keys.length === 0) throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE or --home DIR`);
+  if (keys.length === 0) {
+    throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE, --home DIR, or --url URL to trust that node's published keys`);
+  }
   return keys;
 }
 
