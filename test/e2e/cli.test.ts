@@ -182,6 +182,19 @@ describe("warden CLI against a real node", () => {
     assert.equal(byFlag.code, 0, byFlag.stderr);
   });
 
+  it("a retry's --wait waits for the run an earlier call started, asking again until it ends", async () => {
+    const id = randomUUID();
+    // The run hangs until its 2 s timeout cuts it: it then reads unresolved.
+    const args = (wait: string): string[] => ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--wait", wait, "--timeout", "2", "--", "wait #hang"];
+    const first = await warden(args("0"));
+    assert.equal(first.code, 2, first.stderr);
+    assertOneErrorLine(await warden(args("0")), 2, "in-progress");
+    const started = performance.now();
+    const retried = await warden(args("20"));
+    assertOneErrorLine(retried, 2, "unresolved");
+    assert.ok(performance.now() - started < 15_000, "it answered once the run ended, not at the end of --wait");
+  });
+
   it("a run still going answers exit 2 (running, then in-progress) and is listed", async () => {
     const id = randomUUID();
     const args = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--wait", "1", "--timeout", "20", "--json", "--", "wait #hang"];

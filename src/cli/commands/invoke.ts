@@ -1,6 +1,8 @@
 /** `warden invoke --id <uuid> --provider … -- <prompt>`: run an agent exactly once under an idempotency id. */
 import type { Command } from "commander";
 import { ValidationError } from "../../core/errors.js";
+import { WardenHttpError } from "../../client/errors.js";
+import { sleep } from "../../client/transport.js";
 import type { InvokeBody, ProviderName } from "../../client/wire.js";
 import { resolveBundleRef } from "../bundle-ref.js";
 import type { CliContext } from "../context.js";
@@ -48,9 +50,30 @@ async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Prom
     ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}),
     ...(flags.timeout !== undefined ? { timeout_s: flags.timeout } : {}),
   };
-  const reply = await client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {});
+  const reply = await invokeWaiting(() => client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {}), flags.wait);
   const view = reply.invocation;
   if (flags.json === true) printJson(ctx, { ...view, replayed: reply.replayed });
   else printInvocation(ctx, view, reply.replayed ? " (replayed: this id already ran; nothing was executed now)" : "");
   return exitCodeOfInvocation(view);
+}
+
+/** How often a retry that met its run still in progress asks again within --wait, ms. */
+const IN_PROGRESS_POLL_MS = 500;
+
+/**
+ * The node waits (Prefer: wait) only for a run this very call started. A retry that meets the run
+ * still going (started by an earlier call, on any node of a fleet) asks again within --wait — a
+ * lookup each time, never a claim — so --wait means the same for a first call and for its retry.
+ */
+async function invokeWaiting<T>(call: () => Promise<T>, waitS: number): Promise<T> {
+  const deadline = Date.now() + waitS * 1000;
+  for (;;) {
+    try {
+      return await call();
+    } catch (error) {
+      const left = deadline - Date.now();
+      if (!(error instanceof WardenHttpError && error.code === "in-progress") || left <= 0) throw error;
+      await sleep(Math.min(IN_PROGRESS_POLL_MS, left));
+    }
+  }
 }
