@@ -55,3 +55,25 @@ test("refused credentials are database-auth-failed, saying where a password goes
   }
   assert.equal(pgFailure(Object.assign(new Error("syntax error"), { code: "42601" }), "read").code, "database-error");
 });
+
+test("every pooled connection is configured by SET, not by a startup parameter a pooler refuses", async () => {
+  const configured = openPool({ url: await server.createDatabase("settings"), statementTimeoutMs: 1234 }, 2);
+  try {
+    // Two connections at once: each new one is configured before it is handed out.
+    const [a, b] = await Promise.all([configured.connect(), configured.connect()]);
+    try {
+      for (const client of [a, b]) {
+        const rows = (await client.query<{ t: string; s: string }>("SELECT current_setting('statement_timeout') AS t, current_setting('synchronous_commit') AS s")).rows[0]!;
+        assert.deepEqual([rows.t, rows.s], ["1234ms", "on"]);
+      }
+      // A startup `options` parameter would show as the session's source; SET shows as "session".
+      const source = (await a.query<{ source: string }>("SELECT source FROM pg_settings WHERE name = 'statement_timeout'")).rows[0]!.source;
+      assert.equal(source, "session");
+    } finally {
+      a.release();
+      b.release();
+    }
+  } finally {
+    await configured.end();
+  }
+});

@@ -83,7 +83,6 @@ export function clientConfig(settings: ConnectionSettings, applicationName: stri
     connectionTimeoutMillis: settings.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     keepAlive: true,
     application_name: applicationName,
-    options: `-c synchronous_commit=on -c statement_timeout=${statementTimeoutOf(settings)}`,
     types,
   };
 }
@@ -94,9 +93,21 @@ function statementTimeoutOf(settings: ConnectionSettings): number {
   return ms;
 }
 
-/** The node's pool. Idle connections that die (server restart) are dropped and replaced on demand. */
+/**
+ * The node's pool. Idle connections that die (server restart) are dropped and replaced on demand.
+ * Each new connection is configured with SET before it is handed out, not through the `options`
+ * startup parameter: PgBouncer refuses that parameter (or, told to ignore it, drops the settings).
+ */
 export function openPool(settings: ConnectionSettings, max: number): PgPool {
-  const pool = new pg.Pool({ ...clientConfig(settings, "warden"), max, idleTimeoutMillis: 30_000 });
+  const configure = `SET synchronous_commit = on; SET statement_timeout = ${statementTimeoutOf(settings)}`;
+  const pool = new pg.Pool({
+    ...clientConfig(settings, "warden"),
+    max,
+    idleTimeoutMillis: 30_000,
+    onConnect: async (client) => {
+      await client.query(configure);
+    },
+  });
   // An idle client's error (the server went away) must not crash the process: the pool discards
   // that client, and the next query opens a new connection or fails storage-unavailable.
   pool.on("error", () => undefined);
