@@ -7,11 +7,10 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { Writable } from "node:stream";
 import { hashToken, loadTokens } from "../../src/config/tokens.js";
 import { TokenAuthority } from "../../src/server/auth.js";
 import { createServer } from "../../src/server/app.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
 
 describe("auth over HTTP", () => {
   let root: string;
@@ -79,13 +78,8 @@ describe("auth over HTTP", () => {
   });
 
   it("never logs a token, even at trace level", async () => {
-    let logged = "";
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        logged += chunk.toString("utf8");
-        done();
-      },
-    });
+    const log = logSink();
+    const sink = log.stream;
     const app = await createServer(
       node.warden,
       { tokens: [{ name: "alice", role: "operator", hash: hashToken(OPERATOR_TOKEN) }], maxWaitS: 1, jsonBodyBytes: 1024, logLevel: "trace" },
@@ -100,14 +94,14 @@ describe("auth over HTTP", () => {
     app.log.info({ headers: { authorization: bearer } }, "headers");
     app.log.info({ authorization: bearer }, "header value");
     await app.close();
-    assert.ok(logged.includes("reqId"), "requests were logged with their ids");
-    const line = (msg: string): string => logged.split("\n").find((l) => l.includes(`"msg":"${msg}"`)) ?? assert.fail(`no log line ${msg}`);
+    assert.ok(log.text().includes("reqId"), "requests were logged with their ids");
+    const line = (msg: string): string => log.text().split("\n").find((l) => l.includes(`"msg":"${msg}"`)) ?? assert.fail(`no log line ${msg}`);
     // Every assert.ok has a message: without one, a failure rebuilds it from the source, slowly.
     assert.ok(line("headers").includes('"authorization":"[redacted]"'), "headers.authorization is censored");
     assert.ok(line("header value").includes('"authorization":"[redacted]"'), "authorization is censored");
     assert.ok(!line("request with headers").includes(OPERATOR_TOKEN), "req.headers.authorization is not logged");
-    assert.ok(!logged.includes(OPERATOR_TOKEN), "the operator token is never logged");
-    assert.ok(!logged.includes(OBSERVER_TOKEN), "the observer token is never logged");
+    assert.ok(!log.text().includes(OPERATOR_TOKEN), "the operator token is never logged");
+    assert.ok(!log.text().includes(OBSERVER_TOKEN), "the observer token is never logged");
   });
 });
 

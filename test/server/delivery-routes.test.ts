@@ -6,7 +6,6 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import { Writable } from "node:stream";
 import { hashToken } from "../../src/config/tokens.js";
 import type { LogLevel } from "../../src/config/schema.js";
 import { createServer } from "../../src/server/app.js";
@@ -19,6 +18,7 @@ import {
   compileTestBundle,
   contentOf,
   json,
+  logSink,
   openTestNode,
   pushThroughApp,
   tempRoot,
@@ -120,13 +120,8 @@ describe("delivery routes", () => {
     /** Pushes a new blob in two chunks plus one refused chunk; answers the log lines. */
     const linesAt = async (logLevel: LogLevel): Promise<{ msg: string; url?: string; code?: string }[]> => {
       const bundle = await compileTestBundle(root, "chunk-logs", logLevel, { "notes/level.md": `new bytes at ${logLevel}\n`.repeat(50) });
-      let logged = "";
-      const sink = new Writable({
-        write(chunk: Buffer, _enc, done) {
-          logged += chunk.toString("utf8");
-          done();
-        },
-      });
+      const log = logSink();
+      const sink = log.stream;
       const tokens = [{ name: "alice", role: "operator" as const, hash: hashToken(OPERATOR_TOKEN) }];
       const app = await createServer(node.warden, { tokens, maxWaitS: 1, jsonBodyBytes: 256 * 1024, logLevel }, { logStream: sink });
       try {
@@ -144,7 +139,7 @@ describe("delivery routes", () => {
       } finally {
         await app.close();
       }
-      return logged
+      return log.text()
         .split("\n")
         .filter((line) => line !== "")
         .map((line) => JSON.parse(line) as { msg: string; req?: { url?: string }; code?: string })

@@ -3,6 +3,7 @@
  * (driven with `inject`), fixture agents as providers and two tokens (operator, observer).
  */
 import * as fs from "node:fs";
+import { Writable } from "node:stream";
 import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -145,4 +146,16 @@ export async function storedState(node: TestNode): Promise<string> {
   };
   for (const sub of ["delivery/blobs", "delivery/stages", "journals"]) walk(path.join(node.home, sub));
   return JSON.stringify({ bundles, invocations, files });
+}
+
+/** A stream for a node's log that keeps what was written, for a test to read back. */
+export function logSink(): { readonly stream: Writable; text(): string } {
+  let logged = "";
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged += chunk.toString("utf8");
+      done();
+    },
+  });
+  return { stream, text: () => logged };
 }

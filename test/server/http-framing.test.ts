@@ -8,8 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { Writable } from "node:stream";
-import { OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
 
 interface RawAnswer {
   readonly status: number;
@@ -116,13 +115,8 @@ describe("HTTP framing", () => {
 
 describe("a client that goes away mid-chunk", () => {
   it("is logged as such, not as a failure of the node, and nothing of its chunk is kept", async () => {
-    let logged = "";
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged += chunk.toString("utf8");
-        done();
-      },
-    });
+    const log = logSink();
+    const sink = log.stream;
     const node = await openTestNode(tempRoot("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
     try {
       await node.app.listen({ host: "127.0.0.1", port: 0 });
@@ -141,13 +135,13 @@ describe("a client that goes away mid-chunk", () => {
       await new Promise((r) => setTimeout(r, 100));
       socket.destroy();
       let status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
-      for (let i = 0; i < 100 && !logged.includes("client went away"); i++) {
+      for (let i = 0; i < 100 && !log.text().includes("client went away"); i++) {
         await new Promise((r) => setTimeout(r, 20));
         status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
       }
-      const lines = logged.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { level: number; msg: string; code?: string });
+      const lines = log.text().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { level: number; msg: string; code?: string });
       const gone = lines.find((l) => l.msg === "client went away mid-request");
-      assert.ok(gone !== undefined, `no line for the client that left among: ${logged}`);
+      assert.ok(gone !== undefined, `no line for the client that left among: ${log.text()}`);
       assert.equal(gone.level, 30);
       assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], "no error was logged");
       const offset = (status.missing as { digest: string; offset: number }[]).find((m) => m.digest === blob.digest)?.offset;

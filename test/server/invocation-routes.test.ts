@@ -10,9 +10,8 @@ import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
-import { Writable } from "node:stream";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { OBSERVER, OPERATOR, json, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
 
 type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
 
@@ -261,13 +260,8 @@ describe("invocation routes", () => {
 describe("a run that ends without a recorded result", () => {
   it("says so in the node's log, naming the invocation and its run: its caller may be long gone", async () => {
     const root = tempRoot("server-invocations-log");
-    let logged = "";
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged += chunk.toString("utf8");
-        done();
-      },
-    });
+    const log = logSink();
+    const sink = log.stream;
     const node = await openTestNode(root, { settings: { logLevel: "warn" }, server: { logStream: sink } });
     try {
       const key = randomUUID();
@@ -279,8 +273,8 @@ describe("a run that ends without a recorded result", () => {
       });
       assert.equal(json(res.payload).code, "unresolved", res.payload);
       const runId = json(res.payload).run_id as string;
-      const line = logged.split("\n").find((l) => l.includes("run ended without a recorded result"));
-      assert.ok(line !== undefined, `no warning among: ${logged}`);
+      const line = log.text().split("\n").find((l) => l.includes("run ended without a recorded result"));
+      assert.ok(line !== undefined, `no warning among: ${log.text()}`);
       const entry = JSON.parse(line) as Record<string, unknown>;
       assert.deepEqual([entry.level, entry.scope, entry.id, entry.run_id, entry.status], [40, "api:alice", key, runId, "unresolved"]);
     } finally {
