@@ -11,7 +11,7 @@ import type { Warden } from "../warden.js";
 import { TokenAuthority } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
-import { AuthError } from "../core/errors.js";
+import { AuthError, isWardenError } from "../core/errors.js";
 import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
@@ -144,6 +144,9 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     // A client that went away before its body ended (a push cut off, a killed curl) is no failure
     // of this node, whatever the store reading that body then said: nothing of it was kept.
     if (request.raw.destroyed && !request.raw.complete) request.log.info({ code: spec.code }, "client went away mid-request");
+    // 503 is a state the node is in (its database is away, it is shutting down), said once per
+    // request: a warning with its code, not an error with a stack trace for every caller.
+    else if (spec.status === 503 && isWardenError(error)) request.log.warn({ code: spec.code, detail: spec.detail }, "request refused: not available now");
     else if (spec.status >= 500) request.log.error({ err: error }, "request failed");
     else request.log.info({ code: spec.code }, "request refused");
     return sendProblem(reply, spec, request);

@@ -367,3 +367,30 @@ describe("a node at its limit of event streams", () => {
     }
   });
 });
+
+describe("a request refused while the node cannot take it", () => {
+  it("is logged once as a warning with its code, not as an error with a stack", async () => {
+    const root = tempRoot("server-invocations-503");
+    const log = logSink();
+    const node = await openTestNode(root, { settings: { logLevel: "info" }, server: { logStream: log.stream } });
+    try {
+      await node.warden.close();
+      const refused = await node.app.inject({
+        method: "POST",
+        url: "/v1/invocations",
+        headers: { ...OPERATOR, "idempotency-key": randomUUID() },
+        payload: { provider: "claude", prompt: "too late" },
+      });
+      assert.equal(refused.statusCode, 503, refused.payload);
+      const code = json(refused.payload).code as string;
+      const lines = log.text().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { level: number; msg: string; code?: string; err?: unknown });
+      const line = lines.find((l) => l.code === code);
+      assert.equal(line?.level, 40, log.text());
+      assert.equal(line?.err, undefined, "no stack trace");
+      assert.deepEqual(lines.filter((l) => l.level >= 50), []);
+    } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
