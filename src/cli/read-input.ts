@@ -8,11 +8,22 @@ import * as fsp from "node:fs/promises";
 import { DigestStream, type Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
 
-/** The sha256 of the whole file at `path`, read in pieces (evidence may be a large log). */
-export async function digestInputFile(path: string): Promise<Digest> {
+/** Opens the file at `path` for reading, refusing anything but a regular file. */
+async function openInputFile(path: string): Promise<fsp.FileHandle> {
   const fh = await fsp.open(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   try {
     if (!(await fh.stat()).isFile()) throw new ValidationError("input-not-regular-file", `${path} is not a regular file`);
+    return fh;
+  } catch (error) {
+    await fh.close();
+    throw error;
+  }
+}
+
+/** The sha256 of the whole file at `path`, read in pieces (evidence may be a large log). */
+export async function digestInputFile(path: string): Promise<Digest> {
+  const fh = await openInputFile(path);
+  try {
     const hash = new DigestStream();
     const buf = Buffer.alloc(1024 * 1024);
     for (;;) {
@@ -27,9 +38,8 @@ export async function digestInputFile(path: string): Promise<Digest> {
 
 /** At most `maxBytes` bytes from the start of the file at `path`. */
 export async function readInputFile(path: string, maxBytes: number): Promise<Buffer> {
-  const fh = await fsp.open(path, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  const fh = await openInputFile(path);
   try {
-    if (!(await fh.stat()).isFile()) throw new ValidationError("input-not-regular-file", `${path} is not a regular file`);
     const buf = Buffer.alloc(maxBytes);
     let filled = 0;
     while (filled < maxBytes) {

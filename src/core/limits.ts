@@ -74,3 +74,13 @@ export const UNITS = { KiB, MiB } as const;
  * as one (toISOString throws), so a record holding one is damaged.
  */
 export const MAX_TIME_MS = 8_640_000_000_000_000;
+
+/** A stored count (bytes, offsets, entries): a safe integer, not negative. */
+export function isCount(value: unknown): value is number {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** A stored time: ms since the epoch that a Date can hold (views show them as ISO times). */
+export function isTime(value: unknown): value is number {
+  return isCount(value) && value <= MAX_TIME_MS;
+}

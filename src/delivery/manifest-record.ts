@@ -7,7 +7,7 @@
  */
 import { digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, isWardenError, type ErrorDetails } from "../core/errors.js";
-import { MAX_TIME_MS } from "../core/limits.js";
+import { isCount, isTime } from "../core/limits.js";
 import type { CatalogEntry } from "./catalog.js";
 import { manifestDigestOf, receiptOf, type Manifest } from "./manifest-types.js";
 import type { StageRecord } from "./stage.js";
@@ -125,16 +125,6 @@ function blobLengthsOf(manifest: Manifest): ReadonlyMap<string, number> {
     blobLengths.set(manifest, lengths);
   }
   return lengths;
-}
-
-/** A stored count (bytes, offsets): a safe integer, not negative. */
-export function isCount(value: unknown): value is number {
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
-}
-
-/** ms since the epoch that a Date can hold (catalog views show them as ISO times). */
-export function isTime(value: unknown): value is number {
-  return isCount(value) && value <= MAX_TIME_MS;
 }
 
 /** The error every damaged delivery record is reported with. */

@@ -5,7 +5,7 @@
  */
 import { parseDigest, type Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
-import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
+import { DEFAULT_LIMITS, isCount, isTime, type Limits } from "../core/limits.js";
 import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
 import { bundleViews, type BundleView } from "./catalog.js";
 import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
@@ -30,7 +30,7 @@ import {
   throwIfIncomplete,
 } from "./delivery-errors.js";
 import { LockTable } from "./lock-table.js";
-import { isCount, isDamagedRecord, isTime } from "./manifest-record.js";
+import { isDamagedRecord } from "./manifest-record.js";
 import { parseManifest } from "./manifest.js";
 import { receiptOf, type BlobRef, type CommitReceipt, type Manifest } from "./manifest-types.js";
 import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, type DeliveryStores, type RecoveryReport } from "./recovery.js";

@@ -62,6 +62,10 @@ export function answerClientError(error: Error & { code?: string }, socket: Dupl
  */
 export function repeatedHeader(rawHeaders: readonly string[], name: string): boolean {
   let seen = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === name && ++seen > 1) return true;
+  // Runs on every authenticated request: only names of the right length are lower-cased.
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const header = rawHeaders[i]!;
+    if (header.length === name.length && header.toLowerCase() === name && ++seen > 1) return true;
+  }
   return false;
 }

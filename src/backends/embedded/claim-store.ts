@@ -11,7 +11,7 @@ import { workerEntry } from "../../core/worker-entry.js";
 import { BoundedMap } from "../../core/bounded-map.js";
 import { IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
-import { MAX_TIME_MS } from "../../core/limits.js";
+import { isCount, isTime } from "../../core/limits.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -377,13 +377,13 @@ function optionalText(row: ClaimRow, column: keyof ClaimRow): string | undefined
 
 function integer(row: ClaimRow, column: keyof ClaimRow): number {
   const value = row[column];
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) throw malformed(row, column);
+  if (!isCount(value)) throw malformed(row, column);
   return value;
 }
 
 function time(row: ClaimRow, column: keyof ClaimRow): number {
-  const value = integer(row, column);
-  if (value > MAX_TIME_MS) throw malformed(row, column);
+  const value = row[column];
+  if (!isTime(value)) throw malformed(row, column);
   return value;
 }
 
