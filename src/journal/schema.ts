@@ -25,6 +25,15 @@ export function isUuid(value: unknown): value is string {
   return typeof value === "string" && UUID_RE.test(value);
 }
 
+/** The checks of a journal store's arguments, the same on every backend. */
+export function assertJournalRunId(runId: string): void {
+  if (!isUuid(runId)) throw new ValidationError("journal-bad-run-id", `run_id ${JSON.stringify(runId)} is not a UUID`);
+}
+
+export function assertJournalOffset(offset: number): void {
+  if (!Number.isSafeInteger(offset) || offset < 0) throw new ValidationError("journal-bad-offset", `journal offset ${offset} is not a byte offset`);
+}
+
 /** Proleptic Gregorian, as JavaScript's Date and RFC 3339 count. */
 const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31] as const;
 

@@ -119,6 +119,13 @@ export interface JournalStore {
   /** The raw bytes of a run's journal, refusing more than maxBytes; undefined when none exists. */
   read(runId: string, maxBytes: number): Promise<Uint8Array | undefined>;
   /**
+   * The bytes of a run's journal from byte `offset` on (none when it is not longer than that),
+   * refusing a journal of more than maxBytes as `read` does; undefined when none exists. A reader
+   * that follows a growing journal (the live event stream) reads each byte once instead of the
+   * whole journal on every append.
+   */
+  readFrom(runId: string, offset: number, maxBytes: number): Promise<Uint8Array | undefined>;
+  /**
    * Optional: the digest of a run's journal (lines starting within maxBytes), undefined when none
    * exists. A store whose bytes are remote offers it so a replay need not move the whole journal
    * to hash it; without it, replays `read` the bytes.

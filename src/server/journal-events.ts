@@ -1,7 +1,7 @@
 /**
  * A run's journal as Server-Sent Events: every entry already written, then each one as it is
- * appended (the journal tap signals durable appends; the file is re-read from where the stream
- * stands, so what is sent is exactly what is stored). One message per entry — `id: <seq>`,
+ * appended (the journal tap signals durable appends; the journal is read from where the stream
+ * stands, each byte once, so what is sent is exactly what is stored). One message per entry — `id: <seq>`,
  * `data: <the signed line>` — and a final `event: end` when the run terminated, when no process
  * is writing it any more (a cut run), or at shutdown. `Last-Event-ID` resumes after that seq.
  *
@@ -22,9 +22,27 @@ export interface JournalEventStream {
   end(reason: string): void;
 }
 
+/**
+ * The invocation named by the journal's first line (a run.started entry); null when the first line
+ * is not one, undefined while no whole line is written yet.
+ */
+function invocationOf(journal: Buffer): { readonly scope: string; readonly id: string } | null | undefined {
+  const end = journal.indexOf(NEWLINE);
+  if (end < 0) return undefined;
+  try {
+    const parsed = JSON.parse(journal.subarray(0, end).toString("utf8")) as { entry?: { event?: { type?: unknown; invocation?: { scope?: unknown; id?: unknown } } } };
+    const invocation = parsed.entry?.event?.type === "run.started" ? parsed.entry.event.invocation : undefined;
+    return typeof invocation?.scope === "string" && typeof invocation.id === "string" ? { scope: invocation.scope, id: invocation.id } : null;
+  } catch {
+    return null;
+  }
+}
+
 export function journalEventStream(warden: Warden, runId: string, afterSeq: number): JournalEventStream {
   const out = new PassThrough();
   let sentBytes = 0;
+  /** The run's invocation, from the journal's first line (undefined until it is read). */
+  let invocation: { readonly scope: string; readonly id: string } | null | undefined;
   let pumping = false;
   let again = false;
   let ended = false;
@@ -64,19 +82,21 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
         again = false;
         // Liveness first: if no writer is open now, the read below sees every line there will be.
         const live = warden.journals.isLive(runId);
-        const bytes = await warden.journals.read(runId, warden.limits.journalBytes);
-        if (bytes === undefined) return end("not-found");
+        const read = await warden.journals.readFrom(runId, sentBytes, warden.limits.journalBytes);
+        if (read === undefined) return end("not-found");
+        const bytes = Buffer.from(read.buffer, read.byteOffset, read.byteLength);
+        if (sentBytes === 0 && invocation === undefined) invocation = invocationOf(bytes);
         const last = bytes.lastIndexOf(NEWLINE);
-        if (last >= sentBytes) {
-          const text = Buffer.from(bytes.buffer, bytes.byteOffset + sentBytes, last + 1 - sentBytes).toString("utf8");
-          sentBytes = last + 1;
+        if (last >= 0) {
+          const text = bytes.subarray(0, last + 1).toString("utf8");
+          sentBytes += last + 1;
           for (const line of text.split("\n")) {
             if (line === "") continue;
             if (sendLine(line)) return end("terminated");
           }
         }
         if (!live) {
-          if (!(await runningElsewhere(bytes))) return end("not-running");
+          if (!(await runningElsewhere())) return end("not-running");
           clearTimeout(poll);
           poll = setTimeout(() => void pump(), REMOTE_POLL_MS);
         }
@@ -89,18 +109,8 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
   }
 
   /** True while another process owns the run: its claim (named by the journal's first line) reads in_progress. */
-  async function runningElsewhere(bytes: Uint8Array): Promise<boolean> {
-    const first = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const end = first.indexOf(NEWLINE);
-    if (end < 0) return false;
-    let invocation: { scope?: unknown; id?: unknown } | undefined;
-    try {
-      const parsed = JSON.parse(first.subarray(0, end).toString("utf8")) as { entry?: { event?: { type?: unknown; invocation?: { scope?: unknown; id?: unknown } } } };
-      if (parsed.entry?.event?.type === "run.started") invocation = parsed.entry.event.invocation;
-    } catch {
-      return false;
-    }
-    if (typeof invocation?.scope !== "string" || typeof invocation.id !== "string") return false;
+  async function runningElsewhere(): Promise<boolean> {
+    if (invocation === undefined || invocation === null) return false;
     return (await warden.invocations.lookup(invocation.scope, invocation.id))?.status === "in_progress";
   }
 

@@ -85,6 +85,10 @@ export class JournalTap implements JournalStore {
     return this.#inner.read(runId, maxBytes);
   }
 
+  readFrom(runId: string, offset: number, maxBytes: number): Promise<Uint8Array | undefined> {
+    return this.#inner.readFrom(runId, offset, maxBytes);
+  }
+
   exists(runId: string): Promise<boolean> {
     return this.#inner.exists(runId);
   }

@@ -68,6 +68,29 @@ for (const backend of backendsUnderTest()) {
       assert.equal((await node.journals.read(empty, 10))?.byteLength, 0);
     });
 
+    test("a read from an offset answers exactly the journal's bytes from there, under the same bound", async (t) => {
+      const state = await backend.state(t);
+      const node = await state.open();
+      const { runId, size } = await writeRun(node, 3);
+      const whole = Buffer.from((await node.journals.read(runId, size))!);
+      const firstLine = whole.indexOf(0x0a) + 1;
+      for (const offset of [0, 1, firstLine - 1, firstLine, firstLine + 5, size - 1, size, size + 10]) {
+        const part = await node.journals.readFrom(runId, offset, size);
+        assert.ok(part !== undefined);
+        assert.deepEqual(Buffer.from(part), whole.subarray(Math.min(offset, size)), `from ${offset}`);
+      }
+      assert.equal(await node.journals.readFrom(randomUUID(), 0, size), undefined);
+      await assert.rejects(node.journals.readFrom(runId, -1, size), (e: unknown) => isWardenError(e) && e.code === "journal-bad-offset");
+      await assert.rejects(node.journals.readFrom("not-a-uuid", 0, size), (e: unknown) => isWardenError(e) && e.code === "journal-bad-run-id");
+      // Over its bound, the journal is refused from any offset, its end included.
+      for (const offset of [0, firstLine, size]) {
+        await assert.rejects(node.journals.readFrom(runId, offset, size - 1), (e: unknown) => isWardenError(e) && e.code === "journal-too-large", `from ${offset}`);
+      }
+      // A line added later is read from where the reader stood.
+      await state.appendJournalLine(runId, Buffer.from("{}\n"));
+      assert.equal(Buffer.from((await node.journals.readFrom(runId, size, size + 3))!).toString(), "{}\n");
+    });
+
     test("verification names the first edited, deleted or reordered entry", async (t) => {
       const state = await backend.state(t);
       const node = await state.open();

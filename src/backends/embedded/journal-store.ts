@@ -12,9 +12,9 @@
 import { closeSync, fdatasync, fstatSync, lstatSync, readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
-import { ConflictError, LimitError, StorageError, ValidationError, errnoCode, isWardenError } from "../../core/errors.js";
-import { checkFileStats, createPrivateFd, ensurePrivateDirSync, readPrivateFile } from "../../storage/secure-fs.js";
-import { isUuid } from "../../journal/schema.js";
+import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../core/errors.js";
+import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../storage/secure-fs.js";
+import { assertJournalOffset, assertJournalRunId } from "../../journal/schema.js";
 import type { AppendOptions, JournalAppender, JournalStore } from "../../journal/types.js";
 import { SharedDirSync, type DirSyncHooks } from "./dir-sync.js";
 
@@ -29,10 +29,6 @@ export interface EmbeddedJournalStoreOptions {
 }
 
 export const JOURNAL_FILE_SUFFIX = ".ndjson";
-
-function assertRunId(runId: string): void {
-  if (!isUuid(runId)) throw new ValidationError("journal-bad-run-id", `run_id ${JSON.stringify(runId)} is not a UUID`);
-}
 
 interface PendingLine {
   readonly line: Uint8Array;
@@ -231,7 +227,7 @@ export class EmbeddedJournalStore implements JournalStore {
   }
 
   pathOf(runId: string): string {
-    assertRunId(runId);
+    assertJournalRunId(runId);
     return join(this.dir, runId + JOURNAL_FILE_SUFFIX);
   }
 
@@ -263,6 +259,31 @@ export class EmbeddedJournalStore implements JournalStore {
     } catch (error) {
       if (errnoCode(error) === "ENOENT") return undefined;
       throw readFailure(runId, maxBytes, error);
+    }
+  }
+
+  async readFrom(runId: string, offset: number, maxBytes: number): Promise<Uint8Array | undefined> {
+    assertJournalOffset(offset);
+    let fh;
+    try {
+      fh = await openPrivateFile(this.pathOf(runId), "read", maxBytes);
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") return undefined;
+      throw readFailure(runId, maxBytes, error);
+    }
+    try {
+      // The size the open checked against maxBytes: lines appended since are read next time.
+      const { size } = await fh.stat();
+      const bytes = Buffer.allocUnsafe(Math.max(0, Math.min(size, maxBytes) - offset));
+      let filled = 0;
+      while (filled < bytes.byteLength) {
+        const { bytesRead } = await fh.read(bytes, filled, bytes.byteLength - filled, offset + filled);
+        if (bytesRead === 0) break;
+        filled += bytesRead;
+      }
+      return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
+    } finally {
+      await fh.close();
     }
   }
 

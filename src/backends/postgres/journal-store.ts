@@ -10,8 +10,8 @@
  * failure the run's appender refuses every later line, so a journal never has a line after a
  * missing one.
  */
-import { ConflictError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
-import { isUuid } from "../../journal/schema.js";
+import { ConflictError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
+import { assertJournalOffset, assertJournalRunId } from "../../journal/schema.js";
 import { sha256Digest } from "../../core/digest.js";
 import type { JournalAppender, JournalDigest, JournalStore } from "../../journal/types.js";
 import { Batcher, type Outcome } from "./batcher.js";
@@ -36,23 +36,21 @@ const WRITE_BATCH = `
   SELECT COALESCE(array_agg(run_id), '{}') AS created FROM created`;
 
 /**
- * The lines of a run that start at or before `bound` bytes, each with the byte offset where it
- * ends, counted on the stored bytes themselves: at most the bound plus one line travels, and a
- * last end past the bound says the journal is longer than that (a line appended right at the
- * bound included).
+ * The lines of each run that start at or before its bound and end after byte `from_byte`, each
+ * with the byte offset where it ends, counted on the stored bytes themselves: at most the bound
+ * plus one line travels, and a last end past the bound says the journal is longer than that (a
+ * line appended right at the bound included; it travels whatever `from_byte` is, so that a read
+ * from the end of a journal over its bound is refused as a whole read is).
  */
-const LINES_WITHIN = (runId: string, bound: string): string => `
-    SELECT w.line_no, w.line, w.end_at FROM (
-      SELECT l.line_no, l.line, sum(octet_length(l.line)) OVER (ORDER BY l.line_no) AS end_at
-      FROM warden_journal_lines l WHERE l.run_id = ${runId}
-    ) w WHERE w.end_at - octet_length(w.line) <= ${bound}`;
-
 const READ_BATCH = `
   SELECT r.i, j.run_id IS NOT NULL AS present, s.line, s.end_at
-  FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS r(run_id, max_bytes, i)
+  FROM unnest($1::text[], $2::bigint[], $3::bigint[]) WITH ORDINALITY AS r(run_id, max_bytes, from_byte, i)
   LEFT JOIN warden_journals j ON j.run_id = r.run_id
   LEFT JOIN LATERAL (
-    ${LINES_WITHIN("j.run_id", "r.max_bytes")}
+    SELECT w.line_no, w.line, w.end_at FROM (
+      SELECT l.line_no, l.line, sum(octet_length(l.line)) OVER (ORDER BY l.line_no) AS end_at
+      FROM warden_journal_lines l WHERE l.run_id = j.run_id
+    ) w WHERE w.end_at - octet_length(w.line) <= r.max_bytes AND (w.end_at > r.from_byte OR w.end_at > r.max_bytes)
   ) s ON true
   ORDER BY r.i, s.line_no`;
 
@@ -63,6 +61,8 @@ const READS_IN_FLIGHT = 3;
 interface JournalRead {
   readonly runId: string;
   readonly maxBytes: number;
+  /** byte offset the read starts at */
+  readonly from: number;
 }
 
 /** A journal as read: whether it exists, its lines (those starting below the bound) and where the last ends. */
@@ -200,27 +200,33 @@ export class PostgresJournalStore implements JournalStore {
   }
 
   async create(runId: string): Promise<JournalAppender> {
-    assertRunId(runId);
+    assertJournalRunId(runId);
     await this.#writes.submit({ kind: "create", runId, at: Date.now() });
     return new RowJournalAppender(runId, this.#writes);
   }
 
   async read(runId: string, maxBytes: number): Promise<Uint8Array | undefined> {
-    assertRunId(runId);
-    return this.#reads.submit({ runId, maxBytes });
+    assertJournalRunId(runId);
+    return this.#reads.submit({ runId, maxBytes, from: 0 });
+  }
+
+  async readFrom(runId: string, offset: number, maxBytes: number): Promise<Uint8Array | undefined> {
+    assertJournalRunId(runId);
+    assertJournalOffset(offset);
+    return this.#reads.submit({ runId, maxBytes, from: offset });
   }
 
   /** From the claim read's prefetch when there is one (no statement), else from the bytes. */
   async digest(runId: string, maxBytes: number): Promise<JournalDigest | undefined> {
-    assertRunId(runId);
+    assertJournalRunId(runId);
     const prefetched = this.#prefetch.take(runId, maxBytes);
     if (prefetched !== undefined) return prefetched ?? undefined;
-    const bytes = await this.#reads.submit({ runId, maxBytes });
+    const bytes = await this.#reads.submit({ runId, maxBytes, from: 0 });
     return bytes === undefined ? undefined : { bytes: bytes.byteLength, sha256: sha256Digest(bytes), tail: bytes };
   }
 
   async exists(runId: string): Promise<boolean> {
-    assertRunId(runId);
+    assertJournalRunId(runId);
     const result = await query(this.#pool, "find a journal", {
       name: "warden-journal-exists",
       text: "SELECT 1 FROM warden_journals WHERE run_id = $1",
@@ -238,15 +244,18 @@ export class PostgresJournalStore implements JournalStore {
     const result = await query<{ i: number; present: boolean; line: Buffer | null; end_at: number | null }>(this.#pool, "read journals", {
       name: "warden-journal-read",
       text: READ_BATCH,
-      values: [items.map((r) => r.runId), items.map((r) => r.maxBytes)],
+      values: [items.map((r) => r.runId), items.map((r) => r.maxBytes), items.map((r) => r.from)],
     });
     const found = items.map((): { present: boolean; lines: Buffer[]; end: number } => ({ present: false, lines: [], end: 0 }));
     for (const row of result.rows) {
       const entry = found[row.i - 1]!;
       entry.present = row.present;
       if (row.line !== null) {
-        entry.lines.push(row.line);
-        entry.end = row.end_at ?? entry.end;
+        const end = Number(row.end_at);
+        // The first line may start before the offset asked for: only its bytes from there on.
+        const skip = entry.lines.length === 0 ? items[row.i - 1]!.from - (end - row.line.byteLength) : 0;
+        entry.lines.push(skip > 0 ? row.line.subarray(skip) : row.line);
+        entry.end = end;
       }
     }
     return items.map((r, i) => {
@@ -312,10 +321,6 @@ function startsOf(lengths: readonly number[]): number[] {
     at += n;
   }
   return starts;
-}
-
-function assertRunId(runId: string): void {
-  if (!isUuid(runId)) throw new ValidationError("journal-bad-run-id", `run_id ${JSON.stringify(runId)} is not a UUID`);
 }
 
 function asAppendFailure(error: unknown): StorageError {
