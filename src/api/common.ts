@@ -20,6 +20,8 @@ export const Count = Type.Integer({ minimum: 0 });
 
 /** 204 replies: no body. */
 export const NoContent = Type.Null({ description: "no content" });
+/** The query of a route that takes none: a parameter sent to it is a mistake worth naming (a typo, a wrong route). */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
 
 /** A blob by content address. */
 export const BlobRef = Type.Object(

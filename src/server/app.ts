@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import Fastify, { LogController, type FastifyReply, type FastifyRequest } from "fastify";
 import swagger from "@fastify/swagger";
+import { NoQuery } from "../api/common.js";
 import type { ServerSettings } from "../config/serve-config.js";
 import type { Warden } from "../warden.js";
 import { TokenAuthority } from "./auth.js";
@@ -152,7 +153,12 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     return sendProblem(reply, spec, request);
   });
   const allowed = new AllowedMethods();
-  app.addHook("onRoute", (route) => allowed.add(route.method, route.url ?? route.path));
+  app.addHook("onRoute", (route) => {
+    allowed.add(route.method, route.url ?? route.path);
+    // The API refuses query parameters it does not know, on every route (health probes aside,
+    // whose callers are load balancers that may add their own).
+    if (route.url.startsWith("/v1/") && route.schema?.querystring === undefined) route.schema = { ...route.schema, querystring: NoQuery };
+  });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split("?")[0]!;
     const methods = allowed.for(path);

@@ -5,7 +5,7 @@
  * a body violation is `<prefix>-unknown-field`, `-missing-field`, `-field-type` or
  * `-field-invalid`, where the route picks the prefix (e.g. `invoke-request`, `review`).
  */
-import type { FastifySchemaCompiler } from "fastify";
+import type { FastifySchemaCompiler, FastifySchemaValidationError } from "fastify";
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
@@ -24,10 +24,32 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
   if (httpPart === "body") return (value: unknown) => (compiled.Check(value) ? true : { error: compiled.Errors(value) });
   return (value: unknown) => {
     if (compiled.Check(value)) return true;
+    // Convert changes the object it is given: the strings as sent are kept aside to compare.
+    const sent: unknown = typeof value === "object" && value !== null ? { ...(value as Record<string, unknown>) } : value;
     const converted = Value.Convert(schema, value);
-    return compiled.Check(converted) ? { value: converted } : { error: compiled.Errors(converted) };
+    if (!compiled.Check(converted)) return { error: compiled.Errors(converted) };
+    const altered = alteredField(sent, converted);
+    return altered === undefined ? { value: converted } : { error: [altered] };
   };
 };
+
+/**
+ * A field whose string the conversion changed rather than read: TypeBox takes `limit=1.5` as 1,
+ * `limit=true` as 1, and `1e1`, `0x10`, ` 1` or `01` as numbers, where a client that sent them
+ * meant something else or made a mistake. A converted value must print back as the very string
+ * that was sent.
+ */
+function alteredField(sent: unknown, converted: unknown): FastifySchemaValidationError | undefined {
+  if (typeof sent !== "object" || sent === null || typeof converted !== "object" || converted === null) return undefined;
+  for (const [name, value] of Object.entries(converted)) {
+    const original = (sent as Record<string, unknown>)[name];
+    if (typeof original === "string" && (typeof value === "number" || typeof value === "boolean") && String(value) !== original) {
+      const message = `must be written as ${typeof value === "number" ? "a plain decimal number" : "true or false"}`;
+      return { keyword: "type", instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, params: {}, message };
+    }
+  }
+  return undefined;
+}
 
 export interface ValidationFailure {
   readonly errors: readonly SchemaErrorLike[];

@@ -163,6 +163,15 @@ describe("bad input over HTTP", () => {
     { name: "unknown route", request: () => ({ method: "GET", url: "/v1/nothing", headers: OPERATOR }), status: 404, code: "route-not-found" },
     { name: "unknown query parameter", request: () => ({ method: "GET", url: "/v1/invocations?owner=me", headers: OPERATOR }), status: 400, code: "query-unknown-field" },
     { name: "bad status filter", request: () => ({ method: "GET", url: "/v1/invocations?status=done", headers: OPERATOR }), status: 400, code: "query-invalid" },
+    // A number in a query is read as written, never rounded or parsed from another notation.
+    ...["1.5", "1e1", "0x10", "01", "%201", "true"].map((limit) => ({
+      name: `page size ${limit}`,
+      request: () => ({ method: "GET" as const, url: `/v1/invocations?limit=${limit}`, headers: OPERATOR }),
+      status: 400,
+      code: "query-invalid",
+    })),
+    { name: "a query parameter to a route that takes none", request: () => ({ method: "GET", url: "/v1/bundles?revision=r1", headers: OPERATOR }), status: 400, code: "query-unknown-field" },
+    { name: "a query parameter to a run's journal", request: () => ({ method: "GET", url: `/v1/runs/${randomUUID()}/journal?x=1`, headers: OPERATOR }), status: 400, code: "query-unknown-field" },
     { name: "bad cursor", request: () => ({ method: "GET", url: "/v1/invocations?cursor=%7B%7D", headers: OPERATOR }), status: 400, code: "invalid-cursor" },
     { name: "bad run id", request: () => ({ method: "GET", url: "/v1/runs/not-a-uuid/journal", headers: OPERATOR }), status: 400, code: "run-id-invalid" },
     { name: "unknown run", request: () => ({ method: "GET", url: `/v1/runs/${randomUUID()}/verification`, headers: OPERATOR }), status: 404, code: "run-not-found" },
