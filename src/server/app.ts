@@ -14,6 +14,7 @@ import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
 import { AuthError, isWardenError } from "../core/errors.js";
 import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
+import { parseJsonBodiesAsUtf8 } from "./json-body.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
 import { bundleRoutes } from "./routes/bundles.js";
@@ -86,6 +87,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   // silently drop a field the way a schema-driven serializer would.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   app.removeContentTypeParser("text/plain");
+  parseJsonBodiesAsUtf8(app);
 
   const authority = new TokenAuthority(settings.tokens);
   const ctx: RouteContext = {

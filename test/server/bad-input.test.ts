@@ -155,6 +155,16 @@ describe("bad input over HTTP", () => {
       status: 413,
       code: "chunk-too-large",
     },
+    // Bytes that are not UTF-8 would be decoded to U+FFFD: a different request than the one sent.
+    {
+      name: "a body that is not UTF-8",
+      request: () => ({
+        ...invoke({ "idempotency-key": randomUUID() }, ""),
+        payload: Buffer.concat([Buffer.from('{"provider": "claude", "prompt": "caf'), Buffer.from([0xe9]), Buffer.from('"}')]),
+      }),
+      status: 400,
+      code: "json-malformed",
+    },
     // JSON.parse accepts a lone surrogate; it has no UTF-8 form, so no request hash can be taken over it.
     { name: "a lone surrogate in a string", request: () => invoke({ "idempotency-key": randomUUID() }, '{"provider": "claude", "prompt": "\\ud800"}'), status: 400, code: "invalid-json" },
     // One rule for the id in the path: a UUID, with one code however it fails.
