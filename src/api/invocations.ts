@@ -172,6 +172,8 @@ export const JournalReport = Type.Object({
   result_hash: Type.Optional(Digest),
   open_effects: List(Type.String()),
   effects: Count,
+  /** the agent's pid and host, as the node noted them once it started */
+  agent_process: Type.Optional(Type.Object({ pid: Count, host: Type.String() })),
 });
 
 export const Inspection = Type.Object({

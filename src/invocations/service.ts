@@ -451,6 +451,7 @@ function journalReportOf(report: RunCheck | undefined): JournalReport {
     ...(inspection.result_hash === undefined ? {} : { result_hash: inspection.result_hash }),
     open_effects: inspection.open_effects,
     effects: inspection.effects,
+    ...(inspection.agent_process === undefined ? {} : { agent_process: inspection.agent_process }),
   };
 }
 

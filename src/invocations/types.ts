@@ -5,7 +5,7 @@
 import type { JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
 import type { EffectKind, TerminationReason } from "../journal/types.js";
-import type { ReconciliationFinding } from "../journal/inspect.js";
+import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
 import type { InvocationHandle } from "./handle.js";
@@ -161,6 +161,8 @@ export interface JournalReport {
   readonly result_hash?: Digest;
   readonly open_effects: readonly string[];
   readonly effects: number;
+  /** the agent's pid and host, as noted once it started */
+  readonly agent_process?: AgentProcess;
 }
 
 export interface InspectionReport {

@@ -31,6 +31,29 @@ export interface RunInspection {
   result_hash?: Digest;
   open_effects: readonly string[];
   effects: number;
+  /**
+   * The agent's process as the node noted it once started (pid and host): where to check that it
+   * is gone before an operator states `effects_stopped`.
+   */
+  agent_process?: AgentProcess;
+}
+
+export interface AgentProcess {
+  readonly pid: number;
+  readonly host: string;
+}
+
+/** The first `note` naming the agent's process (the runner writes it right after the launch). */
+function agentProcessOf(report: VerifyReport): AgentProcess | undefined {
+  for (const entry of report.valid) {
+    const event = entry.event;
+    if (event.type !== "note") continue;
+    const process = event.process;
+    if (typeof process !== "object" || process === null || Array.isArray(process)) continue;
+    const { pid, host } = process as { pid?: unknown; host?: unknown };
+    if (Number.isSafeInteger(pid) && typeof host === "string") return { pid: pid as number, host };
+  }
+  return undefined;
 }
 
 /** Terminations that stop a run from outside: an effect still open then may have happened or not. */
@@ -69,6 +92,7 @@ export function inspectRun(report: VerifyReport): RunInspection {
   }
 
   const requires = reasons.length > 0;
+  const agentProcess = agentProcessOf(report);
   return {
     clean: report.ok && !requires,
     requires_reconciliation: requires,
@@ -77,5 +101,6 @@ export function inspectRun(report: VerifyReport): RunInspection {
     ...(termination?.result_hash !== undefined ? { result_hash: termination.result_hash } : {}),
     open_effects: open,
     effects,
+    ...(agentProcess !== undefined ? { agent_process: agentProcess } : {}),
   };
 }

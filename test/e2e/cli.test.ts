@@ -10,6 +10,7 @@ import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFil
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { hostname } from "node:os";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { closedPort, fixtureAgents, removeHome, repo, startNode, tempDir, warden as runWarden, type CliRun, type NodeProcess } from "../client/harness.js";
@@ -219,6 +220,8 @@ describe("warden CLI against a real node", () => {
     // A live run's journal is open, but nothing awaits an operator yet.
     assert.match(inspected.stdout, /^in_progress api:operator /);
     assert.match(inspected.stdout, /needs review\s+not yet: the run is still in progress$/m);
+    // Where the agent runs, to check before stating its effects stopped.
+    assert.match(inspected.stdout, new RegExp(`^\\s*agent process\\s+pid \\d+ on ${hostname()}$`, "m"));
     // Reconciling it is refused as "not yet" (exit 2), naming the status it found.
     const { snapshot_hash } = json<{ snapshot_hash: string }>(await warden(["inspect", "api:operator", id, "--json"]));
     const reviewFile = join(scratch, "running-review.json");

@@ -49,6 +49,19 @@ describe("inspectRun", () => {
     assertClean(inspect([started(), end("cancelled")]));
   });
 
+  it("names the agent's process (pid and host) from the first note that records it, and nothing when none does", () => {
+    const noted = inspect([
+      started(),
+      { type: "note", process: "not an object" },
+      { type: "note", process: { pid: "12", host: "h" } },
+      { type: "note", process: { pid: 4242, host: "agent-box-1" } },
+      { type: "note", process: { pid: 7, host: "later" } },
+      end("timeout"),
+    ]);
+    assert.deepEqual(noted.agent_process, { pid: 4242, host: "agent-box-1" });
+    assert.equal(inspect(cleanRunEvents()).agent_process, undefined);
+  });
+
   it("rule: seq 0 is not run.started", () => {
     const empty = inspect(Buffer.alloc(0));
     assert.equal(empty.clean, false);

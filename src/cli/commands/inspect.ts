@@ -88,6 +88,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["journal", journal.present ? `${journal.entries} entries, ${journal.ok ? "verifies" : `FAILS: ${journal.first_error?.code ?? "?"} at line ${journal.first_error?.line ?? "?"}`}` : "missing"],
         ["termination", journal.termination ?? "none"],
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
+        ["agent process", journal.agent_process === undefined ? "not noted" : `pid ${journal.agent_process.pid} on ${journal.agent_process.host}`],
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
         ["needs review", needsReview(inspection)],
       ]) +
