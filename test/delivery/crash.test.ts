@@ -8,15 +8,14 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
 import type { DeliveryFaultPoint } from "../../src/backends/embedded/delivery-faults.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./children/crash-bundle.js";
+import { WarmChild } from "./children/warm-child.js";
 import { assertBundleIntact, treeOf, uploadMissing } from "./store-harness.js";
 
 const CHILD = fileURLToPath(new URL("./children/delivery-crash-child.ts", import.meta.url));
@@ -50,42 +49,6 @@ const AFTER_UPLOAD = new Set<DeliveryFaultPoint>(["blob-linked", "blob-dir-sync"
 /** From here on the commit record was durable before the kill. */
 const AFTER_COMMIT = new Set<DeliveryFaultPoint>(["commit-recorded", "stage-remove"]);
 
-/** A tsx child that has loaded its modules and waits for its parameters. */
-class WarmChild {
-  readonly #proc: ChildProcessWithoutNullStreams;
-  readonly lines: string[] = [];
-  readonly #waiters: Array<() => void> = [];
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stderr = "";
-
-  constructor() {
-    this.#proc = spawn(process.execPath, ["--import", "tsx", CHILD], { stdio: ["pipe", "pipe", "pipe"] });
-    createInterface({ input: this.#proc.stdout }).on("line", (line) => {
-      this.lines.push(line);
-      for (const w of this.#waiters.splice(0)) w();
-    });
-    this.#proc.stderr.on("data", (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => this.#proc.on("exit", (code, signal) => resolve({ code, signal })));
-  }
-
-  async waitFor(line: string): Promise<boolean> {
-    const exited = this.exited.then(() => false);
-    for (;;) {
-      if (this.lines.includes(line)) return true;
-      const more = new Promise<true>((resolve) => this.#waiters.push(() => resolve(true)));
-      if (!(await Promise.race([more, exited]))) return this.lines.includes(line);
-    }
-  }
-
-  start(params: object): void {
-    this.#proc.stdin.end(`${JSON.stringify(params)}\n`);
-  }
-
-  kill(): void {
-    this.#proc.kill("SIGKILL");
-  }
-}
-
 interface Outcome {
   readonly killed: boolean;
   readonly committedBefore: boolean;
@@ -110,9 +73,9 @@ function ackedOffsets(lines: readonly string[]): Map<string, number> {
 async function crashAndRecover(child: WarmChild, run: Run): Promise<Outcome> {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), "warden-delivery-crash-"));
   try {
-    assert.ok(await child.waitFor("loaded"), `child failed to load: ${child.stderr}`);
+    assert.ok(await child.printed("loaded"), `child failed to load: ${child.stderr}`);
     child.start({ home, seed: run.seed, point: run.point, nth: run.nth, step: run.step });
-    assert.ok(await child.waitFor("opened"), `child failed to open: ${child.stderr}`);
+    assert.ok(await child.printed("opened"), `child failed to open: ${child.stderr}`);
     const started = performance.now();
     if (run.delayMs !== undefined) setTimeout(() => child.kill(), run.delayMs);
     const exit = await child.exited;
@@ -170,7 +133,7 @@ test("kill -9 at every fault point and at random moments: absent or complete, th
   // Spawning a tsx child costs far more than a run: children warm up ahead, two lanes run at once.
   const spawned: WarmChild[] = [];
   const spawn = (): WarmChild => {
-    const child = new WarmChild();
+    const child = new WarmChild(CHILD);
     spawned.push(child);
     return child;
   };

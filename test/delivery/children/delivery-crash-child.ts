@@ -8,10 +8,10 @@
  * acknowledged chunk is reported as "acked <digest> <next offset>" (stdout is a pipe: written
  * synchronously, so a line printed before a kill reaches the parent).
  */
-import { createInterface } from "node:readline";
 import { openEmbeddedDelivery } from "../../../src/backends/embedded/delivery-backend.js";
 import type { DeliveryFaultPoint } from "../../../src/backends/embedded/delivery-faults.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./crash-bundle.js";
+import { awaitParams } from "./warm-child.js";
 
 interface Params {
   readonly home: string;
@@ -50,12 +50,4 @@ async function run(params: Params): Promise<void> {
   process.exit(params.point === undefined && params.step === undefined ? 0 : 3);
 }
 
-const lines = createInterface({ input: process.stdin });
-lines.once("line", (line) => {
-  lines.close();
-  run(JSON.parse(line) as Params).catch((error: unknown) => {
-    process.stderr.write(`${String(error)}\n`);
-    process.exit(2);
-  });
-});
-process.stdout.write("loaded\n");
+awaitParams(run);
