@@ -113,8 +113,12 @@ export function errnoCode(error: unknown): string | undefined {
   return undefined;
 }
 
-/** errno codes of a file system (or quota) with no room left. */
-const FULL_ERRNOS = new Set(["ENOSPC", "EDQUOT"]);
+/**
+ * Codes of storage with no room left: a file system's or quota's errno, and SQLite's own code for
+ * a database that could not grow (better-sqlite3 sets it as the error's `code`). Every layer that
+ * maps raw failures (the delivery service's guard included) then answers 507 capacity-exhausted.
+ */
+const FULL_ERRNOS = new Set(["ENOSPC", "EDQUOT", "SQLITE_FULL"]);
 
 export function isStorageFull(error: unknown): boolean {
   const code = errnoCode(error);

@@ -354,3 +354,28 @@ test("chunks of several blobs of one stage may arrive concurrently; a duplicated
   assert.deepEqual(again, [{ next_offset: 7000 }, { next_offset: 7000 }]);
   await delivery.commit(begun.stage_id);
 });
+
+test("a commit that meets a full database is refused as exhausted capacity (507) and deletes nothing: once there is room, the same commit succeeds without a byte sent again", async (t) => {
+  let full = false;
+  const sqliteFull = (): Error => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+  const faults = {
+    at: (point: string): void => {
+      if (full && point === "activity-record") throw sqliteFull();
+    },
+  };
+  // Activity is written at most once a second: this clock makes every publication write it.
+  let now = 1_000_000;
+  const opened = await openStore(t, tempHome(t), { faults, clock: () => (now += 2000) });
+  const { delivery } = opened;
+  const files = [0, 1, 2].map((i) => ({ path: `data/${i}.bin`, content: bytesOf(20 + i, 20_000) }));
+  const { manifest, blobs } = buildManifest(files);
+  const begun = await delivery.begin(manifest);
+  await uploadMissing(delivery, begun, blobs);
+  full = true;
+  const refused = await rejectsWith(delivery.commit(begun.stage_id), "capacity-exhausted");
+  assert.equal(refused.status, 507);
+  full = false;
+  assert.deepEqual((await delivery.status(begun.stage_id)).missing, [], "a refused commit asks for no acknowledged byte again");
+  await delivery.commit(begun.stage_id);
+  for (const f of files) assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(sha256Digest(f.content)))), f.content);
+});

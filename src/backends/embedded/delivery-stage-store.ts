@@ -438,9 +438,11 @@ export class EmbeddedStageStore implements StageStore {
     const live = this.#liveOf(stageId);
     const blob = live?.blobs.get(digest);
     if (live === undefined || blob === undefined) return;
+    // The activity write may fail (a full disk): the blob must then still read as not complete,
+    // since promote's caller drops the link it made and the partial is again the blob's only name.
+    this.#noteActivity(stageId, live, now);
     blob.received = blob.byte_len;
     blob.complete = true;
-    this.#noteActivity(stageId, live, now);
   }
 
   async markStored(stageId: string, ref: BlobRef): Promise<void> {
