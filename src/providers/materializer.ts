@@ -13,7 +13,7 @@ import * as fs from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
-import { IntegrityError, NotFoundError, ValidationError, errnoCode } from "../core/errors.js";
+import { IntegrityError, NotFoundError, ValidationError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { sha256Digest } from "../core/digest.js";
 import { createPrivateFile, ensurePrivateDirSync, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
 import { parseManifest } from "../delivery/manifest.js";
@@ -120,7 +120,9 @@ export class Materializer {
       await removeTree(temp).catch(() => undefined);
       await fsp.rmdir(finalDir).catch(() => undefined);
       await this.#sessions.release(session);
-      throw error;
+      // A full disk is exhausted capacity (507), not an internal error: a run then ends as a clean,
+      // recorded "not launched" failure instead of an unresolved claim an operator must close.
+      throw isStorageFull(error) ? storageFull("materialize the bundle", error) : error;
     }
     const paths = {
       root: finalDir,
@@ -257,7 +259,7 @@ export class Materializer {
       await fsp.mkdir(finalDir, { mode: TREE_DIR_MODE });
     } catch (error) {
       if (errnoCode(error) === "EEXIST") throw sessionExists(session);
-      throw error;
+      throw isStorageFull(error) ? storageFull("materialize the bundle", error) : error;
     }
   }
 

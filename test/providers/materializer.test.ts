@@ -311,6 +311,22 @@ describe("materializer: refusals happen before anything is written", () => {
     assert.deepEqual(listTree(root), []);
   });
 
+  it("a full disk while the tree is written is exhausted capacity (507), and leaves neither the session nor a temp directory", async () => {
+    source.add("ok", "r1", fullBundleFiles());
+    const full = new Materializer({
+      root,
+      source,
+      hooks: {
+        beforePublish() {
+          throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+        },
+      },
+    });
+    const refused = await rejectsWith(full.materialize({ provider: "claude", bundle: { bundle_id: "ok", revision: "r1" }, session: "s-full" }), "capacity-exhausted");
+    assert.equal(refused.status, 507);
+    assert.deepEqual(listTree(root), []);
+  });
+
   it("a failure just before publication leaves neither the session nor a temp directory", async () => {
     source.add("ok", "r1", fullBundleFiles());
     let sawTemp = "";
