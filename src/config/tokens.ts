@@ -7,8 +7,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { errnoCode } from "../core/errors.js";
-import { createPrivateFileSync, readPrivateFileSync, syncDirSync } from "../storage/secure-fs.js";
+import { StorageError, errnoCode } from "../core/errors.js";
+import { publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import { checkAgainst } from "./check.js";
 import { TokensFile } from "./schema.js";
 
@@ -56,7 +56,7 @@ export function loadTokens(sources: TokenSources): LoadedTokens {
   const local = readTokenFile(tokenPath);
   if (local !== undefined) tokens.push({ name: operatorName, role: "operator", hash: hashToken(local) });
   if (tokens.length > 0) return { tokens };
-  const generated = generateTokenFile(sources.home, tokenPath);
+  const generated = generateTokenFile(tokenPath);
   return { tokens: [{ name: operatorName, role: "operator", hash: hashToken(generated) }], generated: tokenPath };
 }
 
@@ -96,24 +96,19 @@ function readTokenFile(path: string): string | undefined {
   }
 }
 
-/** Creates `<home>/token` (0600, create-new, fsynced); a concurrent creator's token wins. */
-function generateTokenFile(home: string, path: string): string {
-  const token = randomBytes(32).toString("base64url");
-  let fd: number;
-  try {
-    fd = createPrivateFileSync(path);
-  } catch (error) {
-    if (errnoCode(error) !== "EEXIST") throw error;
+/**
+ * Creates `<home>/token` (0600, fsynced); a concurrent creator's token wins. The file gets its
+ * name only once it holds the token (a temp file, then link), so a full disk or a crash never
+ * leaves an empty one. An empty one found (left by an older version's interrupted first start)
+ * authenticates nobody and would refuse every later start: it is replaced.
+ */
+function generateTokenFile(path: string): string {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const token = randomBytes(32).toString("base64url");
+    if (publishNewFileSync(path, `${token}\n`)) return token;
     const existing = readTokenFile(path);
     if (existing !== undefined) return existing;
-    throw error;
+    fs.rmSync(path, { force: true });
   }
-  try {
-    fs.writeFileSync(fd, `${token}\n`);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  syncDirSync(home);
-  return token;
+  throw new StorageError("token-file-unusable", `${path} stays empty; remove it, or configure WARDEN_TOKEN`);
 }

@@ -281,9 +281,13 @@ export async function publishNewFile(target: string, data: Uint8Array | string):
   try {
     await fh.writeFile(data);
     await fh.sync();
-  } finally {
+  } catch (error) {
+    // A full disk fails here: the half-written temp must not stay behind, taking room.
     await fh.close();
+    await fsp.rm(temp, { force: true });
+    throw error;
   }
+  await fh.close();
   return publishTempFile(temp, target);
 }
 
@@ -312,9 +316,13 @@ export function publishNewFileSync(target: string, data: Uint8Array | string): b
   try {
     fs.writeFileSync(fd, data);
     fs.fsyncSync(fd);
-  } finally {
+  } catch (error) {
+    // A full disk fails here: the half-written temp must not stay behind, taking room.
     fs.closeSync(fd);
+    fs.rmSync(temp, { force: true });
+    throw error;
   }
+  fs.closeSync(fd);
   let created = true;
   try {
     fs.linkSync(temp, target);

@@ -129,6 +129,18 @@ describe("token sources", () => {
     assert.deepEqual(new TokenAuthority(second.tokens).authenticate(`Bearer ${token}`).role, "operator");
   });
 
+  it("an empty <home>/token (a first start that met a full disk) does not refuse the next start: it is replaced", () => {
+    const home = path.join(root, "empty-token");
+    fs.mkdirSync(home, { mode: 0o700 });
+    fs.writeFileSync(path.join(home, "token"), "", { mode: 0o600 });
+    const loaded = loadTokens({ home });
+    assert.equal(loaded.generated, path.join(home, "token"));
+    const token = fs.readFileSync(path.join(home, "token"), "utf8").trim();
+    assert.ok(token.length >= 40);
+    assert.deepEqual(new TokenAuthority(loaded.tokens).authenticate(`Bearer ${token}`), { name: "operator", role: "operator" });
+    assert.deepEqual(fs.readdirSync(home), ["token"], "no temp file is left beside it");
+  });
+
   it("uses env tokens and a tokens file of hashes, and generates nothing then", () => {
     const home = path.join(root, "configured");
     fs.mkdirSync(home, { mode: 0o700 });
