@@ -202,3 +202,54 @@ test("abort removes the stage and its partials; unknown stages are not found; a 
   await delivery.abort(again.stage_id);
   assert.deepEqual(await delivery.commit(again.stage_id), receipt);
 });
+
+test("dropping a stage on a full disk frees its partials first, so the drop itself gets the room it needs", async (t) => {
+  const sqliteFull = (): Error => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+  // The row's delete fails while the partials are on disk (the log has no room), then succeeds.
+  let layout: { stageDir(stageId: string): string } | undefined;
+  let stageId = "";
+  const faults = {
+    at: (point: string): void => {
+      if (point === "stage-row-delete" && fs.existsSync(layout!.stageDir(stageId))) throw sqliteFull();
+    },
+  };
+  const opened = await openStore(t, tempHome(t), { faults });
+  layout = opened.layout;
+  const { delivery } = opened;
+  const data = bytesOf(41, 50_000);
+  const { manifest } = buildManifest([{ path: "data/big.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  stageId = begun.stage_id;
+  await delivery.putChunk(stageId, begun.missing[0]!.digest, 0, data.subarray(0, 20_000));
+  assert.ok(fs.existsSync(layout.stageDir(stageId)));
+  await delivery.abort(stageId);
+  assert.equal(fs.existsSync(layout.stageDir(stageId)), false);
+  await rejectsWith(delivery.status(stageId), "stage-not-found");
+  // A new push of the same manifest starts over, from 0.
+  const again = await delivery.begin(manifest);
+  assert.notEqual(again.stage_id, stageId);
+  assert.deepEqual(again.missing.map((m) => m.offset), [0]);
+});
+
+test("a stage whose row cannot be deleted even then is refused as exhausted capacity, and asks for its blob again from 0", async (t) => {
+  const home = tempHome(t);
+  const sqliteFull = (): Error => Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+  let full = true;
+  const faults = {
+    at: (point: string): void => {
+      if (full && point === "stage-row-delete") throw sqliteFull();
+    },
+  };
+  const { delivery } = await openStore(t, home, { faults });
+  const data = bytesOf(42, 50_000);
+  const { manifest } = buildManifest([{ path: "data/big.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  await delivery.putChunk(begun.stage_id, begun.missing[0]!.digest, 0, data.subarray(0, 20_000));
+  const refused = await rejectsWith(delivery.abort(begun.stage_id), "capacity-exhausted");
+  assert.equal(refused.status, 507);
+  full = false;
+  // Its partial went to make room: the stage lives on, and asks for the blob from 0.
+  assert.deepEqual((await delivery.status(begun.stage_id)).missing.map((m) => m.offset), [0]);
+  await delivery.abort(begun.stage_id);
+  await rejectsWith(delivery.status(begun.stage_id), "stage-not-found");
+});

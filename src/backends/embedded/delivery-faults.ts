@@ -25,6 +25,8 @@ export type DeliveryFaultPoint =
   | "commit-record"
   /** the commit transaction is durable, before the caller hears of it */
   | "commit-recorded"
+  /** inside the transaction deleting a stage's row (at commit, abort or expiry), before it commits */
+  | "stage-row-delete"
   /** before a closed stage's files are removed */
   | "stage-remove";
 

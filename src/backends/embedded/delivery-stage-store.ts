@@ -16,7 +16,7 @@ import * as os from "node:os";
 import { join } from "node:path";
 import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
-import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode } from "../../core/errors.js";
+import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode, isStorageFull } from "../../core/errors.js";
 import { partialLost } from "../../delivery/delivery-errors.js";
 import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../delivery/manifest-types.js";
@@ -464,9 +464,25 @@ export class EmbeddedStageStore implements StageStore {
     const row = this.#selectStage.get(stageId);
     if (row !== undefined) this.#manifests.forget(row.manifest_digest);
     this.#live.delete(stageId);
-    this.#deleteStage.run(stageId);
+    try {
+      this.#deleteRow(stageId);
+    } catch (error) {
+      if (!isStorageFull(error)) throw error;
+      // On a full disk even a delete needs room (in the database's log), and dropping a stage is
+      // how an operator makes room: its partials, thrown away either way, go first. Should the
+      // row still stay, the stage asks for its blobs again from 0 (see openPartial).
+      removeStageDirSync(dir);
+      this.#deleteRow(stageId);
+    }
     fire(this.#faults, "stage-remove");
     removeStageDirSync(dir);
+  }
+
+  #deleteRow(stageId: string): void {
+    this.#db.transaction(() => {
+      fire(this.#faults, "stage-row-delete");
+      this.#deleteStage.run(stageId);
+    })();
   }
 
   /** Writes the stage's activity to its row when the row is more than ACTIVITY_PERSIST_MS behind. */
