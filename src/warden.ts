@@ -102,6 +102,8 @@ export class Warden {
   readonly #active = new Map<string, { run_id: string; done: Promise<unknown> }>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
   #starting = 0;
+  /** sessions `materialize` made and not yet released */
+  readonly #apiSessions = new Set<string>();
   #closing: Promise<void> | undefined;
 
   /** Use `openWarden`. */
@@ -189,9 +191,37 @@ export class Warden {
     return outcome === undefined ? undefined : this.#withRunId(scope, id, outcome);
   }
 
-  /** Materializes a committed bundle revision for a provider in a new session. */
-  materialize(bundleId: string, revision: string, provider: ProviderName): Promise<Materialization> {
-    return this.materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session: randomUUID() });
+  /**
+   * Materializes a committed bundle revision for a provider in a new session, kept until
+   * `releaseMaterialization` (or the node's restart): at most `limits.materializations` at once.
+   */
+  async materialize(bundleId: string, revision: string, provider: ProviderName): Promise<Materialization> {
+    const limit = this.limits.materializations;
+    if (this.#apiSessions.size >= limit) {
+      throw new LimitError(
+        "materialization-capacity-exhausted",
+        `${this.#apiSessions.size} materialized trees are kept on this node, the limit is ${limit}; delete one no longer used (DELETE /v1/materializations/{session})`,
+        { status: 429, details: { kept: this.#apiSessions.size, limit } },
+      );
+    }
+    // Counted from here, so that requests arriving together cannot all pass the check.
+    const session = randomUUID();
+    this.#apiSessions.add(session);
+    try {
+      return await this.materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session });
+    } catch (error) {
+      this.#apiSessions.delete(session);
+      throw error;
+    }
+  }
+
+  /** Removes a tree `materialize` made (a run's own tree is its runner's to remove). */
+  async releaseMaterialization(session: string): Promise<void> {
+    if (!this.#apiSessions.has(session)) {
+      throw new NotFoundError("materialization-not-found", `no materialized tree ${session} is kept on this node`, { details: { session } });
+    }
+    await this.materializer.cleanup(session);
+    this.#apiSessions.delete(session);
   }
 
   /** The raw signed journal of a run. */

@@ -2,7 +2,7 @@
 import { Type, type Static } from "typebox";
 import { COMPONENT_KINDS, COMPONENT_SCOPES } from "../delivery/manifest-types.js";
 import { PROVIDER_NAMES } from "../providers/types.js";
-import { BlobRef, Count, Digest, List, Timestamp } from "./common.js";
+import { BlobRef, Count, Digest, List, Timestamp, Uuid } from "./common.js";
 
 export const Component = Type.Object(
   {
@@ -129,3 +129,6 @@ export const MaterializationReply = Type.Object({
   env: Type.Record(Type.String(), Type.String()),
 });
 export type MaterializationReply = Static<typeof MaterializationReply>;
+
+export const MaterializationParams = Type.Object({ session: Uuid }, { additionalProperties: false });
+export type MaterializationParams = Static<typeof MaterializationParams>;

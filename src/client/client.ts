@@ -121,6 +121,12 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<MaterializationReply>({ method: "POST", path, json: { provider }, retry: false })).body;
   }
 
+  /** Removes a tree `materialize` made on the node (it keeps a bounded number of them). */
+  async releaseMaterialization(session: string): Promise<void> {
+    const response = await this.#http.send({ method: "DELETE", path: `/v1/materializations/${seg(session)}` });
+    await response.body?.cancel();
+  }
+
   /** Compiles `dir`, uploads only what the node is missing (resuming from its offsets) and commits. */
   push(dir: string, options: PushOptions = {}): Promise<PushResult> {
     return pushDirectory(this, dir, options);

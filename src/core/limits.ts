@@ -29,8 +29,10 @@ export interface Limits {
   readonly resultRetentionMs: number;
   /** agent runs one node executes at once (each is a process tree of its own) */
   readonly activeRuns: number;
-  /** live event streams (SSE) one node serves at once (each holds a connection and re-reads its journal) */
+  /** live event streams (SSE) one node serves at once (each holds a connection and reads its journal) */
   readonly eventStreams: number;
+  /** trees materialized through the API that one node keeps at once (each a copy of a bundle on disk) */
+  readonly materializations: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -51,6 +53,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   resultRetentionMs: 30 * 24 * 60 * 60 * 1000,
   activeRuns: 32,
   eventStreams: 256,
+  materializations: 64,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

@@ -317,6 +317,9 @@ describe("warden CLI against a real node", () => {
       assert.equal(statSync(join(dir, "bundle", file)).mode & 0o777, 0o600);
     }
     assert.equal(statSync(dir).mode & 0o777, 0o700);
+    // The node's own tree went once copied: it would only take one of the node's places.
+    const session = json<{ session: string }>(run).session;
+    assert.equal(existsSync(join(node.home, "materializations", session)), false);
     assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "claude", "--dir", dir]), 1, "target-exists");
     // A bundle a provider cannot consume is refused before anything is created: Codex has no
     // place for the README, a plain file outside skills/.

@@ -208,3 +208,35 @@ describe("delivery routes", () => {
     assert.equal(json(unknownRevision.payload).code, "revision-not-found");
   });
 });
+
+describe("materialized trees kept by a node", () => {
+  it("are bounded by limits.materializations (429), removed by DELETE /v1/materializations/{session}, which gives the place back", async () => {
+    const root = tempRoot("server-materializations");
+    const node = await openTestNode(root, { warden: { limits: { materializations: 2 } } });
+    try {
+      await pushThroughApp(node.app, await compileTestBundle(root, "kept", "r1"));
+      const materialize = () => node.app.inject({ method: "POST", url: "/v1/bundles/kept/r1/materializations", headers: OPERATOR, payload: { provider: "claude" } });
+      const first = json((await materialize()).payload) as { session: string; root: string };
+      const second = await materialize();
+      assert.equal(second.statusCode, 201, second.payload);
+      const third = await materialize();
+      assert.equal(third.statusCode, 429, third.payload);
+      assert.equal(json(third.payload).code, "materialization-capacity-exhausted");
+      // An observer may not remove one; an id the node did not hand out is not found.
+      const del = (session: string, headers = OPERATOR) => node.app.inject({ method: "DELETE", url: `/v1/materializations/${session}`, headers });
+      assert.equal((await del(first.session, OBSERVER)).statusCode, 403);
+      const unknown = await del("6f1c2b1e-1111-4222-8333-944445555666");
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(json(unknown.payload).code, "materialization-not-found");
+      assert.equal((await del("not-a-uuid")).statusCode, 400);
+      assert.equal(fs.existsSync(first.root), true);
+      assert.equal((await del(first.session)).statusCode, 204);
+      assert.equal(fs.existsSync(first.root), false, "the tree is gone from disk");
+      assert.equal((await del(first.session)).statusCode, 404, "removed once");
+      assert.equal((await materialize()).statusCode, 201, "its place is free again");
+    } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

@@ -74,6 +74,13 @@ async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFl
   }
   const reply = await client.materialize(ref.bundle_id, ref.revision, provider);
   const result = dir === undefined ? reply : await copyOut(reply, dir);
+  if (dir !== undefined) {
+    // The copy is what the launch uses: the node's tree would only take one of its places.
+    await client.releaseMaterialization(reply.session).catch((error: unknown) => {
+      const why = error instanceof Error ? error.message : String(error);
+      ctx.io.stderr(`warden: the node kept its own copy (session ${reply.session}): ${why}\n`);
+    });
+  }
   if (flags.json === true) {
     printJson(ctx, { bundle_id: ref.bundle_id, revision: ref.revision, provider, ...result });
     return EXIT_OK;

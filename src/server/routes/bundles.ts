@@ -1,6 +1,7 @@
 /** The bundle catalog (observers may read it) and materializations for a provider. */
+import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationReply, RevisionParams } from "../../api/delivery.js";
+import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationParams, MaterializationReply, RevisionParams } from "../../api/delivery.js";
 import type { App, RouteContext } from "../context.js";
 
 export function bundleRoutes(ctx: RouteContext) {
@@ -31,6 +32,21 @@ export function bundleRoutes(ctx: RouteContext) {
       async (request, reply) => {
         const m = await warden.materialize(request.params.bundle_id, request.params.revision, request.body.provider);
         return reply.code(201).send({ session: m.session, root: m.root, args: m.args, env: m.env });
+      },
+    );
+
+    app.delete(
+      "/v1/materializations/:session",
+      {
+        schema: {
+          summary: "Remove a materialized tree no longer used (the node keeps limits.materializations at once)",
+          params: MaterializationParams,
+          response: { 204: NoContent, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        await warden.releaseMaterialization(request.params.session.toLowerCase());
+        return reply.code(204).send(null);
       },
     );
   };
