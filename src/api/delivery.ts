@@ -130,5 +130,14 @@ export const MaterializationReply = Type.Object({
 });
 export type MaterializationReply = Static<typeof MaterializationReply>;
 
+export const RetirementReply = Type.Object({
+  bundle_id: Type.String(),
+  revision: Type.String(),
+  retired: Type.Literal(true),
+  /** blobs that no live revision or open stage referenced any more, deleted from the store */
+  collected_blobs: Count,
+});
+export type RetirementReply = Static<typeof RetirementReply>;
+
 export const MaterializationParams = Type.Object({ session: Uuid }, { additionalProperties: false });
 export type MaterializationParams = Static<typeof MaterializationParams>;

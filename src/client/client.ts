@@ -20,6 +20,7 @@ import type {
   InvokeBody,
   KeyList,
   MaterializationReply,
+  RetirementReply,
   ProviderName,
   ReconcileReply as ReconcileBody,
   ReconciliationReceipt,
@@ -119,6 +120,12 @@ export class WardenClient implements StageApi {
     const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/materializations`;
     // Not retried: each call builds a new session tree on the node.
     return (await this.#http.json<MaterializationReply>({ method: "POST", path, json: { provider }, retry: false })).body;
+  }
+
+  /** Retires a revision (new sessions refuse it) and has the node delete the blobs nothing live references. */
+  async retireRevision(bundleId: string, revision: string): Promise<RetirementReply> {
+    const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/retirement`;
+    return (await this.#http.json<RetirementReply>({ method: "POST", path })).body;
   }
 
   /** Removes a tree `materialize` made on the node (it keeps a bounded number of them). */

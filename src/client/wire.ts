@@ -23,6 +23,7 @@ export type {
   KeyList,
   Manifest,
   MaterializationReply,
+  RetirementReply,
   MissingBlob,
   ReconcileReply,
   ReconciliationReceipt,

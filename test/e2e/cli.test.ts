@@ -326,6 +326,14 @@ describe("warden CLI against a real node", () => {
     const refused = join(scratch, "refused");
     assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "codex", "--dir", refused]), 1, "provider-component-kind-unsupported");
     assert.equal(existsSync(refused), false);
+    // Retiring takes a named revision, never the implied latest one; a retired one is refused.
+    assertOneErrorLine(await warden(["bundles", "retire", "review-plugin"]), 1, "bundle-ref-revision-required");
+    const { revisions } = json<{ revisions: { revision: string }[] }>(await warden(["bundles", "show", "review-plugin", "--json"]));
+    const revision = revisions[0]!.revision;
+    const retired = await warden(["bundles", "retire", `review-plugin@${revision}`]);
+    assert.equal(retired.code, 0, retired.stderr);
+    assert.match(retired.stdout, new RegExp(`^retired review-plugin@${revision}; \\d+ blob\\(s\\) no longer referenced were deleted\n$`));
+    assertOneErrorLine(await warden(["materialize", `review-plugin@${revision}`, "--provider", "claude"]), 1, "revision-retired");
   });
 
   it("the local token goes to the local node only, also by --url, never to another URL", async () => {

@@ -240,3 +240,39 @@ describe("materialized trees kept by a node", () => {
     }
   });
 });
+
+describe("a revision retired over the API", () => {
+  it("is refused to new sessions, stays listed, and the blobs only it held are deleted at once", async () => {
+    const root = tempRoot("server-retirement");
+    const node = await openTestNode(root);
+    try {
+      const r1 = await compileTestBundle(root, "ret", "r1", { "docs/only-r1.md": "only in r1\n" });
+      const r2 = await compileTestBundle(root, "ret", "r2", { "docs/only-r2.md": "only in r2\n" });
+      await pushThroughApp(node.app, r1);
+      await pushThroughApp(node.app, r2);
+      const retire = (revision: string, headers = OPERATOR) => node.app.inject({ method: "POST", url: `/v1/bundles/ret/${revision}/retirement`, headers });
+      assert.equal((await retire("r1", OBSERVER)).statusCode, 403);
+      const retired = await retire("r1");
+      assert.equal(retired.statusCode, 200, retired.payload);
+      const onlyR1 = new Set(r1.manifest.components.map((c) => c.blob.digest));
+      for (const c of r2.manifest.components) onlyR1.delete(c.blob.digest);
+      assert.ok(onlyR1.size >= 1);
+      assert.deepEqual(json(retired.payload), { bundle_id: "ret", revision: "r1", retired: true, collected_blobs: onlyR1.size });
+      // Retiring again changes nothing; an unknown revision is not found.
+      assert.equal(json((await retire("r1")).payload).collected_blobs, 0);
+      const unknown = await retire("r9");
+      assert.equal(unknown.statusCode, 404);
+      assert.equal(json(unknown.payload).code, "revision-not-found");
+      const view = json((await node.app.inject({ url: "/v1/bundles/ret", headers: OBSERVER })).payload) as { revisions: { revision: string; retired: boolean }[] };
+      assert.deepEqual(view.revisions.map((r) => [r.revision, r.retired]), [["r1", true], ["r2", false]]);
+      const materialize = (revision: string) =>
+        node.app.inject({ method: "POST", url: `/v1/bundles/ret/${revision}/materializations`, headers: OPERATOR, payload: { provider: "claude" } });
+      const refused = await materialize("r1");
+      assert.equal(json(refused.payload).code, "revision-retired");
+      assert.equal((await materialize("r2")).statusCode, 201, "the live revision, which shares the other blobs, is whole");
+    } finally {
+      await node.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,6 +1,8 @@
-/** `warden bundles [show <id>]`: the node's committed bundles and their revisions. */
+/** `warden bundles [show <id> | retire <id@rev>]`: the node's committed bundles and their revisions. */
 import type { Command } from "commander";
 import type { BundleView } from "../../client/wire.js";
+import { ValidationError } from "../../core/errors.js";
+import { splitBundleRef } from "../bundle-ref.js";
 import type { CliContext } from "../context.js";
 import { formatBytes } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
@@ -11,7 +13,7 @@ type BundlesFlags = NodeFlags & OutputFlags;
 export function registerBundlesCommands(program: Command, ctx: CliContext): void {
   const bundles = program
     .command("bundles")
-    .description("the node's committed bundles: `bundles` lists them, `bundles show <id>` shows one")
+    .description("the node's committed bundles: `bundles` lists them, `bundles show <id>` shows one, `bundles retire <id@rev>` retires a revision")
     .addHelpText("after", "\n`warden bundles [--json]` is `warden bundles list`: see `warden bundles list --help`.");
   // `list` is the default subcommand, so `warden bundles --json` works and the parent has no
   // options of its own that would swallow the subcommands' (commander parses parent options first).
@@ -28,6 +30,23 @@ export function registerBundlesCommands(program: Command, ctx: CliContext): void
       .argument("<id>", "bundle id")
       .option("--json", "print {bundle_id, revisions} as JSON"),
   ).action((id: string, flags: BundlesFlags) => runCommand(ctx, flags, () => show(ctx, id, flags)));
+  nodeOptions(
+    bundles
+      .command("retire")
+      .description("retire a revision: new sessions refuse it (it stays listed), and blobs nothing live references any more are deleted")
+      .argument("<id@rev>", "the bundle and the revision to retire (the revision is never implied)")
+      .option("--json", "print {bundle_id, revision, retired, collected_blobs} as JSON"),
+  ).action((ref: string, flags: BundlesFlags) => runCommand(ctx, flags, () => retire(ctx, ref, flags)));
+}
+
+async function retire(ctx: CliContext, text: string, flags: BundlesFlags): Promise<number> {
+  const ref = splitBundleRef(text);
+  // Retiring the latest revision by default would be one typo away from the wrong one.
+  if (ref.revision === undefined) throw new ValidationError("bundle-ref-revision-required", `name the revision to retire: ${ref.bundle_id}@<revision>`);
+  const reply = await connect(ctx.io, flags).retireRevision(ref.bundle_id, ref.revision);
+  if (flags.json === true) printJson(ctx, reply);
+  else ctx.io.stdout(`retired ${reply.bundle_id}@${reply.revision}; ${reply.collected_blobs} blob(s) no longer referenced were deleted\n`);
+  return EXIT_OK;
 }
 
 function bytesOf(view: BundleView["revisions"][number]): number {

@@ -1,7 +1,7 @@
 /** The bundle catalog (observers may read it) and materializations for a provider. */
 import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationParams, MaterializationReply, RevisionParams } from "../../api/delivery.js";
+import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationParams, MaterializationReply, RetirementReply, RevisionParams } from "../../api/delivery.js";
 import type { App, RouteContext } from "../context.js";
 
 export function bundleRoutes(ctx: RouteContext) {
@@ -32,6 +32,24 @@ export function bundleRoutes(ctx: RouteContext) {
       async (request, reply) => {
         const m = await warden.materialize(request.params.bundle_id, request.params.revision, request.body.provider);
         return reply.code(201).send({ session: m.session, root: m.root, args: m.args, env: m.env });
+      },
+    );
+
+    app.post(
+      "/v1/bundles/:bundle_id/:revision/retirement",
+      {
+        schema: {
+          summary: "Retire a revision (refused to new sessions, still listed) and delete the blobs nothing live references any more",
+          params: RevisionParams,
+          response: { 200: RetirementReply, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => {
+        const { bundle_id, revision } = request.params;
+        await warden.delivery.retire(bundle_id, revision);
+        // Retiring is how an operator makes room: the blobs only it held go now, not at a restart.
+        const collected = await warden.delivery.gc();
+        return { bundle_id, revision, retired: true as const, collected_blobs: collected };
       },
     );
 
