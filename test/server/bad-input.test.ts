@@ -165,6 +165,8 @@ describe("bad input over HTTP", () => {
       status: 400,
       code: "json-malformed",
     },
+    // JSON.parse keeps the last of two names; a proxy that checked the request may have read the first.
+    { name: "a name twice in one object", request: () => invoke({ "idempotency-key": randomUUID() }, '{"provider": "claude", "prompt": "a", "prompt": "b"}'), status: 400, code: "json-duplicate-name" },
     // JSON.parse accepts a lone surrogate; it has no UTF-8 form, so no request hash can be taken over it.
     { name: "a lone surrogate in a string", request: () => invoke({ "idempotency-key": randomUUID() }, '{"provider": "claude", "prompt": "\\ud800"}'), status: 400, code: "invalid-json" },
     // One rule for the id in the path: a UUID, with one code however it fails.
