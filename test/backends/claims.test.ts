@@ -162,6 +162,28 @@ for (const backend of backendsUnderTest()) {
       for (const k of kept) assert.equal((await node.invocations.lookup(SCOPE, k.id, request))?.status, "recorded");
     });
 
+    // G6 on every backend: finish reads the journal back from the store, so a line changed there
+    // while the run is open (same length, so only a real read of the stored bytes notices) is
+    // caught before any result is recorded.
+    test("a journal line edited while its run is open: the result is never recorded, and the id stays closed", async (t) => {
+      const state = await backend.state(t);
+      const node = await state.open();
+      const id = randomUUID();
+      const h = fresh(await node.invocations.open(SCOPE, id, request, "agent"));
+      await h.effect({ kind: "tool", name: "sum", fingerprint: "1+2" }, () => 3);
+      await state.editJournalLine(h.run_id, 1, (line) => {
+        const edited = Buffer.from(line.toString("utf8").replace('"sum"', '"sun"'));
+        assert.equal(edited.byteLength, line.byteLength);
+        assert.notDeepEqual(edited, line);
+        return edited;
+      });
+      const outcome = await h.finish({ ok: true });
+      assert.equal(outcome.status, "unresolved");
+      if (outcome.status === "unresolved") assert.deepEqual(outcome.audit.reasons, ["journal-not-clean", "released"]);
+      assert.equal((await node.invocations.lookup(SCOPE, id, request))?.status, "unresolved");
+      assert.equal((await node.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+    });
+
     test("a journal edited, truncated or extended after the result was recorded is never replayed", async (t) => {
       const state = await backend.state(t);
       const node = await state.open();

@@ -182,6 +182,26 @@ for (const backend of backendsUnderTest()) {
       await rejectsWith(delivery.status(staged.stage_id), "stage-not-found");
     });
 
+    // Two stages of one revision with other content can both be begun (neither is committed yet);
+    // the second commit must then be refused at the record, where only the store can see the race.
+    test("two stages of one revision with other content: the second commit is a conflict and the first stays", async (t) => {
+      const { delivery } = await (await backend.state(t)).open();
+      const bundleId = `race-${randomBytes(4).toString("hex")}`;
+      const one = skillManifest(bundleId, "r1", [{ path: "docs/a.md", content: "one\n" }]);
+      const two = skillManifest(bundleId, "r1", [{ path: "docs/a.md", content: "two\n" }]);
+      const stageOne = await delivery.begin(one.manifest);
+      const stageTwo = await delivery.begin(two.manifest);
+      await uploadMissing(delivery, stageOne, one.blobs);
+      await uploadMissing(delivery, stageTwo, two.blobs);
+      await delivery.commit(stageOne.stage_id);
+      const atCommit = await rejectsWith(delivery.commit(stageTwo.stage_id), "revision-conflict");
+      assert.equal(atCommit.status, 409);
+      assert.equal(atCommit.details.committed_manifest_digest, one.manifest.manifest_digest);
+      const listed = (await delivery.list()).filter((b) => b.bundle_id === bundleId);
+      assert.deepEqual(listed.map((b) => b.revisions.map((r) => r.manifest_digest)), [[one.manifest.manifest_digest]]);
+      assert.equal((await delivery.begin(one.manifest)).committed, true, "the first commit still answers its receipt");
+    });
+
     // The manifest text stored with a commit or a stage is trusted only once its digest matches the
     // one it is stored under: edited, cut short or replaced, it is a damaged record (500,
     // delivery-record-corrupt) wherever a node reads it, never parsed into something else. A

@@ -297,7 +297,7 @@ test("a chunk costs no database commit and no fsync; the bytes are made durable 
   points.length = 0;
   await delivery.commit(begun.stage_id);
   // Durability order: the bytes before their link into the store, the links before the record.
-  assert.deepEqual(points, ["partial-sync", "blob-linked", "blob-dir-sync", "commit-record", "commit-recorded", "stage-remove"]);
+  assert.deepEqual(points, ["partial-sync", "blob-linked", "blob-dir-sync", "commit-record", "commit-recorded", "stage-row-delete", "stage-remove"]);
 });
 
 test("a blob's fdatasync starts while the next blob uploads, never after the upload's last chunk", async (t) => {
