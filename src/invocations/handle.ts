@@ -14,7 +14,7 @@ import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent }
 import type { Checkpoint } from "../journal/verify.js";
 import type { AppendResult, JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
-import type { ClaimStore, JournalSeal, StoredResult } from "./claim-store.js";
+import type { ClaimKey, ClaimStore, JournalSeal, StoredResult } from "./claim-store.js";
 import { canonicalResult } from "./identity.js";
 import { runCheckOf, type RunCheck } from "./run-check.js";
 import { sealOf } from "./seal.js";
@@ -42,6 +42,22 @@ export interface HandleContext {
   readonly now: () => Date;
   /** Verifies and inspects a run's journal with the node's keys (off the event loop when it can). */
   checkRun(bytes: Uint8Array, runId: string, expect?: Checkpoint): Promise<RunCheck>;
+  /**
+   * Runs this process gave up whose release could not be stored (a full disk, a lost database).
+   * Their owner, this process, is alive, so the store alone would answer in_progress, for ever,
+   * for a run that is over and can be neither retried nor reconciled.
+   */
+  readonly unreleased: Set<string>;
+}
+
+/** Marks the claim released; when that cannot be stored, this process still reads it unresolved. */
+export async function releaseOrRemember(ctx: Pick<HandleContext, "claims" | "unreleased">, key: ClaimKey, runId: string): Promise<void> {
+  try {
+    await ctx.claims.release(key, runId);
+  } catch (error) {
+    ctx.unreleased.add(runId);
+    throw error;
+  }
 }
 
 export interface OwnedClaim {
@@ -275,7 +291,7 @@ export class InvocationHandle implements AsyncDisposable {
     try {
       await this.#writer.close();
     } finally {
-      await this.#ctx.claims.release(this.#claim, this.run_id);
+      await releaseOrRemember(this.#ctx, this.#claim, this.run_id);
     }
   }
 

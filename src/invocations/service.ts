@@ -19,7 +19,7 @@ import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
 import { isDamagedClaim, type ClaimKey, type ClaimListFilter, type ClaimState, type ClaimStore, type DamagedClaim, type JournalSeal } from "./claim-store.js";
-import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
+import { InvocationHandle, UNSYNCED, releaseOrRemember, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
@@ -69,6 +69,8 @@ export class Invocations {
   readonly #handleContext: HandleContext;
   readonly #checker: RunChecker;
   readonly #replayChecks = new ReplayChecks();
+  /** See HandleContext.unreleased. */
+  readonly #unreleased = new Set<string>();
   #signingKey: Promise<SigningKey> | undefined;
   #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
 
@@ -85,6 +87,7 @@ export class Invocations {
       limits: this.limits,
       now: this.#now,
       checkRun: (bytes, runId, expect) => this.#checkRun(bytes, runId, expect),
+      unreleased: this.#unreleased,
     };
   }
 
@@ -117,7 +120,7 @@ export class Invocations {
     } catch (error) {
       // The claim stays (it is durable and may have been seen): it reads unresolved from now on.
       await writer?.close().catch(() => undefined);
-      await this.#claims.release(key, run_id);
+      await releaseOrRemember(this.#handleContext, key, run_id);
       throw error;
     }
     return { status: "fresh", handle: new InvocationHandle(this.#handleContext, identity, writer) };
@@ -292,6 +295,19 @@ export class Invocations {
     return claim;
   }
 
+  /**
+   * True for a run this process gave up without storing its release; each sighting tries to store
+   * it again (in the background: the answer is unresolved either way, and never fresh).
+   */
+  #givenUpHere(claim: ClaimState): boolean {
+    if (claim.released || !this.#unreleased.has(claim.run_id)) return false;
+    this.#claims.release(claim, claim.run_id).then(
+      () => this.#unreleased.delete(claim.run_id),
+      () => undefined,
+    );
+    return true;
+  }
+
   /** The outcome a stored claim stands for; see the module comment for what is checked. */
   async #outcomeOf(claim: ClaimState, requestHash?: Digest, reread = true): Promise<ExistingOutcome> {
     if (reread && claim.receipt === undefined && claim.result === undefined && !claim.owner_alive && !claim.released) {
@@ -309,8 +325,9 @@ export class Invocations {
     const audit: Audit = { run_id: claim.run_id, agent: claim.agent };
     if (claim.receipt !== undefined) return this.#reconciled(claim, audit);
     if (claim.result !== undefined) return this.#recorded(claim, audit);
-    if (claim.owner_alive) return { status: "in_progress" };
-    return { status: "unresolved", audit: { ...audit, reasons: [claim.released ? "released" : "owner-gone"] } };
+    const givenUp = this.#givenUpHere(claim);
+    if (claim.owner_alive && !givenUp) return { status: "in_progress" };
+    return { status: "unresolved", audit: { ...audit, reasons: [claim.released || givenUp ? "released" : "owner-gone"] } };
   }
 
   async #recorded(claim: ClaimState, audit: Audit): Promise<RecordedOutcome | UnresolvedOutcome> {
@@ -402,7 +419,13 @@ export class Invocations {
     try {
       checkClaimIntegrity(claim);
       status =
-        claim.receipt !== undefined ? "reconciled" : claim.result !== undefined ? "recorded" : claim.owner_alive ? "in_progress" : "unresolved";
+        claim.receipt !== undefined
+          ? "reconciled"
+          : claim.result !== undefined
+            ? "recorded"
+            : claim.owner_alive && !this.#unreleased.has(claim.run_id)
+              ? "in_progress"
+              : "unresolved";
     } catch (error) {
       status = "unresolved";
       problem = isWardenError(error) ? error.code : "claim-record-corrupt";

@@ -2,7 +2,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { LimitError, StorageError } from "../../src/core/errors.js";
+import { LimitError, StorageError, storageFull } from "../../src/core/errors.js";
+import { Invocations } from "../../src/invocations/index.js";
 import { openEnv, SCOPE, setup, stateDigest } from "./fixtures/env.js";
 import { withClaimsDb } from "./fixtures/tamper.js";
 
@@ -82,4 +83,36 @@ test("a failing journal at open burns nothing silently: the claim stays and read
   const answer = await env.invocations.lookup(SCOPE, id, request);
   assert.equal(answer?.status, "unresolved");
   assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+});
+
+test("a run given up while its release cannot be stored (a full disk) reads unresolved in its own process, not in_progress, and is never run again", async (t) => {
+  const env = await setup(t);
+  let full = false;
+  const enospc = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+  // The real store, with its writes refused while the disk is "full".
+  const claims = new Proxy(env.backend.claims, {
+    get(target, prop) {
+      if (full && (prop === "record" || prop === "release")) return () => Promise.reject(storageFull("write the claim store", enospc));
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const invocations = new Invocations({ claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
+  const id = randomUUID();
+  const opened = await invocations.open(SCOPE, id, request, "agent");
+  assert.equal(opened.status, "fresh");
+  if (opened.status !== "fresh") return;
+  full = true;
+  await assert.rejects(opened.handle.finish({ ok: true }), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  const seen = await invocations.lookup(SCOPE, id, request);
+  assert.equal(seen?.status, "unresolved", "the run is over: in_progress would hold it for as long as this process lives");
+  assert.deepEqual(seen?.status === "unresolved" && seen.audit.reasons, ["released"]);
+  assert.equal((await invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+  assert.equal((await invocations.list({ status: "unresolved" })).items.filter((c) => c.id === id).length, 1);
+  // Room again: the next sighting stores the release, and the row itself then says so.
+  full = false;
+  assert.equal((await invocations.lookup(SCOPE, id, request))?.status, "unresolved");
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true);
+  assert.equal((await invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
 });
