@@ -217,11 +217,17 @@ export class Warden {
 
   /** Removes a tree `materialize` made (a run's own tree is its runner's to remove). */
   async releaseMaterialization(session: string): Promise<void> {
-    if (!this.#apiSessions.has(session)) {
+    // Taken out before the removal starts: a second DELETE of the same tree (a client's retry)
+    // is then not found, instead of removing the files the first is removing (ENOENT, a 500).
+    if (!this.#apiSessions.delete(session)) {
       throw new NotFoundError("materialization-not-found", `no materialized tree ${session} is kept on this node`, { details: { session } });
     }
-    await this.materializer.cleanup(session);
-    this.#apiSessions.delete(session);
+    try {
+      await this.materializer.cleanup(session);
+    } catch (error) {
+      this.#apiSessions.add(session);
+      throw error;
+    }
   }
 
   /** The raw signed journal of a run. */

@@ -67,10 +67,17 @@ export async function isStoredIntact(blobs: BlobStore, ref: { digest: Digest; by
   }
 }
 
-/** Deletes every stored blob that no live revision and no active stage references. */
+/**
+ * Deletes every stored blob that no live revision and no active stage references. Stages are read
+ * before the catalog: a commit (which does not wait for this store-wide step) records its catalog
+ * entry before it removes its stage, so a stage missing from the first read is in the second. In
+ * the other order a commit landing between the reads was in neither, and the check below then
+ * refused the whole collection as a corrupt catalog.
+ */
 export async function collectUnreferencedBlobs(stores: DeliveryStores): Promise<number> {
+  const stages = await stores.stages.list();
   const referenced = new Set<Digest>(await stores.catalog.liveBlobDigests());
-  for (const stage of await stores.stages.list()) {
+  for (const stage of stages) {
     for (const component of stage.manifest.components) referenced.add(component.blob.digest);
   }
   const unreferenced: Digest[] = [];

@@ -6,7 +6,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomUUID } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -334,6 +334,18 @@ describe("warden CLI against a real node", () => {
     assert.equal(retired.code, 0, retired.stderr);
     assert.match(retired.stdout, new RegExp(`^retired review-plugin@${revision}; \\d+ blob\\(s\\) no longer referenced were deleted\n$`));
     assertOneErrorLine(await warden(["materialize", `review-plugin@${revision}`, "--provider", "claude"]), 1, "revision-retired");
+  });
+
+  it("materialize --dir gives the node's tree back when the copy fails too", async () => {
+    const plugin = join(scratch, "copy-fails-plugin");
+    cpSync(example, plugin, { recursive: true });
+    assert.equal((await warden(["push", plugin, "--bundle-id", "copy-fails"])).code, 0);
+    const trees = (): string[] => readdirSync(join(node.home, "materializations")).filter((name) => /^[0-9a-f-]{36}$/.test(name));
+    const before = trees();
+    // A parent that does not exist: the node builds its tree, the copy then fails.
+    const run = await warden(["materialize", "copy-fails", "--provider", "claude", "--dir", join(scratch, "no-such-parent", "out")]);
+    assert.equal(run.code, 1, run.stdout);
+    assert.deepEqual(trees(), before, "no tree is left on the node under a session nobody was told");
   });
 
   it("the local token goes to the local node only, also by --url, never to another URL", async () => {

@@ -233,6 +233,11 @@ describe("materialized trees kept by a node", () => {
       assert.equal((await del(first.session)).statusCode, 204);
       assert.equal(fs.existsSync(first.root), false, "the tree is gone from disk");
       assert.equal((await del(first.session)).statusCode, 404, "removed once");
+      // Two DELETEs of one tree at once (a retry racing the first): one removes it, the other is not found.
+      const raced = json((await materialize()).payload) as { session: string; root: string };
+      const both = await Promise.all([del(raced.session), del(raced.session)]);
+      assert.deepEqual(both.map((r) => r.statusCode).sort(), [204, 404], both.map((r) => r.payload).join(" "));
+      assert.equal(fs.existsSync(raced.root), false);
       assert.equal((await materialize()).statusCode, 201, "its place is free again");
     } finally {
       await node.close();

@@ -73,13 +73,18 @@ async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFl
     if (exists) throw new ValidationError("target-exists", `${dir} already exists; name a new directory`);
   }
   const reply = await client.materialize(ref.bundle_id, ref.revision, provider);
-  const result = dir === undefined ? reply : await copyOut(reply, dir);
-  if (dir !== undefined) {
-    // The copy is what the launch uses: the node's tree would only take one of its places.
-    await client.releaseMaterialization(reply.session).catch((error: unknown) => {
-      const why = error instanceof Error ? error.message : String(error);
-      ctx.io.stderr(`warden: the node kept its own copy (session ${reply.session}): ${why}\n`);
-    });
+  let result: MaterializationReply;
+  try {
+    result = dir === undefined ? reply : await copyOut(reply, dir);
+  } finally {
+    if (dir !== undefined) {
+      // The copy is what the launch uses: the node's tree would only take one of its places. A
+      // copy that failed leaves it of no use either, under a session this command never printed.
+      await client.releaseMaterialization(reply.session).catch((error: unknown) => {
+        const why = error instanceof Error ? error.message : String(error);
+        ctx.io.stderr(`warden: the node kept its own copy (session ${reply.session}): ${why}\n`);
+      });
+    }
   }
   if (flags.json === true) {
     printJson(ctx, { bundle_id: ref.bundle_id, revision: ref.revision, provider, ...result });
