@@ -88,6 +88,7 @@ export const UNSYNCED = Object.freeze({ sync: false });
 
 interface Abandoned {
   readonly claims: ClaimStore;
+  readonly unreleased: Set<string>;
   readonly claim: OwnedClaim;
   readonly writer: JournalWriter;
 }
@@ -97,11 +98,11 @@ interface Abandoned {
  * `in_progress` for the rest of the process's life: once the handle is garbage, the claim is
  * released like an explicit release would, and reads `unresolved`.
  */
-const abandonment = new FinalizationRegistry<Abandoned>(({ claims, claim, writer }) => {
+const abandonment = new FinalizationRegistry<Abandoned>(({ claims, unreleased, claim, writer }) => {
   void writer
     .close()
     .catch(() => undefined)
-    .then(() => claims.release(claim, claim.run_id))
+    .then(() => releaseOrRemember({ claims, unreleased }, claim, claim.run_id))
     .catch(() => undefined); // a closed store: the owner lock is gone, so the claim reads unresolved anyway
 });
 
@@ -132,7 +133,7 @@ export class InvocationHandle implements AsyncDisposable {
     this.request_hash = claim.request_hash;
     this.agent = claim.agent;
     this.run_id = claim.run_id;
-    abandonment.register(this, { claims: ctx.claims, claim, writer }, this);
+    abandonment.register(this, { claims: ctx.claims, unreleased: ctx.unreleased, claim, writer }, this);
     const handle = this;
     this.journal = Object.freeze({
       runId: claim.run_id,
