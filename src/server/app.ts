@@ -4,6 +4,7 @@
  * to `listen` (or to `inject` in tests); it never closes the Warden, its owner does.
  */
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import Fastify, { LogController, type FastifyReply, type FastifyRequest } from "fastify";
 import swagger from "@fastify/swagger";
 import { NoQuery } from "../api/common.js";
@@ -101,6 +102,22 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     stages: new Set(),
     closers: new Set(),
   };
+
+  // Node answers `Expect: 100-continue` by itself, before any hook: a client without a valid token
+  // (or an observer writing) was invited to send its body, a chunk of up to chunkBytes, only to be
+  // refused after. The invitation now goes only to a request its token lets through; any other
+  // hears its refusal from the hook below before it sends the body.
+  app.server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
+    try {
+      if (!repeatedHeader(request.rawHeaders, "authorization")) {
+        authority.authorize(authority.authenticate(request.headers.authorization), request.method ?? "GET");
+        response.writeContinue();
+      }
+    } catch {
+      // refused by the onRequest hook, with its problem document
+    }
+    app.server.emit("request", request, response);
+  });
 
   app.decorateRequest("caller", null);
   // Callback-style hooks: they run on every request, and a promise per hook is measurable there.

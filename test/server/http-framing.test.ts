@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
 
 interface RawAnswer {
   readonly status: number;
@@ -82,6 +82,48 @@ describe("HTTP framing", () => {
       assertProblem(answer, 401, "unauthorized");
       assert.match(json(answer.body).detail as string, /exactly one Authorization/);
     }
+  });
+
+  it("invites a chunk's body (100 Continue) only when its token lets it through; others hear their refusal first", async () => {
+    const bundle = await compileTestBundle(node.root, "expect", "r1");
+    const begun = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
+    const blob = (begun.missing as { digest: string; byte_len: number }[])[0]!;
+    const bytes = contentOf(bundle, blob.digest);
+    const head = (token: string): string =>
+      `PATCH /v1/stages/${begun.stage_id as string}/blobs/${blob.digest} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+      `Content-Type: application/octet-stream\r\nUpload-Offset: 0\r\nContent-Length: ${bytes.byteLength}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`;
+    // No body is sent: the refusal must come without it, and without an invitation.
+    for (const [token, status] of [["wrong-token-0123456789", 401], [OBSERVER_TOKEN, 403]] as const) {
+      const refused = await raw(port, head(token), Buffer.alloc(0), 3000);
+      assert.equal(refused.status, status, refused.headers);
+      assert.doesNotMatch(refused.headers, /100 Continue/);
+    }
+    // The operator is invited, then sends the body.
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(port, "127.0.0.1");
+      let text = "";
+      let sent = false;
+      const timer = setTimeout(() => {
+        socket.destroy();
+        reject(new Error(`no invitation: ${text}`));
+      }, 3000);
+      socket.setEncoding("latin1");
+      socket.on("data", (chunk: string) => {
+        text += chunk;
+        if (!sent && text.startsWith("HTTP/1.1 100 Continue\r\n\r\n")) {
+          sent = true;
+          socket.write(bytes);
+        }
+      });
+      socket.on("error", reject);
+      socket.on("close", () => {
+        clearTimeout(timer);
+        resolve(text);
+      });
+      socket.write(head(OPERATOR_TOKEN));
+    });
+    assert.match(answer, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 204 /);
+    await stillServing();
   });
 
   it("cuts off a chunk whose body stalls, freeing its blob for the resumed push", async () => {
