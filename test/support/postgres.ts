@@ -15,6 +15,7 @@ import { randomBytes } from "node:crypto";
 import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { createServer as createNetServer, type AddressInfo } from "node:net";
 import pg from "pg";
 
 export interface TestPostgres {
@@ -22,6 +23,8 @@ export interface TestPostgres {
   readonly owned: boolean;
   /** Creates an empty database; returns its URL. */
   createDatabase(label?: string): Promise<string>;
+  /** The same database reached over TCP on loopback (a cluster started with `tcp`), else the URL as it is. */
+  overTcp(url: string): string;
   /** Stops the server (`pg_ctl stop -m <mode>`); only for an owned cluster. */
   stopServer(mode?: "fast" | "immediate"): void;
   /** Starts it again on the same socket. */
@@ -121,10 +124,13 @@ class OwnedCluster implements TestPostgres {
   readonly #data: string;
   readonly #onExit = (): void => this.#kill();
   #running = false;
+  /** a loopback TCP port the server also listens on (undefined: unix socket only) */
+  readonly #tcpPort: number | undefined;
 
-  constructor(bin: string, as: RunAs) {
+  constructor(bin: string, as: RunAs, tcpPort?: number) {
     this.#bin = bin;
     this.#as = as;
+    this.#tcpPort = tcpPort;
     this.#base = mkdtempSync(join(clusterParent(as), "warden-pg-"));
     chownFor(this.#base, as);
     this.#data = join(this.#base, "data");
@@ -135,14 +141,23 @@ class OwnedCluster implements TestPostgres {
   }
 
   url(database: string): string {
-    return `postgresql://postgres@${encodeURIComponent(this.#base)}:${SOCKET_PORT}/${database}`;
+    return `postgresql://postgres@${encodeURIComponent(this.#base)}:${this.#port}/${database}`;
+  }
+
+  get #port(): number {
+    return this.#tcpPort ?? SOCKET_PORT;
+  }
+
+  overTcp(url: string): string {
+    if (this.#tcpPort === undefined) throw new Error("this cluster listens on a unix socket only: start it with { tcp: true }");
+    return `postgresql://postgres@127.0.0.1:${this.#tcpPort}${new URL(url).pathname}`;
   }
 
   startServer(): void {
     const options = [
-      "-c listen_addresses=''",
+      `-c listen_addresses='${this.#tcpPort === undefined ? "" : "127.0.0.1"}'`,
       `-c unix_socket_directories='${this.#base}'`,
-      `-p ${SOCKET_PORT}`,
+      `-p ${this.#port}`,
       "-c fsync=on",
       "-c synchronous_commit=on",
       "-c max_connections=200",
@@ -226,6 +241,10 @@ class ExternalServer implements TestPostgres {
     throw new Error("the server named by WARDEN_TEST_POSTGRES_URL is not stopped by tests");
   }
 
+  overTcp(url: string): string {
+    return url;
+  }
+
   serverCpuMs(): undefined {
     return undefined;
   }
@@ -239,6 +258,18 @@ class ExternalServer implements TestPostgres {
   }
 }
 
+/** A loopback port nothing listens on now (the kernel's pick; free again once closed). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createNetServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
 async function adminQuery(url: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -249,11 +280,14 @@ async function adminQuery(url: string, sql: string): Promise<void> {
   }
 }
 
-/** The server tests run against: WARDEN_TEST_POSTGRES_URL, or a fresh private cluster. */
-export async function startTestPostgres(): Promise<TestPostgres> {
+/**
+ * The server tests run against: WARDEN_TEST_POSTGRES_URL, or a fresh private cluster, on a unix
+ * socket and, with `tcp`, also on a free loopback port (for tests of what only TCP has).
+ */
+export async function startTestPostgres(options: { readonly tcp?: boolean } = {}): Promise<TestPostgres> {
   const external = process.env.WARDEN_TEST_POSTGRES_URL;
   if (external !== undefined && external !== "") return new ExternalServer(external);
-  const cluster = new OwnedCluster(findPgBin(), serverUser());
+  const cluster = new OwnedCluster(findPgBin(), serverUser(), options.tcp === true ? await freePort() : undefined);
   try {
     cluster.startServer();
   } catch (error) {

@@ -94,12 +94,22 @@ function statementTimeoutOf(settings: ConnectionSettings): number {
 }
 
 /**
+ * The server's TCP keepalives on every connection of a node. Its sessions hold what other nodes
+ * wait on (the owner lock, on its own connection: while it lives, the node's runs read
+ * in_progress fleet-wide; the store-wide lock of a begin or gc), and a node whose host vanishes
+ * (power lost, network cut: no FIN ever arrives) would otherwise keep them until the kernel's
+ * default keepalive gives up, over two hours. With these, the server ends such a session within
+ * about 11 s. (Ignored on a unix socket, whose peer cannot vanish without its host.)
+ */
+export const SERVER_KEEPALIVES = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 3";
+
+/**
  * The node's pool. Idle connections that die (server restart) are dropped and replaced on demand.
  * Each new connection is configured with SET before it is handed out, not through the `options`
  * startup parameter: PgBouncer refuses that parameter (or, told to ignore it, drops the settings).
  */
 export function openPool(settings: ConnectionSettings, max: number): PgPool {
-  const configure = `SET synchronous_commit = on; SET statement_timeout = ${statementTimeoutOf(settings)}`;
+  const configure = `SET synchronous_commit = on; SET statement_timeout = ${statementTimeoutOf(settings)}; ${SERVER_KEEPALIVES}`;
   const pool = new pg.Pool({
     ...clientConfig(settings, "warden"),
     max,

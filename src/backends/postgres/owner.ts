@@ -4,7 +4,8 @@
  * not part of the pool, for as long as it lives. Claims record the owner id; any node answers
  * "is the owner alive" by reading pg_locks (warden_owner_alive), which never takes the lock.
  * When a node dies, however it dies, its session ends, the lock vanishes and its open claims
- * read `unresolved` on every node at once: no timeout, no guess.
+ * read `unresolved` on every node at once: no timeout, no guess (a host that vanishes without a
+ * word is noticed by the server's TCP keepalives, set short on this connection).
  *
  * If the dedicated connection is lost while the node lives on (a database restart, a network
  * cut), the lock is gone and the other nodes already see this incarnation's runs as unresolved.
@@ -19,7 +20,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { StorageError } from "../../core/errors.js";
-import { openDedicatedClient, pgFailure, type ConnectionSettings } from "./connection.js";
+import { openDedicatedClient, pgFailure, SERVER_KEEPALIVES, type ConnectionSettings } from "./connection.js";
 
 export interface OwnerSessionOptions {
   readonly settings: ConnectionSettings;
@@ -188,6 +189,7 @@ async function lockNewOwner(settings: ConnectionSettings): Promise<{ id: string;
     client.on("error", () => undefined);
     try {
       await client.connect();
+      await client.query(SERVER_KEEPALIVES);
       const result = await client.query<{ locked: boolean }>({
         text: "SELECT pg_try_advisory_lock(warden_owner_key($1)) AS locked",
         values: [id],
