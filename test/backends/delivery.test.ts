@@ -184,7 +184,7 @@ for (const backend of backendsUnderTest()) {
 
     // Two stages of one revision with other content can both be begun (neither is committed yet);
     // the second commit must then be refused at the record, where only the store can see the race.
-    test("two stages of one revision with other content: the second commit is a conflict and the first stays", async (t) => {
+    test("the same (bundle_id, revision) with other content is a conflict at commit (both begun first) and at begin; the first stays", async (t) => {
       const { delivery } = await (await backend.state(t)).open();
       const bundleId = `race-${randomBytes(4).toString("hex")}`;
       const one = skillManifest(bundleId, "r1", [{ path: "docs/a.md", content: "one\n" }]);
@@ -197,6 +197,7 @@ for (const backend of backendsUnderTest()) {
       const atCommit = await rejectsWith(delivery.commit(stageTwo.stage_id), "revision-conflict");
       assert.equal(atCommit.status, 409);
       assert.equal(atCommit.details.committed_manifest_digest, one.manifest.manifest_digest);
+      await rejectsWith(delivery.begin(two.manifest), "revision-conflict");
       const listed = (await delivery.list()).filter((b) => b.bundle_id === bundleId);
       assert.deepEqual(listed.map((b) => b.revisions.map((r) => r.manifest_digest)), [[one.manifest.manifest_digest]]);
       assert.equal((await delivery.begin(one.manifest)).committed, true, "the first commit still answers its receipt");

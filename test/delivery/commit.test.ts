@@ -194,25 +194,6 @@ test("an empty file needs no upload and commits", async (t) => {
   assert.equal((await delivery.openBlob({ digest: sha256Digest(""), byte_len: 0 })).byteLength, 0);
 });
 
-test("the same (bundle_id, revision) with other content is a conflict, at begin and at commit", async (t) => {
-  const { delivery } = await openStore(t, tempHome(t));
-  const one = skillManifest("tools", "r1", [{ path: "docs/a.md", content: "one\n" }]);
-  const two = skillManifest("tools", "r1", [{ path: "docs/a.md", content: "two\n" }]);
-  const stageOne = await delivery.begin(one.manifest);
-  const stageTwo = await delivery.begin(two.manifest);
-  await uploadMissing(delivery, stageOne, one.blobs);
-  await uploadMissing(delivery, stageTwo, two.blobs);
-  await delivery.commit(stageOne.stage_id);
-  const atCommit = await rejectsWith(delivery.commit(stageTwo.stage_id), "revision-conflict");
-  assert.equal(atCommit.status, 409);
-  assert.equal(atCommit.details.committed_manifest_digest, one.manifest.manifest_digest);
-  await rejectsWith(delivery.begin(two.manifest), "revision-conflict");
-  const listed = await delivery.list();
-  assert.equal(listed.length, 1);
-  assert.equal(listed[0]!.revisions.length, 1);
-  assert.equal(listed[0]!.revisions[0]!.manifest_digest, one.manifest.manifest_digest);
-});
-
 for (const [point, what] of [
   ["commit-record", "the commit record"],
   ["blob-dir-sync", "the blobs' directories"],
