@@ -10,7 +10,7 @@ import swagger from "@fastify/swagger";
 import { NoQuery } from "../api/common.js";
 import type { ServerSettings } from "../config/serve-config.js";
 import type { Warden } from "../warden.js";
-import { TokenAuthority } from "./auth.js";
+import { TokenAuthority, type Caller } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
 import { AuthError, isWardenError } from "../core/errors.js";
@@ -91,6 +91,13 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   parseJsonBodiesAsUtf8(app);
 
   const authority = new TokenAuthority(settings.tokens);
+  /** Who sends `request`, when its one bearer token is valid and allows its method; else an AuthError. */
+  const callerOf = (request: IncomingMessage): Caller => {
+    if (repeatedHeader(request.rawHeaders, "authorization")) throw new AuthError("unauthorized", "send exactly one Authorization header");
+    const caller = authority.authenticate(request.headers.authorization);
+    authority.authorize(caller, request.method ?? "GET");
+    return caller;
+  };
   const ctx: RouteContext = {
     warden,
     settings,
@@ -109,10 +116,8 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   // hears its refusal from the hook below before it sends the body.
   app.server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
     try {
-      if (!repeatedHeader(request.rawHeaders, "authorization")) {
-        authority.authorize(authority.authenticate(request.headers.authorization), request.method ?? "GET");
-        response.writeContinue();
-      }
+      callerOf(request);
+      response.writeContinue();
     } catch {
       // refused by the onRequest hook, with its problem document
     }
@@ -130,10 +135,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     if (template !== undefined && NO_STORE_PREFIXES.some((prefix) => template.startsWith(prefix))) reply.header("cache-control", "no-store");
     if (route.config.public === true) return done();
     try {
-      if (repeatedHeader(request.raw.rawHeaders, "authorization")) throw new AuthError("unauthorized", "send exactly one Authorization header");
-      const caller = authority.authenticate(request.headers.authorization);
-      authority.authorize(caller, request.method);
-      request.caller = caller;
+      request.caller = callerOf(request.raw);
     } catch (error) {
       return done(error as Error);
     }
