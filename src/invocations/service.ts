@@ -423,7 +423,7 @@ export class Invocations {
           ? "reconciled"
           : claim.result !== undefined
             ? "recorded"
-            : claim.owner_alive && !this.#unreleased.has(claim.run_id)
+            : claim.owner_alive && !this.#givenUpHere(claim)
               ? "in_progress"
               : "unresolved";
     } catch (error) {
