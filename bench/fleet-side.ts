@@ -1,6 +1,6 @@
 /**
  * One side of the fleet bench (fleet.bench.ts), in a process of its own, as each would run in a
- * deployment: `node --import tsx bench/fleet-side.ts <warden|dbos> <database url> <concurrency>`. Neither side's
+ * deployment: `node --import tsx bench/fleet-side.ts <warden|dbos|floor> <database url> <concurrency>`. Neither side's
  * heap, timers or background work (DBOS polls its queues) lands in the other's latencies.
  *
  * The parent sends `{ op: "phase", kind, seconds }` over IPC; this process runs the calls from
@@ -11,6 +11,7 @@
 import { randomUUID } from "node:crypto";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { DBOS } from "@dbos-inc/dbos-sdk";
+import pg from "pg";
 import { openPostgresBackend } from "../src/backends/postgres/index.js";
 import { Invocations } from "../src/invocations/index.js";
 import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
@@ -75,6 +76,32 @@ async function wardenSide(url: string): Promise<Side> {
       await checker.close();
       await backend.close();
     },
+  };
+}
+
+/**
+ * The floor of a replay here: the least any implementation on this database does to answer one,
+ * on warden's own rows. A bare `pg` pool as large as warden's reads the claim row by its primary
+ * key, one prepared statement per replay, and checks nothing (no request hash, no journal, no
+ * owner). Its ids are the ones warden completed (it runs on warden's database, read-only).
+ */
+async function floorSide(url: string): Promise<Side & { ids(): Promise<readonly string[]> }> {
+  const pool = new pg.Pool({ connectionString: url, max: 16 });
+  return {
+    fresh: () => Promise.reject(new Error("the floor side only replays")),
+    async replay(id) {
+      const { rows } = await pool.query<{ result: string | null }>({
+        name: "floor-read",
+        text: "SELECT * FROM warden_claims WHERE scope = $1 AND id = $2",
+        values: [SCOPE, id],
+      });
+      if (rows[0]?.result == null) throw new Error(`floor replay of ${id} found no result`);
+    },
+    async ids() {
+      const { rows } = await pool.query<{ id: string }>("SELECT id FROM warden_claims WHERE scope = $1 AND result IS NOT NULL", [SCOPE]);
+      return rows.map((r) => r.id);
+    },
+    close: () => pool.end(),
   };
 }
 
@@ -156,11 +183,12 @@ async function measure(concurrency: number, seconds: number, op: (i: number) => 
 async function main(): Promise<void> {
   const [name, url, loops] = process.argv.slice(2);
   const concurrency = Number(loops);
-  if ((name !== "warden" && name !== "dbos") || url === undefined || !Number.isSafeInteger(concurrency) || concurrency < 1) {
-    throw new Error("usage: fleet-side.ts <warden|dbos> <database url> <concurrency>");
+  if ((name !== "warden" && name !== "dbos" && name !== "floor") || url === undefined || !Number.isSafeInteger(concurrency) || concurrency < 1) {
+    throw new Error("usage: fleet-side.ts <warden|dbos|floor> <database url> <concurrency>");
   }
-  const side = name === "warden" ? await wardenSide(url) : await dbosSide(url);
-  const completed: string[] = [];
+  const floor = name === "floor" ? await floorSide(url) : undefined;
+  const side = floor ?? (name === "warden" ? await wardenSide(url) : await dbosSide(url));
+  const completed: string[] = floor === undefined ? [] : [...(await floor.ids())];
   const send = (message: SideMessage): void => void process.send!(message);
   process.on("message", (command: SideCommand) => {
     if (command.op === "close") {

@@ -12,6 +12,9 @@
  *    replay must be a read: its write statements are counted (must be 0), its read statements too
  *    (claim row and journal come in one statement, which concurrent replays share), and the WAL
  *    each side generates during its replay phase is printed.
+ *    Beside them, in the same rounds, the floor of a replay on this host: a bare `pg` pool reading
+ *    warden's claim rows by primary key, one statement per replay, with no checks
+ *    (fleet-side.ts `floorSide`). Its p99 shows how far the host lets the p99 target be reached.
  *
  * Each side runs in a process of its own (bench/fleet-side.ts), as it would be deployed, so
  * neither's heap, timers or background work lands in the other's latencies. Both stay open for
@@ -88,9 +91,9 @@ class Side {
     );
   }
 
-  static async start(name: "warden" | "dbos", url: string): Promise<Side> {
+  static async start(name: "warden" | "dbos" | "floor", url: string): Promise<Side> {
     const child = fork(SIDE_ENTRY, [name, url, String(CONCURRENCY)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-    const side = new Side(name === "warden" ? "warden" : "DBOS", url, child);
+    const side = new Side(name === "dbos" ? "DBOS" : name, url, child);
     const ready = await side.#next();
     if (ready.op !== "ready") throw new Error(`${name} side did not start: ${JSON.stringify(ready)}`);
     return side;
@@ -155,6 +158,10 @@ export default async function (): Promise<void> {
     for (let round = 0; round < NEW_ROUNDS; round++) {
       for (const side of sides) fresh.get(side)!.push(await side.phase(server, "fresh", PHASE_S));
     }
+    // The floor of a replay here (fleet-side.ts `floorSide`), on warden's completed ids, taking its
+    // turn in the same rounds: the host's speed moves the p99 target's reach, and this shows it.
+    const floor = await Side.start("floor", warden.url);
+    sides.push(floor);
     // The replay path is other code than a new invocation's: it warms up too, uncounted, as the
     // fresh phases did (its first round otherwise carried the JIT's compiling in its p99).
     for (const side of sides) await side.phase(server, "replay", WARMUP_S);
@@ -162,6 +169,7 @@ export default async function (): Promise<void> {
     for (let round = 0; round < REPLAY_ROUNDS; round++) {
       for (const side of sides) replays.get(side)!.push(await side.phase(server, "replay", PHASE_S));
     }
+    const floorReplays = replays.get(floor)!;
     const wardenReplays = replays.get(warden)!;
     const replayWrites = wardenReplays.reduce((n, p) => n + (p.writes ?? 0), 0);
     const replayReads = wardenReplays.reduce((n, p) => n + (p.reads ?? 0), 0);
@@ -179,6 +187,13 @@ export default async function (): Promise<void> {
     );
     console.log(`  all rounds, warden: ${wardenReplays.map((p) => `${fmt(p.perSec)}/s p99 ${p.p99.toFixed(2)} ms`).join(", ")}`);
     console.log(`  ${describe("DBOS", dr)}`);
+    const fr = median(floorReplays);
+    console.log(
+      `  floor here, same rounds: a bare pg pool of 16 reading the claim row by primary key, one statement per replay, no checks: ` +
+        `${fmt(fr.perSec)}/s, p50 ${fr.p50.toFixed(2)} ms, p99 ${fr.p99.toFixed(2)} ms ` +
+        `[all rounds: ${floorReplays.map((p) => `${fmt(p.perSec)}/s p99 ${p.p99.toFixed(2)} ms`).join(", ")}]; ` +
+        `its event loop delay p99 ${fr.loopDelayP99.toFixed(1)} ms, GC pauses ${fr.gc.count}, longest ${fr.gc.maxMs.toFixed(1)} ms`,
+    );
     console.log(`  warden replays sent ${replayWrites} write statements (${replayWrites === 0 ? "a replay is a read" : "NOT a read"})`);
     console.log(
       `  warden replays sent ${fmt(replayReads)} read statements for ${fmt(replayCount)} replays (${(replayCount / Math.max(replayReads, 1)).toFixed(1)} replays share one round trip)`,
