@@ -189,10 +189,9 @@ export default async function (): Promise<void> {
     console.log(`  ${describe("DBOS", dr)}`);
     const fr = median(floorReplays);
     console.log(
-      `  floor here, same rounds: a bare pg pool of 16 reading the claim row by primary key, one statement per replay, no checks: ` +
-        `${fmt(fr.perSec)}/s, p50 ${fr.p50.toFixed(2)} ms, p99 ${fr.p99.toFixed(2)} ms ` +
-        `[all rounds: ${floorReplays.map((p) => `${fmt(p.perSec)}/s p99 ${p.p99.toFixed(2)} ms`).join(", ")}]; ` +
-        `its event loop delay p99 ${fr.loopDelayP99.toFixed(1)} ms, GC pauses ${fr.gc.count}, longest ${fr.gc.maxMs.toFixed(1)} ms`,
+      `  floor here, same rounds (a bare pg pool of 16 reading the claim row by primary key, one statement per replay, no checks) ` +
+        `${describe("floor", fr)}; event loop delay p99 ${fr.loopDelayP99.toFixed(1)} ms, GC pauses ${fr.gc.count}, longest ${fr.gc.maxMs.toFixed(1)} ms ` +
+        `[all rounds: ${floorReplays.map((p) => `${fmt(p.perSec)}/s p99 ${p.p99.toFixed(2)} ms`).join(", ")}]`,
     );
     console.log(`  warden replays sent ${replayWrites} write statements (${replayWrites === 0 ? "a replay is a read" : "NOT a read"})`);
     console.log(
