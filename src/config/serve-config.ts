@@ -9,6 +9,7 @@ import type { ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { WardenOptions } from "../warden.js";
+import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
 import { DEFAULT_LISTEN, parseListen, type ListenAddress } from "./listen.js";
 import { ConfigFile, LOG_LEVELS, type LogLevel } from "./schema.js";
@@ -85,13 +86,15 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     providers[name] = { ...(providers[name] ?? {}), command: commandPath(command, cwd) };
   }
   const logLevel = checkLogLevel(flags.logLevel ?? env.WARDEN_LOG_LEVEL ?? file.logLevel ?? "info");
-  const loaded = loadTokens({
-    home,
-    ...(env.WARDEN_TOKEN === undefined ? {} : { operatorToken: env.WARDEN_TOKEN }),
-    ...(env.WARDEN_OBSERVER_TOKEN === undefined ? {} : { observerToken: env.WARDEN_OBSERVER_TOKEN }),
-    ...(file.operatorName === undefined ? {} : { operatorName: file.operatorName }),
-    ...(file.observerName === undefined ? {} : { observerName: file.observerName }),
-  });
+  const loaded = whileHomeHeld(home, () =>
+    loadTokens({
+      home,
+      ...(env.WARDEN_TOKEN === undefined ? {} : { operatorToken: env.WARDEN_TOKEN }),
+      ...(env.WARDEN_OBSERVER_TOKEN === undefined ? {} : { observerToken: env.WARDEN_OBSERVER_TOKEN }),
+      ...(file.operatorName === undefined ? {} : { operatorName: file.operatorName }),
+      ...(file.observerName === undefined ? {} : { observerName: file.observerName }),
+    }),
+  );
   const warden: WardenOptions = {
     home,
     limits,

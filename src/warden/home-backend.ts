@@ -31,15 +31,34 @@ const KINDS: readonly HomeBackend[] = ["embedded", "postgres"];
  * its backend; refuses a home another process serves, or one that served the other backend.
  */
 export function claimHome(home: string, kind: HomeBackend): FileLock {
-  const lock = FileLock.tryAcquire(join(home, HOME_LOCK_FILE));
-  if (lock === undefined) {
-    throw new ConflictError("home-in-use", `${home} is served by another warden process; give each node a home of its own (--home)`, { details: { home } });
-  }
+  const lock = takeHome(home);
   try {
     claimHomeBackend(home, kind);
   } catch (error) {
     lock.release();
     throw error;
+  }
+  return lock;
+}
+
+/**
+ * Runs `fn` holding the home, as a start does before its stores open: what a start writes in the
+ * home first (the operator token a first start generates) must not race another start on it, and
+ * a home another process serves is refused before anything in it is touched.
+ */
+export function whileHomeHeld<T>(home: string, fn: () => T): T {
+  const lock = takeHome(home);
+  try {
+    return fn();
+  } finally {
+    lock.release();
+  }
+}
+
+function takeHome(home: string): FileLock {
+  const lock = FileLock.tryAcquire(join(home, HOME_LOCK_FILE));
+  if (lock === undefined) {
+    throw new ConflictError("home-in-use", `${home} is served by another warden process; give each node a home of its own (--home)`, { details: { home } });
   }
   return lock;
 }

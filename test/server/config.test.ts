@@ -6,6 +6,9 @@ import * as path from "node:path";
 import { DEFAULT_LIMITS } from "../../src/core/limits.js";
 import { loadServeConfig } from "../../src/config/serve-config.js";
 import { parseListen, urlOf } from "../../src/config/listen.js";
+import { TOKEN_FILE } from "../../src/config/tokens.js";
+import { FileLock } from "../../src/storage/lock.js";
+import { HOME_LOCK_FILE } from "../../src/warden/home-backend.js";
 import { tempRoot } from "./helpers.js";
 
 describe("serve configuration", () => {
@@ -21,6 +24,25 @@ describe("serve configuration", () => {
     if (config !== undefined) fs.writeFileSync(path.join(home, "warden.json"), typeof config === "string" ? config : JSON.stringify(config), { mode: 0o600 });
     return home;
   };
+
+  it("a start reads and writes its token only while it holds the home: a served home is refused before its token file is touched", () => {
+    const home = homeWith("held");
+    // An empty token file (what an interrupted first start of an older version left) is one a
+    // start replaces; the process serving this home holds its lock and already loaded another.
+    fs.writeFileSync(path.join(home, TOKEN_FILE), "", { mode: 0o600 });
+    const serving = FileLock.tryAcquire(path.join(home, HOME_LOCK_FILE))!;
+    try {
+      assert.throws(() => loadServeConfig({ home }, {}, root), { code: "home-in-use" });
+      assert.equal(fs.readFileSync(path.join(home, TOKEN_FILE), "utf8"), "");
+    } finally {
+      serving.release();
+    }
+    const started = loadServeConfig({ home }, {}, root);
+    assert.equal(started.generatedToken, path.join(home, TOKEN_FILE));
+    assert.notEqual(fs.readFileSync(path.join(home, TOKEN_FILE), "utf8").trim(), "");
+    // Loading the configuration leaves the home free for the node to claim.
+    assert.equal(FileLock.isFree(path.join(home, HOME_LOCK_FILE)), true);
+  });
 
   it("defaults: ./.warden (or $WARDEN_HOME), 127.0.0.1:7420, default limits, env tokens", () => {
     const cwd = path.join(root, "cwd");
