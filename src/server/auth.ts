@@ -29,7 +29,14 @@ export class TokenAuthority {
   /** The caller a request's Authorization header names; AuthError `unauthorized` otherwise. */
   authenticate(header: string | undefined): Caller {
     const match = header === undefined ? null : BEARER_RE.exec(header);
-    if (match === null) throw new AuthError("unauthorized", "a bearer token is required (Authorization: Bearer <token>)");
+    // The only place that knows no token came: it says where the CLI takes one from, which a
+    // client talking to another URL (through an authenticating proxy) cannot know beforehand.
+    if (match === null) {
+      throw new AuthError(
+        "unauthorized",
+        "a bearer token is required (Authorization: Bearer <token>); the warden CLI sends $WARDEN_TOKEN, or the local node's <home>/token when it talks to that node",
+      );
+    }
     const presented = hashToken(match[1] as string);
     let found: TokenRecord | undefined;
     for (const token of this.#tokens) {

@@ -366,18 +366,21 @@ describe("warden CLI against a real node", () => {
     }
   });
 
-  it("failures are one line and exit 1: no node, wrong token, unreachable node, bad option", async () => {
+  it("failures are one line and exit 1: no node, wrong token, no token, unreachable node, bad option", async () => {
     const empty = join(scratch, "empty-home");
     mkdirSync(empty, { mode: 0o700 });
-    const [noNode, wrongToken, unreachable, badWait, badId] = await Promise.all([
+    const [noNode, wrongToken, noToken, unreachable, badWait, badId] = await Promise.all([
       inProcess(["bundles"], { WARDEN_HOME: empty }),
       inProcess(["bundles"], { WARDEN_URL: node.url, WARDEN_TOKEN: "wrong" }),
+      inProcess(["bundles"], { WARDEN_URL: node.url, WARDEN_HOME: empty }),
       inProcess(["push", example], { WARDEN_URL: `http://127.0.0.1:${await closedPort()}`, WARDEN_TOKEN: "x" }),
       warden(["invoke", "--id", randomUUID(), "--provider", "claude", "--wait", "soon", "--", "hi"]),
       warden(["invoke", "--id", "not-a-uuid", "--provider", "claude", "--", "hi"]),
     ]);
     assertOneErrorLine(noNode, 1, "node-not-found");
     assertOneErrorLine(wrongToken, 1, "unauthorized");
+    assertOneErrorLine(noToken, 1, "unauthorized");
+    assert.match(noToken.stderr, /\$WARDEN_TOKEN/, "no token sent: the message says where the CLI takes one from");
     assertOneErrorLine(unreachable, 1, "node-unreachable");
     assert.equal(badWait.code, 1);
     assert.equal(badWait.stderr.trimEnd().split("\n").length, 1, badWait.stderr);
