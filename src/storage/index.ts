@@ -1,2 +1,3 @@
 export * from "./secure-fs.js";
 export * from "./lock.js";
+export * from "./room.js";

@@ -17,6 +17,7 @@ import {
   storageFull,
   WardenError,
 } from "../../core/errors.js";
+import { nearlyFull } from "../../storage/room.js";
 import { checkFileStats, checkPrivateDirSync, createPrivateFileSync, syncDirSync } from "../../storage/secure-fs.js";
 
 export type SqliteDatabase = Database.Database;
@@ -80,7 +81,7 @@ export function openPrivateDatabase(path: string, options: OpenDatabaseOptions =
   try {
     db = new Database(path, { fileMustExist: true, timeout: options.busyTimeoutMs ?? 5000 });
   } catch (error) {
-    throw sqliteFailure(error, `open the database ${path}`);
+    throw sqliteFailure(error, `open the database ${path}`, path);
   }
   try {
     const mode = db.pragma("journal_mode = WAL", { simple: true });
@@ -92,7 +93,7 @@ export function openPrivateDatabase(path: string, options: OpenDatabaseOptions =
     return db;
   } catch (error) {
     db.close();
-    throw error instanceof WardenError ? error : sqliteFailure(error, `configure the database ${path}`);
+    throw error instanceof WardenError ? error : sqliteFailure(error, `configure the database ${path}`, path);
   }
 }
 
@@ -105,12 +106,14 @@ export function sqliteCode(error: unknown): string | undefined {
 /**
  * Maps an SQLite (or fs) failure to a typed error. A full database or disk refuses new work as
  * exhausted capacity (G11); the transaction was rolled back, so nothing was deleted or half-written.
+ * With the database's `path`, an I/O error on a file system with no room left is that too.
  */
-export function sqliteFailure(error: unknown, doing: string): WardenError {
+export function sqliteFailure(error: unknown, doing: string, path?: string): WardenError {
   if (error instanceof WardenError) return error;
   const code = sqliteCode(error) ?? errnoCode(error) ?? "unknown";
   const message = error instanceof Error ? error.message : String(error);
   if (code === "SQLITE_FULL" || isStorageFull(error)) return storageFull(doing, error);
+  if (code.startsWith("SQLITE_IOERR") && path !== undefined && nearlyFull(dirname(path))) return storageFull(doing, error);
   if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
     return new StorageError("storage-busy", `could not ${doing}: the database is busy; retry (${message})`, { cause: error });
   }
@@ -145,6 +148,6 @@ export function migrateSchema(db: SqliteDatabase, migrations: readonly string[],
   try {
     migrate.immediate();
   } catch (error) {
-    throw sqliteFailure(error, `migrate the ${what} schema`);
+    throw sqliteFailure(error, `migrate the ${what} schema`, db.name);
   }
 }

@@ -1,0 +1,62 @@
+/**
+ * `warden serve` restarted on a home whose file system filled up while it was down: the start is
+ * refused in one line that names the full disk (507 capacity-exhausted), not a "disk I/O error"
+ * that points at hardware. The disk is a 4 MiB tmpfs mounted in a user and mount namespace of its
+ * own (`unshare -rm`), so no privilege is needed and nothing outside the test sees it.
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import { cliEntry, tempDir } from "../client/harness.js";
+
+/** Starts a node on the tmpfs, stops it, fills the tmpfs, starts it again; prints the second start's exit. */
+const SCRIPT = `
+set -u
+mount -t tmpfs -o size=4m none "$1" || exit 90
+H="$1/home"
+"$2" --import tsx "$3" serve --home "$H" --listen 127.0.0.1:0 >"$1/first.log" 2>&1 &
+first=$!
+for i in $(seq 1 600); do [ -f "$H/node.json" ] && break; sleep 0.05; done
+[ -f "$H/node.json" ] || { cat "$1/first.log" >&2; exit 91; }
+kill -TERM $first; wait $first
+dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null
+state() { (cd "$H" && find . -type f ! -name node.lock -exec sha256sum {} + | sort); }
+before=$(state)
+"$2" --import tsx "$3" serve --home "$H" --listen 127.0.0.1:0
+code=$?
+# Every file stored before is still there, byte for byte; what is new is listed by name.
+lost=$(comm -23 <(echo "$before") <(state))
+[ -z "$lost" ] && echo "stored files unchanged" >&2 || { echo "changed or gone: $lost" >&2; }
+echo "new: $(comm -13 <(echo "$before") <(state) | awk '{print $2}' | sort | tr '\n' ' ')" >&2
+echo "exit=$code" >&2
+`;
+
+const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
+
+describe("a start on a full disk", { skip: namespaces ? false : "unshare -rm (user and mount namespaces) is not available here" }, () => {
+  let mountpoint: string;
+  before(() => {
+    mountpoint = tempDir("full-disk");
+  });
+  after(() => fs.rmSync(mountpoint, { recursive: true, force: true }));
+
+  it("is refused in one line naming the full disk (capacity-exhausted), and changes nothing", async () => {
+    const child = spawn("unshare", ["-rm", "bash", "-c", SCRIPT, "full-disk", mountpoint, process.execPath, cliEntry], { stdio: ["ignore", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    const status = await new Promise<number | null>((done) => child.once("exit", done));
+    assert.equal(status, 0, stderr);
+    const lines = stderr.trimEnd().split("\n");
+    assert.equal(lines.at(-1), "exit=1", stderr);
+    // SQLite opens its database's companions (-wal empty, -shm its index) before growing them fails.
+    const created = lines.at(-2)!.replace(/^new: /, "").trim().split(" ").filter((n) => n !== "");
+    for (const name of created) assert.match(name, /^\.\/claims\.sqlite-(wal|shm)$/, stderr);
+    assert.equal(lines.at(-3), "stored files unchanged", stderr);
+    const message = lines.slice(0, -3);
+    assert.equal(message.length, 1, `one line: ${stderr}`);
+    assert.match(message[0]!, /^warden: could not .*: storage is full .*\(capacity-exhausted\)$/);
+    // The namespace's mount went with it: the directory underneath was never written.
+    assert.deepEqual(fs.readdirSync(mountpoint), []);
+  });
+});
