@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { errnoCode } from "../core/errors.js";
+import { errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { publishNewFile, readPrivateFileSync } from "../storage/secure-fs.js";
 
 export const NODE_FILE = "node.json";
@@ -18,7 +18,12 @@ export interface NodeFile {
 export async function writeNodeFile(home: string, record: NodeFile): Promise<void> {
   const path = join(home, NODE_FILE);
   fs.rmSync(path, { force: true });
-  await publishNewFile(path, `${JSON.stringify(record)}\n`);
+  try {
+    await publishNewFile(path, `${JSON.stringify(record)}\n`);
+  } catch (error) {
+    // A fleet node keeps nothing else in its home: this is where it meets a full disk first.
+    throw isStorageFull(error) ? storageFull(`write ${path}`, error) : error;
+  }
 }
 
 /**

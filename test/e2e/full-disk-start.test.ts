@@ -8,7 +8,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import { cliEntry, tempDir } from "../client/harness.js";
+import * as path from "node:path";
+import { cliEntry, repo, tempDir } from "../client/harness.js";
 
 /** Starts a node on the tmpfs, stops it, fills the tmpfs, starts it again; prints the second start's exit. */
 const SCRIPT = `
@@ -30,6 +31,11 @@ lost=$(comm -23 <(echo "$before") <(state))
 [ -z "$lost" ] && echo "stored files unchanged" >&2 || { echo "changed or gone: $lost" >&2; }
 echo "new: $(comm -13 <(echo "$before") <(state) | awk '{print $2}' | sort | tr '\n' ' ')" >&2
 echo "exit=$code" >&2
+# A fleet node keeps nothing else in its home: publishing node.json is where it meets the full disk.
+"$2" --import tsx --input-type=module -e '
+const { writeNodeFile } = await import(process.argv[1]);
+await writeNodeFile(process.argv[2], { url: "http://127.0.0.1:1", pid: 1 }).then(() => console.log("written"), (e) => console.log("node-file: " + e.code + ": " + e.message));
+' "$4" "$H"
 `;
 
 const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
@@ -41,10 +47,13 @@ describe("a start on a full disk", { skip: namespaces ? false : "unshare -rm (us
   });
   after(() => fs.rmSync(mountpoint, { recursive: true, force: true }));
 
-  it("is refused in one line naming the full disk (capacity-exhausted), and changes nothing", async () => {
-    const child = spawn("unshare", ["-rm", "bash", "-c", SCRIPT, "full-disk", mountpoint, process.execPath, cliEntry], { stdio: ["ignore", "pipe", "pipe"] });
+  it("is refused in one line naming the full disk (capacity-exhausted), and changes nothing; so is publishing node.json", async () => {
+    const nodeFile = path.join(repo, "src", "server", "node-file.ts");
+    const child = spawn("unshare", ["-rm", "bash", "-c", SCRIPT, "full-disk", mountpoint, process.execPath, cliEntry, nodeFile], { stdio: ["ignore", "pipe", "pipe"] });
     let stderr = "";
+    let stdout = "";
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     const status = await new Promise<number | null>((done) => child.once("exit", done));
     assert.equal(status, 0, stderr);
     const lines = stderr.trimEnd().split("\n");
@@ -56,6 +65,7 @@ describe("a start on a full disk", { skip: namespaces ? false : "unshare -rm (us
     const message = lines.slice(0, -3);
     assert.equal(message.length, 1, `one line: ${stderr}`);
     assert.match(message[0]!, /^warden: could not .*: storage is full .*\(capacity-exhausted\)$/);
+    assert.match(stdout.trim(), /^node-file: capacity-exhausted: could not write .*node\.json: storage is full/, stdout);
     // The namespace's mount went with it: the directory underneath was never written.
     assert.deepEqual(fs.readdirSync(mountpoint), []);
   });
