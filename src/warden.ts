@@ -277,6 +277,7 @@ export class Warden {
       this.#agents.killAll();
       await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
     }
+    this.invocations.close();
     try {
       await this.delivery.close();
     } finally {

@@ -19,6 +19,7 @@ import { canonicalResult } from "./identity.js";
 import { runCheckOf, type RunCheck } from "./run-check.js";
 import { sealOf } from "./seal.js";
 import type { EffectSpec, FinishOptions, FinishOutcome, ReleaseOptions, UnresolvedOutcome, UnresolvedReason } from "./types.js";
+import type { UnreleasedRuns } from "./unreleased.js";
 
 /**
  * Thrown by an effect's function to say the effect definitely did not happen (it was refused,
@@ -42,22 +43,8 @@ export interface HandleContext {
   readonly now: () => Date;
   /** Verifies and inspects a run's journal with the node's keys (off the event loop when it can). */
   checkRun(bytes: Uint8Array, runId: string, expect?: Checkpoint): Promise<RunCheck>;
-  /**
-   * Runs this process gave up whose release could not be stored (a full disk, a lost database).
-   * Their owner, this process, is alive, so the store alone would answer in_progress, for ever,
-   * for a run that is over and can be neither retried nor reconciled.
-   */
-  readonly unreleased: Set<string>;
-}
-
-/** Marks the claim released; when that cannot be stored, this process still reads it unresolved. */
-export async function releaseOrRemember(ctx: Pick<HandleContext, "claims" | "unreleased">, key: ClaimKey, runId: string): Promise<void> {
-  try {
-    await ctx.claims.release(key, runId);
-  } catch (error) {
-    ctx.unreleased.add(runId);
-    throw error;
-  }
+  /** Releases claims, and keeps trying those whose release could not be stored (unreleased.ts). */
+  readonly unreleased: UnreleasedRuns;
 }
 
 export interface OwnedClaim {
@@ -87,8 +74,7 @@ type HandleState = "open" | "finishing" | "closed";
 export const UNSYNCED = Object.freeze({ sync: false });
 
 interface Abandoned {
-  readonly claims: ClaimStore;
-  readonly unreleased: Set<string>;
+  readonly unreleased: UnreleasedRuns;
   readonly claim: OwnedClaim;
   readonly writer: JournalWriter;
 }
@@ -98,11 +84,11 @@ interface Abandoned {
  * `in_progress` for the rest of the process's life: once the handle is garbage, the claim is
  * released like an explicit release would, and reads `unresolved`.
  */
-const abandonment = new FinalizationRegistry<Abandoned>(({ claims, unreleased, claim, writer }) => {
+const abandonment = new FinalizationRegistry<Abandoned>(({ unreleased, claim, writer }) => {
   void writer
     .close()
     .catch(() => undefined)
-    .then(() => releaseOrRemember({ claims, unreleased }, claim, claim.run_id))
+    .then(() => unreleased.release(claim, claim.run_id))
     .catch(() => undefined); // a closed store: the owner lock is gone, so the claim reads unresolved anyway
 });
 
@@ -133,7 +119,7 @@ export class InvocationHandle implements AsyncDisposable {
     this.request_hash = claim.request_hash;
     this.agent = claim.agent;
     this.run_id = claim.run_id;
-    abandonment.register(this, { claims: ctx.claims, unreleased: ctx.unreleased, claim, writer }, this);
+    abandonment.register(this, { unreleased: ctx.unreleased, claim, writer }, this);
     const handle = this;
     this.journal = Object.freeze({
       runId: claim.run_id,
@@ -292,7 +278,7 @@ export class InvocationHandle implements AsyncDisposable {
     try {
       await this.#writer.close();
     } finally {
-      await releaseOrRemember(this.#ctx, this.#claim, this.run_id);
+      await this.#ctx.unreleased.release(this.#claim, this.run_id);
     }
   }
 

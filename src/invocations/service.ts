@@ -19,11 +19,12 @@ import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
 import { isDamagedClaim, type ClaimKey, type ClaimListFilter, type ClaimState, type ClaimStore, type DamagedClaim, type JournalSeal } from "./claim-store.js";
-import { InvocationHandle, UNSYNCED, releaseOrRemember, type HandleContext } from "./handle.js";
+import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
 import { parseReceipt, parseReview, sameSubmission, signReceipt, snapshotHashOf, verifyReceipt } from "./reconciliation.js";
+import { UnreleasedRuns } from "./unreleased.js";
 import type {
   Audit,
   ClaimSnapshot,
@@ -53,6 +54,8 @@ export interface InvocationsOptions {
   readonly now?: () => Date;
   /** where journals are verified; default: the process-wide worker pool */
   readonly checker?: RunChecker;
+  /** how often a release that could not be stored is tried again (default RELEASE_RETRY_MS) */
+  readonly releaseRetryMs?: number;
 }
 
 const LIST_DEFAULT = 100;
@@ -69,8 +72,7 @@ export class Invocations {
   readonly #handleContext: HandleContext;
   readonly #checker: RunChecker;
   readonly #replayChecks = new ReplayChecks();
-  /** See HandleContext.unreleased. */
-  readonly #unreleased = new Set<string>();
+  readonly #unreleased: UnreleasedRuns;
   #signingKey: Promise<SigningKey> | undefined;
   #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
 
@@ -81,6 +83,7 @@ export class Invocations {
     this.#keys = options.keys;
     this.#now = options.now ?? (() => new Date());
     this.#checker = options.checker ?? sharedRunChecker();
+    this.#unreleased = new UnreleasedRuns(this.#claims, options.releaseRetryMs);
     this.#handleContext = {
       claims: this.#claims,
       journals: this.#journals,
@@ -89,6 +92,14 @@ export class Invocations {
       checkRun: (bytes, runId, expect) => this.#checkRun(bytes, runId, expect),
       unreleased: this.#unreleased,
     };
+  }
+
+  /**
+   * Stops trying to store the releases that could not be stored: the stores are closing, and with
+   * them this process's ownership, so those runs read unresolved everywhere from then on.
+   */
+  close(): void {
+    this.#unreleased.stop();
   }
 
   /**
@@ -120,7 +131,7 @@ export class Invocations {
     } catch (error) {
       // The claim stays (it is durable and may have been seen): it reads unresolved from now on.
       await writer?.close().catch(() => undefined);
-      await releaseOrRemember(this.#handleContext, key, run_id);
+      await this.#unreleased.release(key, run_id);
       throw error;
     }
     return { status: "fresh", handle: new InvocationHandle(this.#handleContext, identity, writer) };
@@ -297,15 +308,11 @@ export class Invocations {
 
   /**
    * True for a run this process gave up without storing its release; each sighting tries to store
-   * it again (in the background: the answer is unresolved either way, and never fresh).
+   * it again (in the background: the answer is unresolved either way, and never fresh), as a timer
+   * does between sightings (unreleased.ts).
    */
   #givenUpHere(claim: ClaimState): boolean {
-    if (claim.released || !this.#unreleased.has(claim.run_id)) return false;
-    this.#claims.release(claim, claim.run_id).then(
-      () => this.#unreleased.delete(claim.run_id),
-      () => undefined,
-    );
-    return true;
+    return !claim.released && this.#unreleased.givenUp(claim.run_id);
   }
 
   /** The outcome a stored claim stands for; see the module comment for what is checked. */

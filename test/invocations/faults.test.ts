@@ -116,3 +116,44 @@ test("a run given up while its release cannot be stored (a full disk) reads unre
   assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true);
   assert.equal((await invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
 });
+
+test("a release that could not be stored is stored in the background once there is room: other readers see unresolved without a sighting here", async (t) => {
+  const env = await setup(t);
+  let full = false;
+  let releases = 0;
+  const enospc = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+  const claims = new Proxy(env.backend.claims, {
+    get(target, prop) {
+      if (prop === "release") releases++;
+      if (full && (prop === "record" || prop === "release")) return () => Promise.reject(storageFull("write the claim store", enospc));
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  const invocations = new Invocations({ claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits, releaseRetryMs: 40 });
+  t.after(() => invocations.close());
+  // Another reader of the same store (another process, a fleet node): it knows only the stored row.
+  const elsewhere = new Invocations({ claims: env.backend.claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
+  const id = randomUUID();
+  const opened = await invocations.open(SCOPE, id, request, "agent");
+  assert.equal(opened.status, "fresh");
+  if (opened.status !== "fresh") return;
+  full = true;
+  await assert.rejects(opened.handle.finish({ ok: true }), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.ok(releases >= 3, `retried while full (${releases} attempts)`);
+  assert.equal((await elsewhere.lookup(SCOPE, id, request))?.status, "in_progress", "the row alone: its owner lives");
+  full = false;
+  const deadline = Date.now() + 2_000;
+  while ((await env.backend.claims.get({ scope: SCOPE, id }))?.released !== true && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true, "stored with no sighting here");
+  const seen = await elsewhere.lookup(SCOPE, id, request);
+  assert.equal(seen?.status, "unresolved");
+  assert.deepEqual(seen?.status === "unresolved" && seen.audit.reasons, ["released"]);
+  // Stored once: the retries stop.
+  const after = releases;
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.equal(releases, after, "no retry after the release was stored");
+});
