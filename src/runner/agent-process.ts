@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { errnoCode } from "../core/errors.js";
+import { RUN_TAG_VAR, killRunStragglers } from "./stragglers.js";
 
 export interface AgentExit {
   /** false when the command could not be started at all (ENOENT, EACCES): nothing ran */
@@ -15,6 +16,14 @@ export interface AgentExit {
   readonly timed_out: boolean;
   /** errno code of a spawn failure */
   readonly spawn_error?: string;
+  /** processes that left the agent's group, found by the run tag and killed when it exited */
+  readonly stragglers_killed: number;
+  /**
+   * true when the agent's output was still held open, by a process outside its group that no
+   * kill could find, for the grace period after it exited: reading was cut off, and what that
+   * process does is not known
+   */
+  readonly output_held_open: boolean;
 }
 
 export interface AgentSpawn {
@@ -26,10 +35,27 @@ export interface AgentSpawn {
   /** time between SIGTERM and SIGKILL of the group on timeout */
   readonly killGraceMs: number;
   /**
+   * Given to the agent as RUN_TAG_VAR: when it exits, the processes still carrying it — those
+   * that left its process group — are killed too (stragglers.ts).
+   */
+  readonly runTag?: string;
+  /**
    * Called with the pid synchronously right after the fork, before this process returns to its
    * event loop: the child cannot have been reaped yet, so /proc still shows it. Must not throw.
    */
   readonly onSpawn?: (pid: number) => void;
+}
+
+/** Least time the output must stay quiet after the agent's exit before it is cut off. */
+const MIN_QUIET_MS = 500;
+
+function bytesRead(child: ChildProcess): number {
+  return [child.stdout, child.stderr].reduce((sum, s) => sum + ((s as { bytesRead?: number } | null)?.bytesRead ?? 0), 0);
+}
+
+/** A reader paused (its consumer is writing what came) or with bytes not yet consumed is not idle. */
+function behind(child: ChildProcess): boolean {
+  return [child.stdout, child.stderr].some((s) => s !== null && (s.readableFlowing === false || s.readableLength > 0));
 }
 
 export class AgentProcess {
@@ -46,7 +72,7 @@ export class AgentProcess {
   static start(options: AgentSpawn): Promise<AgentProcess> {
     const child = spawn(options.command, [...options.args], {
       cwd: options.cwd,
-      env: options.env,
+      env: options.runTag === undefined ? options.env : { ...options.env, [RUN_TAG_VAR]: options.runTag },
       detached: true, // its own process group (setsid): the group id is its pid
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -56,9 +82,22 @@ export class AgentProcess {
       let spawned = false;
       let timer: NodeJS.Timeout | undefined;
       let killer: NodeJS.Timeout | undefined;
+      let holder: NodeJS.Timeout | undefined;
+      let exited = false;
+      let stragglers = 0;
+      let heldOpen = false;
+      const cutOutput = (): void => {
+        heldOpen = true;
+        // 'close' waits for both streams: destroyed, they close, whoever still holds the pipes.
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      };
+
       child.once("spawn", () => {
         spawned = true;
         timer = setTimeout(() => {
+          // Past its exit, only a holder of its output is left: it cannot outlast the timeout.
+          if (exited) return cutOutput();
           agent.#timedOut = true;
           agent.signalGroup("SIGTERM");
           killer = setTimeout(() => agent.signalGroup("SIGKILL"), options.killGraceMs);
@@ -66,19 +105,45 @@ export class AgentProcess {
       });
       child.once("error", (error) => {
         if (spawned) return; // a later error (e.g. a failed kill) does not change how it ended
-        resolve({ spawned: false, exit_code: null, signal: null, timed_out: false, spawn_error: errnoCode(error) ?? "spawn-failed" });
+        resolve({
+          spawned: false,
+          exit_code: null,
+          signal: null,
+          timed_out: false,
+          spawn_error: errnoCode(error) ?? "spawn-failed",
+          stragglers_killed: 0,
+          output_held_open: false,
+        });
       });
       // 'close' comes after 'exit' and after stdout/stderr ended: nothing more will arrive.
       child.once("close", (code, signal) => {
         clearTimeout(timer);
         clearTimeout(killer);
+        clearInterval(holder);
         if (!spawned) return;
-        resolve({ spawned: true, exit_code: code, signal, timed_out: agent.#timedOut });
+        resolve({ spawned: true, exit_code: code, signal, timed_out: agent.#timedOut, stragglers_killed: stragglers, output_held_open: heldOpen });
       });
       child.once("exit", () => {
-        // Whatever the agent left running in its group (servers, shells) ends with it; this
-        // also closes pipes a straggler held open, so 'close' can come.
-        if (spawned) agent.signalGroup("SIGKILL");
+        if (!spawned) return;
+        exited = true;
+        // Whatever the agent left running in its group (servers, shells) ends with it, and so do
+        // those that left the group; this also closes pipes they held open, so 'close' can come.
+        agent.signalGroup("SIGKILL");
+        if (options.runTag !== undefined) stragglers = killRunStragglers(options.runTag).length;
+        // What still holds the output open was not found: once nothing more has come for the
+        // quiet period while we kept up reading, stop reading, or 'close' would never come.
+        const quietMs = Math.max(options.killGraceMs, MIN_QUIET_MS);
+        let read = bytesRead(child);
+        let since = Date.now();
+        holder = setInterval(() => {
+          const now = bytesRead(child);
+          if (now !== read || behind(child)) {
+            read = now;
+            since = Date.now();
+          } else if (Date.now() - since >= quietMs) {
+            cutOutput();
+          }
+        }, quietMs / 4);
       });
     });
     agent = new AgentProcess(child, exit);

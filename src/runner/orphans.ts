@@ -39,7 +39,7 @@ import { readFileSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { sha256Hex } from "../core/digest.js";
 import { dropLaunchRecord, readLaunchRecords, type LaunchRecord, type ProcessIdentity } from "./launch-records.js";
-import { PROC, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
+import { PROC, environValue, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
 
 export const AGENT_TAG_VAR = "WARDEN_AGENT_OF";
 const TAG_RE = /^([0-9a-f]{32})\.([1-9][0-9]*)\.([0-9]+)$/;
@@ -61,17 +61,6 @@ function homeHash(home: string): string {
 export function agentTagOf(home: string, procRoot = PROC): string | undefined {
   const self = procStat(procRoot, "self");
   return self === undefined ? undefined : `${homeHash(home)}.${process.pid}.${self.startTicks}`;
-}
-
-/** The value of AGENT_TAG_VAR in a NUL-separated environment block. */
-function tagIn(environ: Buffer): string | undefined {
-  const name = Buffer.from(`${AGENT_TAG_VAR}=`, "utf8");
-  for (let at = environ.indexOf(name); at >= 0; at = environ.indexOf(name, at + 1)) {
-    if (at > 0 && environ[at - 1] !== 0) continue; // inside another entry's value
-    const end = environ.indexOf(0, at);
-    return environ.subarray(at + name.length, end < 0 ? environ.length : end).toString("utf8");
-  }
-  return undefined;
 }
 
 const running = (stat: ProcStat | undefined): stat is ProcStat => stat !== undefined && stat.state !== "Z" && stat.state !== "X";
@@ -150,7 +139,7 @@ class Reaper {
     } catch {
       return false; // gone meanwhile, or not ours to read
     }
-    const tag = tagIn(environ);
+    const tag = environValue(environ, AGENT_TAG_VAR);
     const match = tag === undefined ? null : TAG_RE.exec(tag);
     return match !== null && match[1] === this.#home && this.#nodeGone({ pid: Number(match[2]), startTicks: match[3]! });
   }

@@ -63,3 +63,13 @@ export function pidSpaceOf(procRoot: string): PidSpace | undefined {
   }
 }
 
+/** The value of variable `name` in a NUL-separated environment block (/proc/<pid>/environ). */
+export function environValue(environ: Buffer, name: string): string | undefined {
+  const key = Buffer.from(`${name}=`, "utf8");
+  for (let at = environ.indexOf(key); at >= 0; at = environ.indexOf(key, at + 1)) {
+    if (at > 0 && environ[at - 1] !== 0) continue; // inside another entry's value
+    const end = environ.indexOf(0, at);
+    return environ.subarray(at + key.length, end < 0 ? environ.length : end).toString("utf8");
+  }
+  return undefined;
+}

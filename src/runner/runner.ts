@@ -232,6 +232,7 @@ export class Runner {
       env: { ...this.#env, ...(materialization?.env ?? {}), ...this.#agentTagEnv },
       timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
       killGraceMs: this.#killGraceMs,
+      runTag: handle.run_id,
     });
     return this.#conclude(handle, profile, followed);
   }
@@ -289,6 +290,11 @@ export class Runner {
     const out = await stdout.finish();
     const err = await stderr.finish();
     tools.closeOpen({ reason: exit.timed_out ? "timeout" : exit.signal !== null ? `signal ${exit.signal}` : "the agent exited without reporting it" });
+    if (exit.output_held_open) {
+      // A process of the agent outside its group, not found to be killed, held its output past
+      // its exit: it may still be acting, and the rest of the event stream was not read.
+      tools.append({ type: "note", output_held_open: { after_ms: this.#killGraceMs } });
+    }
     if (streamIncomplete) {
       // Part of the event stream could not be read: tool calls may have gone unjournaled.
       tools.append({ type: "effect.started", effect_id: "event-stream", kind: "tool", name: "unread events", fingerprint: out.sha256 });
@@ -307,7 +313,7 @@ export class Runner {
   /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
   async #conclude(handle: InvocationHandle, profile: ProviderProfile, run: Followed): Promise<ExistingOutcome> {
     const { exit, out } = run;
-    if (!run.journaled || exit.timed_out || (exit.spawned && exit.exit_code === null)) {
+    if (!run.journaled || exit.timed_out || exit.output_held_open || (exit.spawned && exit.exit_code === null)) {
       await handle.release({ reason: exit.timed_out ? "timeout" : "crashed" });
       return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
     }
@@ -358,7 +364,7 @@ function notLaunched(error: WardenError): RunResult {
  */
 function processOutcome(exit: AgentExit, journalLost: boolean): "succeeded" | "failed" | "unknown" {
   if (!exit.spawned) return "failed";
-  if (journalLost || exit.timed_out || exit.exit_code === null) return "unknown";
+  if (journalLost || exit.timed_out || exit.output_held_open || exit.exit_code === null) return "unknown";
   return exit.exit_code === 0 ? "succeeded" : "failed";
 }
 
@@ -368,6 +374,8 @@ function processDetail(exit: AgentExit, out: CaptureSummary, err: CaptureSummary
     signal: exit.signal,
     timed_out: exit.timed_out,
     ...(exit.spawn_error === undefined ? {} : { spawn_error: exit.spawn_error }),
+    ...(exit.stragglers_killed === 0 ? {} : { stragglers_killed: exit.stragglers_killed }),
+    ...(exit.output_held_open ? { output_held_open: true } : {}),
     stdout: { sha256: out.sha256, bytes: out.bytes },
     stderr: { sha256: err.sha256, bytes: err.bytes },
   };

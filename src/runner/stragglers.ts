@@ -1,0 +1,59 @@
+/**
+ * Processes an agent started that left its process group (`setsid`, a daemon's double fork): the
+ * kill of the agent's group when it exits does not reach them, so they would go on acting for a
+ * run already recorded, and one that still holds the agent's stdout keeps the run from ever ending
+ * (its pipe never closes; the timeout only signals the group). Every agent carries RUN_TAG_VAR
+ * (its run id) in its environment, which its children inherit also when they leave the group.
+ * When the agent exits, every process of this user still carrying the run's tag is killed, with
+ * the process group it leads (what it started there with an environment of its own). One that
+ * also cleared its environment is not found: AgentProcess bounds how long it may hold the
+ * agent's output, and the run then reads unresolved.
+ *
+ * Linux only (/proc); elsewhere nothing is found.
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { PROC, environValue, procPids, procStat } from "./proc-stat.js";
+
+export const RUN_TAG_VAR = "WARDEN_AGENT_RUN";
+/** Looks again for what the processes just killed started meanwhile; later rounds are rare. */
+const MAX_ROUNDS = 4;
+
+/** SIGKILLs every running process tagged with `runTag` (and the group each leads); answers their pids. */
+export function killRunStragglers(runTag: string, procRoot = PROC): number[] {
+  const self = procStat(procRoot, "self");
+  if (self === undefined) return [];
+  const killed: number[] = [];
+  const tried = new Map<number, string>();
+  for (let round = 0; round < MAX_ROUNDS; round++) {
+    let found = false;
+    for (const pid of procPids(procRoot)) {
+      if (pid === process.pid) continue;
+      const stat = procStat(procRoot, pid);
+      if (stat === undefined || stat.state === "Z" || stat.state === "X" || tried.get(pid) === stat.startTicks) continue;
+      let environ: Buffer;
+      try {
+        environ = readFileSync(join(procRoot, String(pid), "environ"));
+      } catch {
+        continue; // gone meanwhile, or not ours to read (nor to signal)
+      }
+      if (environValue(environ, RUN_TAG_VAR) !== runTag) continue;
+      tried.set(pid, stat.startTicks);
+      found = true;
+      // Never this node's own group (a node started from inside an agent).
+      if (stat.pgid === pid && pid !== self.pgid) signal(-pid);
+      if (signal(pid)) killed.push(pid);
+    }
+    if (!found) break;
+  }
+  return killed;
+}
+
+function signal(target: number): boolean {
+  try {
+    process.kill(target, "SIGKILL");
+    return true;
+  } catch {
+    return false; // exited meanwhile (ESRCH), or not ours (EPERM)
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * Run slots and shutdown with misbehaving agents (audit, session 9), on a real Warden with a
+ * real fixture agent (children/audit-agent.cjs): a slot comes back however its agent ended, also
+ * when the agent left a setsid helper holding its stdout; `close` stops agents that ignore
+ * SIGTERM or never end, within a bound, and their runs read unresolved.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { randomUUID } from "node:crypto";
+import { isWardenError } from "../../src/core/errors.js";
+import { openWarden, type Warden } from "../../src/warden.js";
+import { tempDir } from "../providers/helpers.js";
+import { diesWithin, isAlive } from "./helpers.js";
+import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
+
+interface Setup {
+  readonly home: string;
+  readonly wrapper: string;
+  readonly warden: Warden;
+  pids(): number[];
+}
+
+async function setup(t: { after(fn: () => unknown): void }, activeRuns = 1): Promise<Setup> {
+  const root = tempDir("runner-audit-capacity");
+  const wrapper = fixtureCommand(root);
+  const home = path.join(root, "home");
+  const warden = await open(home, wrapper, activeRuns);
+  const pids = (): number[] => fixturePids(root);
+  t.after(async () => {
+    killFixture(root);
+    await warden.close({ graceMs: 0 });
+    fs.rmSync(root, { recursive: true, force: true });
+  });
+  return { home, wrapper, warden, pids };
+}
+
+function open(home: string, wrapper: string, activeRuns: number): Promise<Warden> {
+  return openWarden({
+    home,
+    limits: { activeRuns },
+    providers: { kimi: { command: wrapper } },
+    agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: path.join(path.dirname(home), "starts") },
+    killGraceMs: 300,
+  });
+}
+
+const request = (prompt: string): { provider: string; prompt: string; timeout_s: number } => ({ provider: "kimi", prompt, timeout_s: 600 });
+
+async function waitFor(check: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test("the one run slot comes back after an agent killed by a signal and after one killed from outside", async (t) => {
+  const { warden, pids } = await setup(t);
+  const crashed = await warden.start("audit", randomUUID(), request("work crash-signal"));
+  assert.equal(crashed.status, "started");
+  assert.equal((await (crashed as { done: Promise<{ status: string }> }).done).status, "unresolved");
+  assert.equal(warden.activeRuns, 0);
+
+  const hanging = await warden.start("audit", randomUUID(), request("work hang"));
+  assert.equal(hanging.status, "started");
+  await assert.rejects(warden.start("audit", randomUUID(), request("work exit-now")), (e: unknown) => isWardenError(e) && e.code === "run-capacity-exhausted");
+  await waitFor(() => pids().length === 2, 10_000, "the hanging agent");
+  process.kill(-pids()[1]!, "SIGKILL");
+  assert.equal((await (hanging as { done: Promise<{ status: string }> }).done).status, "unresolved");
+
+  const next = await warden.start("audit", randomUUID(), request("work exit-now"));
+  assert.equal(next.status, "started", "the slot was given back");
+  assert.equal((await (next as { done: Promise<{ status: string }> }).done).status, "recorded");
+});
+
+test("the slot comes back after an agent that exited leaving a setsid helper holding its stdout", async (t) => {
+  const { warden } = await setup(t);
+  const first = await warden.start("audit", randomUUID(), request("work escape-holding"));
+  assert.equal(first.status, "started");
+  // The agent exits at once; its slot must not wait for a helper it left behind.
+  await waitFor(() => warden.activeRuns === 0, 6_000, "the run's slot to be given back").catch((error: unknown) => {
+    throw new Error(`${String(error)}: the slot stays taken while the helper holds the agent's stdout (limit 1: the node takes no more runs)`);
+  });
+  const next = await warden.start("audit", randomUUID(), request("work exit-now"));
+  assert.equal(next.status, "started");
+  await (next as { done: Promise<unknown> }).done;
+});
+
+test("close with an agent that ignores SIGTERM and one that never ends: bounded, both groups killed, both runs unresolved", async (t) => {
+  const { home, wrapper, warden, pids } = await setup(t, 2);
+  const ids = [randomUUID(), randomUUID()];
+  await warden.start("audit", ids[0]!, request("work ignore-term"));
+  await warden.start("audit", ids[1]!, request("work hang"));
+  await waitFor(() => pids().length === 2, 10_000, "both agents");
+  const agents = pids();
+  const t0 = Date.now();
+  await warden.close({ graceMs: 300 });
+  const ms = Date.now() - t0;
+  assert.ok(ms < 3_000, `close took ${ms} ms`);
+  for (const pid of agents) assert.equal(await diesWithin(pid, 1000), true, `agent ${pid} outlived the shutdown`);
+  assert.equal(agents.some(isAlive), false);
+
+  const again = await openWarden({ home, providers: { kimi: { command: wrapper } } });
+  try {
+    assert.deepEqual(again.reapedAgents.killed, [], "nothing was left running for the next node");
+    for (const id of ids) assert.equal((await again.lookup("audit", id))?.status, "unresolved");
+  } finally {
+    await again.close({ graceMs: 0 });
+  }
+});
