@@ -351,6 +351,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       workspaces,
       ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
       outputDir: join(backend.home, "outputs"),
+      maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
       env: options.agentEnv ?? agentEnvironment(),
       ...(agentTag === undefined ? {} : { agentTag }),

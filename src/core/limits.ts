@@ -33,6 +33,11 @@ export interface Limits {
   readonly eventStreams: number;
   /** trees materialized through the API that one node keeps at once (each a copy of a bundle on disk) */
   readonly materializations: number;
+  /**
+   * bytes of one output stream (stdout, stderr) of one run kept on disk; what an agent prints past
+   * it is still hashed, counted and read for events, but not stored
+   */
+  readonly runOutputBytes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -54,6 +59,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   activeRuns: 32,
   eventStreams: 256,
   materializations: 64,
+  runOutputBytes: 64 * MiB,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

@@ -13,14 +13,19 @@ import { createPrivateFile } from "../storage/secure-fs.js";
 const HIGH_WATER = 1024 * 1024;
 
 export interface CaptureSummary {
+  /** of every byte the stream carried */
   readonly sha256: Digest;
   readonly bytes: number;
+  /** bytes kept in the file: the first `maxFileBytes` */
+  readonly stored_bytes: number;
 }
 
 export interface CaptureOptions {
   readonly path: string;
   readonly tailBytes: number;
   readonly maxLineBytes: number;
+  /** the file keeps the stream's first bytes up to this bound: an agent cannot fill the disk */
+  readonly maxFileBytes: number;
   /** complete lines (without the newline); `oversized` when one exceeded maxLineBytes (dropped) */
   readonly onLine?: (line: string) => void;
   readonly onOversizedLine?: () => void;
@@ -37,6 +42,7 @@ export class OutputCapture {
   #skippingLine = false;
   #queue: Promise<void> = Promise.resolve();
   #queued = 0;
+  #stored = 0;
   #error: unknown;
 
   private constructor(fh: FileHandle, options: CaptureOptions) {
@@ -68,20 +74,26 @@ export class OutputCapture {
 
   #take(chunk: Buffer): void {
     this.#hash.update(chunk);
-    this.#queued += chunk.byteLength;
-    this.#queue = this.#queue.then(async () => {
-      if (this.#error !== undefined) return;
-      try {
-        await this.#fh.write(chunk);
-      } catch (error) {
-        this.#error = error;
-      }
-      this.#queued -= chunk.byteLength;
-    });
+    const kept = chunk.subarray(0, Math.max(0, this.#options.maxFileBytes - this.#stored));
+    this.#stored += kept.byteLength;
+    if (kept.byteLength > 0) this.#store(kept);
     const tailBytes = this.#options.tailBytes;
     this.#tail = Buffer.concat([this.#tail, chunk]);
     if (this.#tail.byteLength > tailBytes) this.#tail = this.#tail.subarray(this.#tail.byteLength - tailBytes);
     if (this.#options.onLine !== undefined) this.#splitLines(chunk);
+  }
+
+  #store(bytes: Buffer): void {
+    this.#queued += bytes.byteLength;
+    this.#queue = this.#queue.then(async () => {
+      if (this.#error !== undefined) return;
+      try {
+        await this.#fh.write(bytes);
+      } catch (error) {
+        this.#error = error;
+      }
+      this.#queued -= bytes.byteLength;
+    });
   }
 
   #splitLines(chunk: Buffer): void {
@@ -119,7 +131,7 @@ export class OutputCapture {
     } finally {
       await this.#fh.close();
     }
-    return { sha256: this.#hash.digest(), bytes: this.#hash.length };
+    return { sha256: this.#hash.digest(), bytes: this.#hash.length, stored_bytes: this.#stored };
   }
 
   /** The last `tailBytes` bytes, decoded as UTF-8 (a character cut at the start is replaced). */

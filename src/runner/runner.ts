@@ -21,6 +21,7 @@ import { isAbsolute, join } from "node:path";
 import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
+import { DEFAULT_LIMITS } from "../core/limits.js";
 import { NotFoundError, ValidationError, errnoCode, isWardenError, type WardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
@@ -68,6 +69,8 @@ export interface RunnerOptions {
   readonly outputTailBytes?: number;
   /** longest stdout line read for events; a longer one makes the run unresolved */
   readonly maxEventLineBytes?: number;
+  /** bytes of each output stream of a run kept on disk (the rest is hashed and read, not stored) */
+  readonly maxOutputBytes?: number;
   readonly hooks?: RunnerHooks;
 }
 
@@ -107,6 +110,7 @@ export class Runner {
   readonly #maxPromptBytes: number;
   readonly #tailBytes: number;
   readonly #maxLineBytes: number;
+  readonly #maxOutputBytes: number;
   readonly #hooks: RunnerHooks;
 
   constructor(options: RunnerOptions) {
@@ -131,6 +135,7 @@ export class Runner {
     this.#maxPromptBytes = options.maxPromptBytes ?? 100_000;
     this.#tailBytes = options.outputTailBytes ?? 4096;
     this.#maxLineBytes = options.maxEventLineBytes ?? 8 * 1024 * 1024;
+    this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_LIMITS.runOutputBytes;
     this.#hooks = options.hooks ?? {};
   }
 
@@ -248,6 +253,7 @@ export class Runner {
       path: join(this.#outputDir, `${handle.run_id}.stdout`),
       tailBytes: this.#tailBytes,
       maxLineBytes: this.#maxLineBytes,
+      maxFileBytes: this.#maxOutputBytes,
       ...(read === undefined
         ? {}
         : {
@@ -257,7 +263,12 @@ export class Runner {
             },
           }),
     });
-    const stderr = await OutputCapture.create({ path: join(this.#outputDir, `${handle.run_id}.stderr`), tailBytes: 0, maxLineBytes: 0 });
+    const stderr = await OutputCapture.create({
+      path: join(this.#outputDir, `${handle.run_id}.stderr`),
+      tailBytes: 0,
+      maxLineBytes: 0,
+      maxFileBytes: this.#maxOutputBytes,
+    });
     let record: string | undefined;
     let unrecorded: unknown;
     agent = await AgentProcess.start({
@@ -368,6 +379,15 @@ function processOutcome(exit: AgentExit, journalLost: boolean): "succeeded" | "f
   return exit.exit_code === 0 ? "succeeded" : "failed";
 }
 
+/** A stream cut short on disk says how much of it the file holds (its digest is of all of it). */
+function streamDetail(capture: CaptureSummary): JsonValue {
+  return {
+    sha256: capture.sha256,
+    bytes: capture.bytes,
+    ...(capture.stored_bytes === capture.bytes ? {} : { stored_bytes: capture.stored_bytes }),
+  };
+}
+
 function processDetail(exit: AgentExit, out: CaptureSummary, err: CaptureSummary): JsonValue {
   return {
     exit_code: exit.exit_code,
@@ -376,7 +396,7 @@ function processDetail(exit: AgentExit, out: CaptureSummary, err: CaptureSummary
     ...(exit.spawn_error === undefined ? {} : { spawn_error: exit.spawn_error }),
     ...(exit.stragglers_killed === 0 ? {} : { stragglers_killed: exit.stragglers_killed }),
     ...(exit.output_held_open ? { output_held_open: true } : {}),
-    stdout: { sha256: out.sha256, bytes: out.bytes },
-    stderr: { sha256: err.sha256, bytes: err.bytes },
+    stdout: streamDetail(out),
+    stderr: streamDetail(err),
   };
 }
