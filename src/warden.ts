@@ -30,6 +30,7 @@ import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
+import { Retention } from "./warden/retention.js";
 
 export interface WardenOptions {
   /** the private state directory (created 0700 when missing) */
@@ -50,6 +51,8 @@ export interface WardenOptions {
   readonly runnerHooks?: RunnerHooks;
   /** keep claims, journals, keys, bundles and blobs on this PostgreSQL database (a fleet) instead of under `home` */
   readonly postgres?: PostgresNodeOptions;
+  /** how often result retention runs (default: hourly, and at open) */
+  readonly retentionIntervalMs?: number;
 }
 
 /**
@@ -98,6 +101,7 @@ export class Warden {
   readonly #backend: NodeBackend;
   readonly #bounds: { maxPromptBytes: number; maxTimeoutS: number };
   readonly #agents: AgentGroups;
+  readonly #retention: Retention;
   /** scope\0id → run id of the runs this process is executing */
   readonly #active = new Map<string, { run_id: string; done: Promise<unknown> }>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
@@ -117,6 +121,7 @@ export class Warden {
     agents: AgentGroups;
     bounds: { maxPromptBytes: number; maxTimeoutS: number };
     reaped: Reaped;
+    retention: Retention;
   }) {
     this.reapedAgents = parts.reaped;
     this.#backend = parts.backend;
@@ -129,6 +134,7 @@ export class Warden {
     this.journals = parts.journals;
     this.#agents = parts.agents;
     this.#bounds = parts.bounds;
+    this.#retention = parts.retention;
   }
 
   /** True once `close` was called: new runs are refused. */
@@ -278,6 +284,7 @@ export class Warden {
       await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
     }
     this.invocations.close();
+    await this.#retention.stop();
     try {
       await this.delivery.close();
     } finally {
@@ -345,12 +352,13 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       maxTimeoutS: options.maxTimeoutS ?? DEFAULT_MAX_TIMEOUT_S,
     };
     const userHooks = options.runnerHooks ?? {};
+    const outputDir = join(backend.home, "outputs");
     const runner = new Runner({
       invocations,
       materializer,
       workspaces,
       ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
-      outputDir: join(backend.home, "outputs"),
+      outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
       env: options.agentEnv ?? agentEnvironment(),
@@ -367,7 +375,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
         },
       },
     });
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped });
+    const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
+    retention.start(options.retentionIntervalMs);
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention });
   } catch (error) {
     await delivery?.close().catch(() => undefined);
     await backend.close().catch(() => undefined);

@@ -1,0 +1,73 @@
+/**
+ * Result retention (G4, `limits.resultRetentionMs`) as a node applies it: at start and then every
+ * hour, result payloads recorded before the retention period are dropped (identity and outcome
+ * stay, so a late retry is answered `recorded` with `expired: true`, never re-run), and so are the
+ * captured outputs (`<home>/outputs/<run>.stdout|.stderr`) last written before it. Without this,
+ * the library's `prune` ran only when someone called it, and a node's disk grew with every run.
+ */
+import * as fs from "node:fs";
+import { join } from "node:path";
+import type { Invocations } from "../invocations/service.js";
+
+export const RETENTION_INTERVAL_MS = 60 * 60 * 1000;
+
+/** What the runner names its captures: nothing else in the directory is touched. */
+const OUTPUT_NAME_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.(stdout|stderr)$/;
+
+export interface RetentionPass {
+  readonly pruned: number;
+  readonly outputsRemoved: number;
+}
+
+export class Retention {
+  readonly #invocations: Pick<Invocations, "prune">;
+  readonly #outputDir: string;
+  readonly #retentionMs: number;
+  #timer: NodeJS.Timeout | undefined;
+  #pass: Promise<RetentionPass | undefined> | undefined;
+
+  constructor(invocations: Pick<Invocations, "prune">, outputDir: string, retentionMs: number) {
+    this.#invocations = invocations;
+    this.#outputDir = outputDir;
+    this.#retentionMs = retentionMs;
+  }
+
+  /** Runs a pass now (in the background) and every `intervalMs`. */
+  start(intervalMs = RETENTION_INTERVAL_MS): void {
+    void this.run();
+    this.#timer = setInterval(() => void this.run(), intervalMs).unref();
+  }
+
+  /**
+   * One pass, unless one is running (then that one). A pass that fails (storage unavailable) is
+   * simply the next one's to do: it answers undefined.
+   */
+  run(): Promise<RetentionPass | undefined> {
+    this.#pass ??= this.#once()
+      .catch(() => undefined)
+      .finally(() => (this.#pass = undefined));
+    return this.#pass;
+  }
+
+  /** Stops the timer and waits for a pass under way: the stores close next. */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#pass;
+  }
+
+  async #once(): Promise<RetentionPass> {
+    const cutoff = Date.now() - this.#retentionMs;
+    const { pruned } = await this.#invocations.prune({ olderThan: new Date(cutoff) });
+    let outputsRemoved = 0;
+    for (const name of await fs.promises.readdir(this.#outputDir).catch(() => [] as string[])) {
+      if (!OUTPUT_NAME_RE.test(name)) continue;
+      const path = join(this.#outputDir, name);
+      const st = await fs.promises.lstat(path).catch(() => undefined);
+      if (st === undefined || !st.isFile() || st.mtimeMs >= cutoff) continue;
+      await fs.promises.rm(path, { force: true });
+      outputsRemoved++;
+    }
+    return { pruned, outputsRemoved };
+  }
+}
