@@ -38,7 +38,10 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
   },
   codex: {
     command: "codex",
-    promptArgs: ["exec", "--json", "{prompt}"],
+    // codex exec refuses to run outside a git repository without --skip-git-repo-check; a
+    // workspace is the operator's explicit choice (the default one, <home>/workspaces/default, is
+    // never a repository), so the refusal would only fail every run, its reason left in stderr.
+    promptArgs: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
     bundleArgs: [],
     bundleEnv: { CODEX_HOME: "{home}" },
     events: "codex-jsonl",

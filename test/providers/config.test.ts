@@ -47,7 +47,7 @@ describe("codex config from .mcp.json", () => {
 describe("provider profiles", () => {
   it("defaults launch each CLI in its non-interactive mode", () => {
     assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.claude, "hi"), ["-p", "hi", "--output-format", "stream-json", "--verbose"]);
-    assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.codex, "hi"), ["exec", "--json", "hi"]);
+    assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.codex, "hi"), ["exec", "--json", "--skip-git-repo-check", "hi"]);
     assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.kimi, "hi"), ["--print", "-p", "hi"]);
     const paths = { root: "/m/s", bundle: "/m/s/bundle", home: "/m/s/home", skills: "/m/s/bundle/skills" };
     assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.codex, paths), { args: [], env: { CODEX_HOME: "/m/s/home" } });

@@ -124,7 +124,7 @@ describe("runner with fixture agents", () => {
     const id = randomUUID();
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id, request: { provider: "codex", prompt: "list skills", bundle: BUNDLE } }));
     const s = starts(env.startsFile).at(-1)!;
-    assert.deepEqual(s.argv, ["exec", "--json", "list skills"]);
+    assert.deepEqual(s.argv, ["exec", "--json", "--skip-git-repo-check", "list skills"]);
     const result = outcome.result as { output_tail: string };
     assert.match(result.output_tail, /Skills available: lint, review/);
     const j = await journalOf(env, outcome.audit.run_id);
