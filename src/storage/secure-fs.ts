@@ -98,7 +98,7 @@ export function ensurePrivateDirSync(path: string, options: { create?: boolean; 
     try {
       fs.mkdirSync(path, { mode: PRIVATE_DIR_MODE, recursive: options.recursive ?? false });
     } catch (mkdirError) {
-      if (errnoCode(mkdirError) !== "EEXIST") throw openError(path, mkdirError);
+      if (errnoCode(mkdirError) !== "EEXIST") throw openError(path, options.recursive === true ? realMkdirError(path, mkdirError) : mkdirError);
     }
     st = fs.lstatSync(path);
     if (st.isDirectory() && (st.mode & 0o777) !== PRIVATE_DIR_MODE && st.uid === euid()) {
@@ -109,6 +109,28 @@ export function ensurePrivateDirSync(path: string, options: { create?: boolean; 
     if (!options.recursive) syncDirSync(dirname(path));
   }
   checkDirStats(path, st);
+}
+
+/**
+ * Node's recursive mkdir reports ENOENT for every failure it meets below an existing directory
+ * that is not EACCES, EPERM or ENOTDIR (EROFS, ENOSPC, EDQUOT…): a home on a read-only or full file system
+ * would read "no such file". One plain mkdir under the nearest existing ancestor names the cause.
+ */
+function realMkdirError(path: string, error: unknown): unknown {
+  if (errnoCode(error) !== "ENOENT") return error;
+  let child = path;
+  let parent = dirname(child);
+  while (parent !== child && !fs.existsSync(parent)) {
+    child = parent;
+    parent = dirname(child);
+  }
+  try {
+    fs.mkdirSync(child, { mode: PRIVATE_DIR_MODE });
+    fs.rmdirSync(child); // only a probe: the caller's mkdir failed for another reason
+  } catch (probeError) {
+    if (errnoCode(probeError) !== "EEXIST") return probeError;
+  }
+  return error;
 }
 
 export async function ensurePrivateDir(path: string, options: { create?: boolean; recursive?: boolean } = {}): Promise<void> {
