@@ -55,5 +55,24 @@ export function schemaFinding(errors: readonly SchemaErrorLike[]): SchemaFinding
   const field = fieldOf(first.instancePath);
   const rule: SchemaRule = first.keyword === "type" ? "field-type" : "field-invalid";
   const where = field === "" ? "value" : JSON.stringify(field);
+  const allowed = allowedValues(errors, first.instancePath);
+  if (allowed !== undefined) return { rule, field, message: `${where} must be one of ${allowed.map((v) => JSON.stringify(v)).join(", ")}` };
   return { rule, field, message: `${where} ${first.message ?? "is invalid"}` };
+}
+
+/**
+ * The values a field may take when its schema is a list of them (an enum, or a union of literals,
+ * which TypeBox reports as one "must be equal to constant" per literal): a person who typed a
+ * wrong one needs to see the right ones. Undefined when anything else is allowed there too.
+ */
+function allowedValues(errors: readonly SchemaErrorLike[], instancePath: string): unknown[] | undefined {
+  const here = errors.filter((e) => e.instancePath === instancePath && !SHADOW_KEYWORDS.has(e.keyword));
+  if (here.length === 0 || !here.every((e) => e.keyword === "const" || e.keyword === "enum")) return undefined;
+  const values: unknown[] = [];
+  for (const e of here) {
+    const listed = e.keyword === "enum" ? e.params?.allowedValues : [e.params?.allowedValue];
+    if (!Array.isArray(listed) || listed.length === 0) return undefined;
+    values.push(...(listed as unknown[]));
+  }
+  return values;
 }
