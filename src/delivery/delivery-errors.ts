@@ -46,11 +46,29 @@ export function stageBlobNotFound(stageId: string, digest: Digest): NotFoundErro
   });
 }
 
-/** Capacity refusals answer 429: new work may succeed once stages close or expire (G11). */
-export function stageCapacityExhausted(active: number, limit: number): LimitError {
-  return new LimitError("stage-capacity-exhausted", `${active} stages are active, the limit is ${limit}`, {
+/**
+ * Capacity refusals answer 429: new work may succeed once stages close or expire (G11). An
+ * interrupted push never printed its stage: the refusal names the open ones, when the longest idle
+ * one expires, and how to close one now, so that an operator is not left waiting blind.
+ */
+export function stageCapacityExhausted(
+  open: readonly { readonly stage_id: string; readonly last_active_at: number }[],
+  limit: number,
+  now: number,
+  expiryMs: number,
+): LimitError {
+  // A damaged stage's activity may hold no time: it is named, but cannot say when it expires.
+  const since = (s: { readonly last_active_at: number }): number => (Number.isFinite(s.last_active_at) ? s.last_active_at : 0);
+  const idle = [...open].sort((a, b) => since(a) - since(b));
+  const oldest = idle.find((s) => Number.isFinite(s.last_active_at));
+  const expiresInS = oldest === undefined ? 0 : Math.max(0, Math.ceil((oldest.last_active_at + expiryMs - now) / 1000));
+  const when = oldest === undefined ? "" : `; the longest idle, ${oldest.stage_id}, expires in ${expiresInS} s`;
+  const rule =
+    `${open.length} upload stages are open, the limit is ${limit}${when}. ` +
+    "Run an interrupted push again to finish its stage, or drop one with DELETE /v1/stages/{stage_id}";
+  return new LimitError("stage-capacity-exhausted", rule, {
     status: 429,
-    details: { active, limit },
+    details: { active: open.length, limit, stages: idle.map((s) => s.stage_id) },
   });
 }
 

@@ -169,7 +169,7 @@ export class Delivery {
   async #createStage(manifest: Manifest, now: number): Promise<StageRecord> {
     const { blobs, stages } = this.#backend;
     const active = await stages.activity();
-    if (active.length >= this.limits.activeStages) throw stageCapacityExhausted(active.length, this.limits.activeStages);
+    if (active.length >= this.limits.activeStages) throw stageCapacityExhausted(active, this.limits.activeStages, now, this.limits.stageExpiryMs);
     const unique = receiptOf(manifest).blobs;
     const missing: BlobRef[] = [];
     const empty: BlobRef[] = [];
