@@ -30,7 +30,7 @@ export function registerMaterializeCommand(program: Command, ctx: CliContext): v
       .argument("<bundle>", "<bundle-id> (latest live revision) or <bundle-id>@<revision>")
       .requiredOption("--provider <name>", PROVIDERS_TEXT, parseProvider)
       .option("--dir <dir>", "copy the tree into this new directory (the node must run on this machine); default: leave it in the node's state directory")
-      .option("--json", "print {bundle_id, revision, provider, root, args, env} as JSON"),
+      .option("--json", "print {bundle_id, revision, provider, session, root, args, env} as JSON"),
   ).action((bundle: string, flags: MaterializeFlags) => runCommand(ctx, flags, () => materialize(ctx, bundle, flags)));
 }
 
@@ -91,13 +91,18 @@ async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFl
     return EXIT_OK;
   }
   const env = Object.entries(result.env).map(([k, v]) => `${k}=${v}`);
+  // The node's own tree takes one of its limits.materializations places until it is removed:
+  // the operator needs the session to remove it, and to know that they must.
+  const kept = dir === undefined ? `the node keeps this tree until DELETE /v1/materializations/${result.session}\n` : "";
   ctx.io.stdout(
     `materialized ${ref.bundle_id}@${ref.revision} for ${provider}\n` +
       table([
+        ...(dir === undefined ? [["session", result.session] as const] : []),
         ["root", result.root],
         ["args", result.args.length > 0 ? result.args.join(" ") : "(none)"],
         ["env", env.length > 0 ? env.join(" ") : "(none)"],
-      ]),
+      ]) +
+      kept,
   );
   return EXIT_OK;
 }
