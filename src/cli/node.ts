@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { Command } from "commander";
 import { ValidationError, errnoCode } from "../core/errors.js";
 import { readPrivateFileSync } from "../storage/secure-fs.js";
+import { FileLock } from "../storage/lock.js";
 import { WardenClient } from "../client/client.js";
 import { resolveHome, type CliIo } from "./context.js";
 
@@ -26,6 +27,8 @@ export interface NodeTarget {
 
 const NODE_FILE = "node.json";
 const TOKEN_FILE = "token";
+/** held by the node serving the home for its whole life (src/warden/home-backend.ts) */
+const HOME_LOCK_FILE = "node.lock";
 const SMALL_FILE_BYTES = 64 * 1024;
 
 /** Adds the options every command that talks to a node takes. */
@@ -95,8 +98,23 @@ export function resolveNode(io: CliIo, flags: NodeFlags): NodeTarget {
   if (protocol !== "http:" && protocol !== "https:") throw new ValidationError("node-url-invalid", `${source}: ${JSON.stringify(url)} is not an http(s) URL`);
   // The local operator token goes only to the local node: never to another URL.
   const ownNode = local !== undefined && sameOrigin(url, local);
+  // node.json's URL is only the node's while a node serves the home; no token goes to it otherwise.
+  if (ownNode) checkNodeServes(home, url);
   const token = nonEmpty(io.env.WARDEN_TOKEN) ?? (ownNode ? readStateFile(join(home, TOKEN_FILE))?.trim() : undefined);
   return { url, token: token === "" ? undefined : token, source };
+}
+
+/**
+ * A node killed with -9 (or crashed) leaves its node.json behind, and any local user may listen on
+ * the loopback port it names once it is free: the home's token goes there only while a node
+ * holds the home (it holds its lock for its whole life), never on the file's word alone.
+ */
+function checkNodeServes(home: string, url: string): void {
+  if (!FileLock.isFree(join(home, HOME_LOCK_FILE))) return;
+  throw new ValidationError(
+    "node-not-running",
+    `${join(home, NODE_FILE)} names ${url}, but no node serves ${home} (it was stopped or crashed); start it with \`warden serve\``,
+  );
 }
 
 export function connect(io: CliIo, flags: NodeFlags): WardenClient {
