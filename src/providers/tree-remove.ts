@@ -1,27 +1,114 @@
 /**
  * Removes a tree without ever following a link: a symlink planted anywhere in it is unlinked
  * itself, never the file or directory it points at.
+ *
+ * The tree is written into by the agent that used it, which runs as the node's user and may leave
+ * a process behind. Walking by path (`<dir>/<name>`) would let that process swap `<dir>` for a
+ * symlink after it was listed, and every later unlink would land in the link's target. On Linux
+ * the walk therefore goes by descriptor: each directory is opened O_NOFOLLOW and its entries are
+ * reached through `/proc/self/fd/<fd>/<name>`, which names the directory that was opened, whatever
+ * its path names by then. Elsewhere it walks by path.
  */
+import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { errnoCode } from "../core/errors.js";
 
+const PROC_FD = "/proc/self/fd";
+const BY_DESCRIPTOR = process.platform === "linux" && fs.existsSync(PROC_FD);
+const DIR_FLAGS = fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW;
+/** Linux's O_PATH (the same on every architecture Node runs on); Node does not export it. */
+const O_PATH = 0o10000000;
+
 /** Removes `path` (file, link or directory tree). Missing is fine. */
 export async function removeTree(path: string): Promise<void> {
-  let st;
-  try {
-    st = await fsp.lstat(path);
-  } catch (error) {
-    if (errnoCode(error) === "ENOENT") return;
-    throw error;
-  }
+  const st = await lstatIfAny(path);
+  if (st === undefined) return;
   if (!st.isDirectory()) {
     await fsp.unlink(path);
     return;
   }
-  // A tampered directory may have lost its owner bits; restore them to empty it (EPERM if it
-  // is not ours, which then surfaces as the error it is).
-  if ((st.mode & 0o700) !== 0o700) await fsp.chmod(path, 0o700);
+  if (!BY_DESCRIPTOR) return removeByPath(path, st.mode);
+  await removeDirectory(path);
+}
+
+/** Removes the directory `path` was when lstat-ed; `path` may be under `/proc/self/fd/<fd>/`. */
+async function removeDirectory(path: string): Promise<void> {
+  const dir = await openDirectory(path);
+  if (dir === undefined) {
+    // Swapped for a link or a file since the lstat: that entry itself goes, nothing it names.
+    await fsp.unlink(path);
+    return;
+  }
+  try {
+    await emptyDirectory(dir);
+  } finally {
+    await dir.close();
+  }
+  await fsp.rmdir(path);
+}
+
+/**
+ * Opens a directory without following a final symlink; undefined when `path` is no directory
+ * (any more). A tampered directory may have lost its owner bits: they are restored on the
+ * directory itself, never through a path that could have been swapped (EPERM if it is not ours).
+ */
+async function openDirectory(path: string): Promise<fsp.FileHandle | undefined> {
+  let dir: fsp.FileHandle;
+  try {
+    dir = await fsp.open(path, DIR_FLAGS);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === "ELOOP" || code === "ENOTDIR") return undefined;
+    if (code !== "EACCES") throw error;
+    // No read permission: a handle that needs none (O_PATH), chmod through it, then reopen it.
+    let handle: fsp.FileHandle;
+    try {
+      handle = await fsp.open(path, O_PATH | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW);
+    } catch (again) {
+      const code2 = errnoCode(again);
+      if (code2 === "ELOOP" || code2 === "ENOTDIR") return undefined;
+      throw again;
+    }
+    try {
+      await fsp.chmod(`${PROC_FD}/${handle.fd}`, 0o700);
+      dir = await fsp.open(`${PROC_FD}/${handle.fd}`, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
+    } finally {
+      await handle.close();
+    }
+  }
+  try {
+    const st = await dir.stat();
+    if ((st.mode & 0o700) !== 0o700) await dir.chmod(0o700);
+  } catch (error) {
+    await dir.close();
+    throw error;
+  }
+  return dir;
+}
+
+async function emptyDirectory(dir: fsp.FileHandle): Promise<void> {
+  const base = `${PROC_FD}/${dir.fd}`;
+  for (const name of await fsp.readdir(base)) {
+    const entry = `${base}/${name}`;
+    const st = await lstatIfAny(entry);
+    if (st === undefined) continue;
+    if (st.isDirectory()) await removeDirectory(entry);
+    else await fsp.unlink(entry);
+  }
+}
+
+async function lstatIfAny(path: string): Promise<fs.Stats | undefined> {
+  try {
+    return await fsp.lstat(path);
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
+async function removeByPath(path: string, mode: number): Promise<void> {
+  if ((mode & 0o700) !== 0o700) await fsp.chmod(path, 0o700);
   for (const name of await fsp.readdir(path)) await removeTree(join(path, name));
   await fsp.rmdir(path);
 }
