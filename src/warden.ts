@@ -42,7 +42,7 @@ export interface WardenOptions {
   readonly defaultWorkspace?: string;
   /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
   readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
-  /** base environment of agents (default: this process's, without warden's tokens) */
+  /** base environment of agents (default: this process's, without the node's credentials: runner.ts agentEnvironment) */
   readonly agentEnv?: Readonly<Record<string, string | undefined>>;
   readonly defaultTimeoutS?: number;
   readonly maxTimeoutS?: number;
@@ -361,7 +361,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
-      env: options.agentEnv ?? agentEnvironment(),
+      ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
       ...(agentTag === undefined ? {} : { agentTag }),
       ...(launchRecords === undefined ? {} : { launchRecords }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
@@ -397,12 +397,6 @@ function workspacesOf(home: string, options: WardenOptions): { workspaces: Recor
   }
   const chosen = options.defaultWorkspace ?? (ids.length === 1 ? ids[0] : configured.default !== undefined ? "default" : undefined);
   return chosen === undefined ? { workspaces: { ...configured } } : { workspaces: { ...configured }, defaultWorkspace: chosen };
-}
-
-/** Agents never see the node's own credentials. */
-function agentEnvironment(): Record<string, string | undefined> {
-  const { WARDEN_TOKEN: _operator, WARDEN_OBSERVER_TOKEN: _observer, ...env } = process.env;
-  return env;
 }
 
 function requestJson(request: InvokeRequest): JsonValue {

@@ -54,7 +54,7 @@ export interface RunnerOptions {
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
-  /** base environment of agents (default: this process's, without WARDEN_TOKEN) */
+  /** base environment of agents (default: this process's, without its credentials: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
   readonly agentTag?: string;
@@ -124,8 +124,7 @@ export class Runner {
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
-    const { WARDEN_TOKEN: _token, ...inherited } = process.env;
-    this.#env = options.env ?? inherited;
+    this.#env = options.env ?? agentEnvironment(process.env);
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#launchRecords = options.launchRecords;
@@ -343,6 +342,17 @@ interface Followed {
   readonly tail: string;
   /** every entry of the run reached the journal */
   readonly journaled: boolean;
+}
+
+/**
+ * The node's environment without the node's own credentials: its bearer tokens, and the fleet
+ * database's URL and password (that database holds every claim and the private signing keys, so
+ * an agent holding them could forge journals). An agent needs none of them; what it reaches of
+ * the node, it reaches through the API with a token of its own.
+ */
+export function agentEnvironment(env: Readonly<Record<string, string | undefined>>): Record<string, string | undefined> {
+  const { WARDEN_TOKEN: _operator, WARDEN_OBSERVER_TOKEN: _observer, WARDEN_POSTGRES_URL: _database, PGPASSWORD: _password, ...rest } = env;
+  return rest;
 }
 
 function checkWorkspaces(workspaces: Readonly<Record<string, string>>): ReadonlyMap<string, string> {
