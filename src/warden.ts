@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { JsonValue } from "./core/canonical.js";
 import { LimitError, NotFoundError, ValidationError, WardenError } from "./core/errors.js";
 import type { Limits } from "./core/limits.js";
-import { ensurePrivateDirSync } from "./storage/secure-fs.js";
+import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
 import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
 import { openPostgresNodeBackend, type PostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
@@ -306,6 +306,7 @@ export class Warden {
 /** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
+  checkAncestorsSync(options.home);
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
   const homeLock = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
   let opened: EmbeddedBackend | PostgresNodeBackend;

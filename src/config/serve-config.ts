@@ -7,7 +7,7 @@ import { errnoCode, ValidationError } from "../core/errors.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
 import type { ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
-import { ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
+import { checkAncestorsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { WardenOptions } from "../warden.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
@@ -65,6 +65,8 @@ export function resolveServeHome(flag: string | undefined, env: Readonly<Record<
  */
 export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, string | undefined>>, cwd: string): ServeConfig {
   const home = resolveServeHome(flags.home, env, cwd);
+  // Before anything is created or written there (the token of a first start).
+  checkAncestorsSync(home);
   ensurePrivateDirSync(home, { create: true, recursive: true });
   const file = readConfigFile(join(home, CONFIG_FILE));
   const limits: Limits = resolveLimits((file.limits ?? {}) as Partial<Limits>);

@@ -12,13 +12,14 @@
 import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import { randomBytes } from "node:crypto";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { UnsafeStorageError, StorageError, LimitError, errnoCode } from "../core/errors.js";
 
 const { O_NOFOLLOW, O_DIRECTORY, O_RDONLY, O_WRONLY, O_RDWR, O_CREAT, O_EXCL, O_APPEND } = fs.constants;
 
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
+const STICKY_BIT = 0o1000;
 
 // geteuid is a system call, and every private file open checks ownership with it. warden never
 // changes its uid, so the first answer stays right for the life of the process.
@@ -135,6 +136,46 @@ function realMkdirError(path: string, error: unknown): unknown {
 
 export async function ensurePrivateDir(path: string, options: { create?: boolean; recursive?: boolean } = {}): Promise<void> {
   ensurePrivateDirSync(path, options);
+}
+
+/**
+ * Checks that nobody but us and root can replace `path` by renaming a directory above it: each
+ * existing ancestor (by name, and where symlinks lead) must be owned by us or root, and writable
+ * by group or others only with the sticky bit (as /tmp is). A state directory under a directory
+ * another user controls can be renamed away and replaced while the node runs, and every later
+ * write by path then lands in that user's directory (OpenSSH's StrictModes rule). Nothing is
+ * created or modified.
+ */
+export function checkAncestorsSync(path: string): void {
+  const lexical: string[] = [];
+  for (let dir = dirname(resolve(path)); ; dir = dirname(dir)) {
+    lexical.push(dir);
+    if (dirname(dir) === dir) break;
+  }
+  const existing = lexical.find((dir) => fs.existsSync(dir));
+  const real: string[] = [];
+  if (existing !== undefined) {
+    for (let dir = fs.realpathSync(existing); ; dir = dirname(dir)) {
+      real.push(dir);
+      if (dirname(dir) === dir) break;
+    }
+  }
+  for (const dir of new Set([...lexical, ...real])) {
+    let st: fs.Stats;
+    try {
+      st = fs.statSync(dir);
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") continue;
+      throw openError(dir, error);
+    }
+    if (euid() >= 0 && st.uid !== 0 && st.uid !== euid()) {
+      throw new UnsafeStorageError("unsafe-storage-ancestor-owner", dir, `owned by uid ${st.uid}, who could replace ${path}`);
+    }
+    if ((st.mode & 0o022) !== 0 && (st.mode & STICKY_BIT) === 0) {
+      const rule = `mode ${(st.mode & 0o777).toString(8)} lets others rename ${path} away (no sticky bit)`;
+      throw new UnsafeStorageError("unsafe-storage-ancestor-writable", dir, rule);
+    }
+  }
 }
 
 /** Validates an existing directory without creating anything. */
