@@ -4,10 +4,40 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { LimitError, StorageError, storageFull } from "../../src/core/errors.js";
 import { Invocations } from "../../src/invocations/index.js";
-import { openEnv, SCOPE, setup, stateDigest } from "./fixtures/env.js";
+import type { ClaimStore } from "../../src/invocations/claim-store.js";
+import { openEnv, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
 import { withClaimsDb } from "./fixtures/tamper.js";
 
 const request = { task: "fill" };
+
+/**
+ * The real claim store, with its writes refused as a full disk refuses them while `full` is set;
+ * `releases` counts the release attempts.
+ */
+function fillableClaims(env: Env): { claims: ClaimStore; full: boolean; releases: number } {
+  const enospc = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+  const disk = { claims: env.backend.claims as ClaimStore, full: false, releases: 0 };
+  disk.claims = new Proxy(env.backend.claims, {
+    get(target, prop) {
+      if (prop === "release") disk.releases++;
+      if (disk.full && (prop === "record" || prop === "release")) return () => Promise.reject(storageFull("write the claim store", enospc));
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return disk;
+}
+
+/** Opens a run, fills the disk and finishes it: the result and the release both fail to store. */
+async function giveUpWhileFull(invocations: Invocations, disk: { full: boolean }): Promise<string> {
+  const id = randomUUID();
+  const opened = await invocations.open(SCOPE, id, request, "agent");
+  assert.equal(opened.status, "fresh");
+  if (opened.status !== "fresh") throw new Error("not fresh");
+  disk.full = true;
+  await assert.rejects(opened.handle.finish({ ok: true }), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  return id;
+}
 
 test("a full database (SQLITE_FULL) refuses new claims as capacity-exhausted and keeps every existing one", async (t) => {
   const env = await setup(t);
@@ -87,30 +117,16 @@ test("a failing journal at open burns nothing silently: the claim stays and read
 
 test("a run given up while its release cannot be stored (a full disk) reads unresolved in its own process, not in_progress, and is never run again", async (t) => {
   const env = await setup(t);
-  let full = false;
-  const enospc = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
-  // The real store, with its writes refused while the disk is "full".
-  const claims = new Proxy(env.backend.claims, {
-    get(target, prop) {
-      if (full && (prop === "record" || prop === "release")) return () => Promise.reject(storageFull("write the claim store", enospc));
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  const invocations = new Invocations({ claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
-  const id = randomUUID();
-  const opened = await invocations.open(SCOPE, id, request, "agent");
-  assert.equal(opened.status, "fresh");
-  if (opened.status !== "fresh") return;
-  full = true;
-  await assert.rejects(opened.handle.finish({ ok: true }), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  const disk = fillableClaims(env);
+  const invocations = new Invocations({ claims: disk.claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
+  const id = await giveUpWhileFull(invocations, disk);
   const seen = await invocations.lookup(SCOPE, id, request);
   assert.equal(seen?.status, "unresolved", "the run is over: in_progress would hold it for as long as this process lives");
   assert.deepEqual(seen?.status === "unresolved" && seen.audit.reasons, ["released"]);
   assert.equal((await invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
   assert.equal((await invocations.list({ status: "unresolved" })).items.filter((c) => c.id === id).length, 1);
   // Room again: the next sighting stores the release, and the row itself then says so.
-  full = false;
+  disk.full = false;
   assert.equal((await invocations.lookup(SCOPE, id, request))?.status, "unresolved");
   await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true);
@@ -119,31 +135,22 @@ test("a run given up while its release cannot be stored (a full disk) reads unre
 
 test("a release that could not be stored is stored in the background once there is room: other readers see unresolved without a sighting here", async (t) => {
   const env = await setup(t);
-  let full = false;
-  let releases = 0;
-  const enospc = Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
-  const claims = new Proxy(env.backend.claims, {
-    get(target, prop) {
-      if (prop === "release") releases++;
-      if (full && (prop === "record" || prop === "release")) return () => Promise.reject(storageFull("write the claim store", enospc));
-      const value: unknown = Reflect.get(target, prop, target);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
+  const disk = fillableClaims(env);
+  const invocations = new Invocations({
+    claims: disk.claims,
+    journals: env.backend.journals,
+    keys: env.backend.keys,
+    limits: env.backend.limits,
+    releaseRetryMs: 40,
   });
-  const invocations = new Invocations({ claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits, releaseRetryMs: 40 });
   t.after(() => invocations.close());
   // Another reader of the same store (another process, a fleet node): it knows only the stored row.
   const elsewhere = new Invocations({ claims: env.backend.claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
-  const id = randomUUID();
-  const opened = await invocations.open(SCOPE, id, request, "agent");
-  assert.equal(opened.status, "fresh");
-  if (opened.status !== "fresh") return;
-  full = true;
-  await assert.rejects(opened.handle.finish({ ok: true }), (e: unknown) => e instanceof LimitError && e.code === "capacity-exhausted");
+  const id = await giveUpWhileFull(invocations, disk);
   await new Promise((resolve) => setTimeout(resolve, 150));
-  assert.ok(releases >= 3, `retried while full (${releases} attempts)`);
+  assert.ok(disk.releases >= 3, `retried while full (${disk.releases} attempts)`);
   assert.equal((await elsewhere.lookup(SCOPE, id, request))?.status, "in_progress", "the row alone: its owner lives");
-  full = false;
+  disk.full = false;
   const deadline = Date.now() + 2_000;
   while ((await env.backend.claims.get({ scope: SCOPE, id }))?.released !== true && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -153,7 +160,7 @@ test("a release that could not be stored is stored in the background once there 
   assert.equal(seen?.status, "unresolved");
   assert.deepEqual(seen?.status === "unresolved" && seen.audit.reasons, ["released"]);
   // Stored once: the retries stop.
-  const after = releases;
+  const after = disk.releases;
   await new Promise((resolve) => setTimeout(resolve, 150));
-  assert.equal(releases, after, "no retry after the release was stored");
+  assert.equal(disk.releases, after, "no retry after the release was stored");
 });
