@@ -168,14 +168,54 @@ export function checkAncestorsSync(path: string): void {
       if (errnoCode(error) === "ENOENT") continue;
       throw openError(dir, error);
     }
-    if (euid() >= 0 && st.uid !== 0 && st.uid !== euid()) {
+    if (euid() >= 0 && st.uid !== 0 && st.uid !== euid() && !unmappedOwner(st.uid)) {
       throw new UnsafeStorageError("unsafe-storage-ancestor-owner", dir, `owned by uid ${st.uid}, who could replace ${path}`);
     }
-    if ((st.mode & 0o022) !== 0 && (st.mode & STICKY_BIT) === 0) {
+    const othersWrite = (st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && !isPrivateGroup(st.gid, st.uid));
+    if (othersWrite && (st.mode & STICKY_BIT) === 0) {
       const rule = `mode ${(st.mode & 0o777).toString(8)} lets others rename ${path} away (no sticky bit)`;
       throw new UnsafeStorageError("unsafe-storage-ancestor-writable", dir, rule);
     }
   }
+}
+
+/**
+ * True when `uid` is the overflow uid a user namespace shows for an owner it does not map: inside
+ * one (bubblewrap, Flatpak, `unshare -r`, a rootless container), `/`, `/tmp` and `/home` are
+ * owned by the host's root, which is never mapped there, and every home would be refused. Who that
+ * owner is cannot be known from inside; it is taken as root (the mode check still applies).
+ */
+function unmappedOwner(uid: number): boolean {
+  try {
+    if (/^\s*0\s+0\s+4294967295\s*$/.test(fs.readFileSync("/proc/self/uid_map", "utf8"))) return false; // the initial namespace
+    return uid === Number(fs.readFileSync("/proc/sys/kernel/overflowuid", "utf8").trim());
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * True when `gid` is the private group of user `uid` (user-private groups, the default of Debian
+ * and Ubuntu, where the login umask is 002 and every directory a user makes is group-writable):
+ * it is that user's primary group, no other user has it as theirs, and it lists no other member.
+ * Only /etc/passwd and /etc/group are read; a group found in neither is not known to be private.
+ */
+function isPrivateGroup(gid: number, uid: number): boolean {
+  let passwd: string;
+  let group: string;
+  try {
+    passwd = fs.readFileSync("/etc/passwd", "utf8");
+    group = fs.readFileSync("/etc/group", "utf8");
+  } catch {
+    return false;
+  }
+  const users = passwd.split("\n").map((line) => line.split(":"));
+  const owner = users.find((f) => f.length >= 4 && Number(f[2]) === uid);
+  if (owner === undefined || Number(owner[3]) !== gid) return false;
+  if (users.some((f) => f.length >= 4 && Number(f[3]) === gid && Number(f[2]) !== uid)) return false;
+  const entry = group.split("\n").map((line) => line.split(":")).find((f) => f.length >= 4 && Number(f[2]) === gid);
+  if (entry === undefined) return false;
+  return entry[3]!.split(",").every((member) => member.trim() === "" || member.trim() === owner[0]);
 }
 
 /** Validates an existing directory without creating anything. */
