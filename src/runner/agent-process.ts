@@ -129,7 +129,7 @@ export class AgentProcess {
         // Whatever the agent left running in its group (servers, shells) ends with it, and so do
         // those that left the group; this also closes pipes they held open, so 'close' can come.
         agent.signalGroup("SIGKILL");
-        if (options.runTag !== undefined) stragglers = killRunStragglers(options.runTag).length;
+        if (options.runTag !== undefined) stragglers = killRunStragglers(options.runTag, child.pid).length;
         // What still holds the output open was not found: once nothing more has come for the
         // quiet period while we kept up reading, stop reading, or 'close' would never come.
         const quietMs = Math.max(options.killGraceMs, MIN_QUIET_MS);

@@ -19,8 +19,11 @@ export const RUN_TAG_VAR = "WARDEN_AGENT_RUN";
 /** Looks again for what the processes just killed started meanwhile; later rounds are rare. */
 const MAX_ROUNDS = 4;
 
-/** SIGKILLs every running process tagged with `runTag` (and the group each leads); answers their pids. */
-export function killRunStragglers(runTag: string, procRoot = PROC): number[] {
+/**
+ * SIGKILLs every running process tagged with `runTag` (and the group each leads) outside process
+ * group `agentGroup`, already killed as a whole, whose members may not have died yet; answers their pids.
+ */
+export function killRunStragglers(runTag: string, agentGroup?: number, procRoot = PROC): number[] {
   const self = procStat(procRoot, "self");
   if (self === undefined) return [];
   const killed: number[] = [];
@@ -30,7 +33,7 @@ export function killRunStragglers(runTag: string, procRoot = PROC): number[] {
     for (const pid of procPids(procRoot)) {
       if (pid === process.pid) continue;
       const stat = procStat(procRoot, pid);
-      if (stat === undefined || stat.state === "Z" || stat.state === "X" || tried.get(pid) === stat.startTicks) continue;
+      if (stat === undefined || stat.state === "Z" || stat.state === "X" || stat.pgid === agentGroup || tried.get(pid) === stat.startTicks) continue;
       let environ: Buffer;
       try {
         environ = readFileSync(join(procRoot, String(pid), "environ"));
