@@ -19,6 +19,8 @@ export class UnreleasedRuns {
   /** Runs whose release is being stored now: a store that hangs gets one try at a time. */
   readonly #trying = new Set<string>();
   #timer: NodeJS.Timeout | undefined;
+  /** Set by stop(): the stores are closing, and a release failing later starts no timer. */
+  #stopped = false;
 
   constructor(claims: Pick<ClaimStore, "release">, retryMs = RELEASE_RETRY_MS) {
     this.#claims = claims;
@@ -31,7 +33,7 @@ export class UnreleasedRuns {
       await this.#claims.release(key, runId);
     } catch (error) {
       this.#runs.set(runId, { scope: key.scope, id: key.id });
-      this.#timer ??= setInterval(() => this.#retryAll(), this.#retryMs).unref();
+      if (!this.#stopped) this.#timer ??= setInterval(() => this.#retryAll(), this.#retryMs).unref();
       throw error;
     }
   }
@@ -46,6 +48,11 @@ export class UnreleasedRuns {
 
   /** Stops retrying (the store is closing); the runs stay unresolved, as their owner is gone then. */
   stop(): void {
+    this.#stopped = true;
+    this.#pause();
+  }
+
+  #pause(): void {
     clearInterval(this.#timer);
     this.#timer = undefined;
   }
@@ -62,7 +69,7 @@ export class UnreleasedRuns {
       .then(
         () => {
           this.#runs.delete(runId);
-          if (this.#runs.size === 0) this.stop();
+          if (this.#runs.size === 0) this.#pause();
         },
         () => undefined, // still no room: the next sighting or tick tries again
       )
