@@ -308,7 +308,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
   checkAncestorsSync(options.home);
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
-  const homeLock = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
+  const home = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
+  const homeLock = home.lock;
   let opened: EmbeddedBackend | PostgresNodeBackend;
   try {
     opened =
@@ -316,6 +317,13 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
         ? await openEmbeddedBackend({ home: options.home, ...limits })
         : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
+    homeLock.release();
+    throw error;
+  }
+  try {
+    home.record();
+  } catch (error) {
+    await opened.close().catch(() => undefined);
     homeLock.release();
     throw error;
   }

@@ -26,19 +26,31 @@ export const HOME_LOCK_FILE = "node.lock";
 
 const KINDS: readonly HomeBackend[] = ["embedded", "postgres"];
 
+/** A home taken by this process, whose backend is recorded once it has opened. */
+export interface HomeClaim {
+  /** held until released, or until the process dies */
+  readonly lock: FileLock;
+  /**
+   * Records the backend on the home's first start, once it opened: a first start that failed (a
+   * database that does not exist, a wrong password) leaves the home free for either backend.
+   */
+  record(): void;
+}
+
 /**
- * Takes the home for this process (held until released, or until the process dies) and checks
- * its backend; refuses a home another process serves, or one that served the other backend.
+ * Takes the home for this process and checks its backend; refuses a home another process serves,
+ * or one that served the other backend.
  */
-export function claimHome(home: string, kind: HomeBackend): FileLock {
+export function claimHome(home: string, kind: HomeBackend): HomeClaim {
   const lock = takeHome(home);
+  let first: boolean;
   try {
-    claimHomeBackend(home, kind);
+    first = checkHomeBackend(home, kind);
   } catch (error) {
     lock.release();
     throw error;
   }
-  return lock;
+  return { lock, record: () => (first ? recordHomeBackend(home, kind) : undefined) };
 }
 
 /**
@@ -63,20 +75,24 @@ function takeHome(home: string): FileLock {
   return lock;
 }
 
-/** Records `kind` as the home's backend on its first start; refuses a home that served another. */
-function claimHomeBackend(home: string, kind: HomeBackend): void {
+/** Refuses a home that served another backend; true on its first start (nothing recorded yet). */
+function checkHomeBackend(home: string, kind: HomeBackend): boolean {
   const path = join(home, HOME_BACKEND_FILE);
   const recorded = recordedBackend(path);
   if (recorded === undefined) {
     // A home from before this record: its embedded claims say what it served.
     if (kind === "postgres" && existsSync(join(home, CLAIMS_DATABASE))) throw mismatch(home, "embedded", kind, join(home, CLAIMS_DATABASE));
-    // Two processes starting on one new home write the same text; the first one's stays.
-    publishNewFileSync(path, `${kind}\n`);
-    const now = recordedBackend(path);
-    if (now !== kind) throw mismatch(home, now ?? "an unreadable", kind, path);
-    return;
+    return true;
   }
   if (recorded !== kind) throw mismatch(home, recorded, kind, path);
+  return false;
+}
+
+function recordHomeBackend(home: string, kind: HomeBackend): void {
+  const path = join(home, HOME_BACKEND_FILE);
+  publishNewFileSync(path, `${kind}\n`);
+  const now = recordedBackend(path);
+  if (now !== kind) throw mismatch(home, now ?? "an unreadable", kind, path);
 }
 
 function recordedBackend(path: string): HomeBackend | undefined {

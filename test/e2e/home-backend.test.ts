@@ -66,6 +66,16 @@ describe("a node's home and its backend", () => {
     await ranOnce({ home: embeddedHome });
   });
 
+  test("a first start that fails to open its backend records nothing: the home stays free for either backend", async () => {
+    const home = join(root, "failed-first");
+    const missing = new URL(url);
+    missing.pathname = "/warden_no_such_database";
+    await assert.rejects(openWarden({ home, postgres: { url: missing.href } }), (e: unknown) => isWardenError(e) && e.code !== "home-backend-mismatch");
+    assert.equal(existsSync(join(home, HOME_BACKEND_FILE)), false, "no backend recorded for a start that never opened one");
+    await ranOnce({ home });
+    await refused({ home, postgres: { url } }, "embedded");
+  });
+
   test("a home from before the record is known by its embedded claims; a record it cannot read is refused", async () => {
     const old = join(root, "old");
     await ranOnce({ home: old });
