@@ -22,13 +22,14 @@ import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
 import { DEFAULT_LIMITS } from "../core/limits.js";
-import { NotFoundError, ValidationError, errnoCode, isWardenError, type WardenError } from "../core/errors.js";
+import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
 import { expandPromptArgs, resolveProfiles, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import type { BundleRef, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
+import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { eventReader } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
@@ -156,6 +157,13 @@ export class Runner {
         throw new ValidationError("invoke-bundles-unavailable", "this runner has no materializer; requests cannot name a bundle", { status: 422 });
       }
       await this.#materializer.check(request.provider, request.bundle);
+    }
+    const command = this.#profiles[request.provider].command;
+    if (findCommand(command, this.#env, cwd) === undefined) {
+      // Before the claim: the id stays free for a retry once the operator installs the CLI.
+      throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
+        details: { provider: request.provider, command },
+      });
     }
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,

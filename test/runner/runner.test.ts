@@ -9,7 +9,7 @@ import { isWardenError } from "../../src/core/errors.js";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import type { EffectFinishedEvent, EffectStartedEvent, JournalEvent } from "../../src/journal/types.js";
 import { fullBundleFiles, tempDir } from "../providers/helpers.js";
-import { SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
+import { AGENTS, SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
 const NO_MCP = { bundle_id: "review-tools", revision: "r1-no-mcp" };
@@ -269,9 +269,36 @@ describe("runner with fixture agents", () => {
 });
 
 describe("runner: a provider command that cannot start", () => {
-  it("is a recorded failure with its own code", async (t) => {
+  it("a command that is not there is refused before the claim, and the id runs once it is installed", async (t) => {
+    const root = tempDir("runner-missing");
+    const command = path.join(root, "kimi");
+    const env = await openRunnerEnv(root, { commands: { kimi: command } });
+    t.after(async () => {
+      await env.close();
+      fs.rmSync(root, { recursive: true, force: true });
+    });
+    const id = randomUUID();
+    const request = { provider: "kimi", prompt: "hi" };
+    await assert.rejects(env.runner.invoke({ scope: SCOPE, id, request }), (e: unknown) => {
+      assert.ok(isWardenError(e) && e.code === "provider-unavailable" && e.status === 503, String(e));
+      assert.match(e.message, /^kimi: ".*kimi" is not an executable file on this node/);
+      return true;
+    });
+    assert.equal(await env.invocations.lookup(SCOPE, id), undefined, "nothing was claimed: the id is free");
+    // Not executable yet: the same refusal.
+    fs.copyFileSync(path.join(AGENTS, "kimi.mjs"), command);
+    fs.chmodSync(command, 0o600);
+    await assert.rejects(env.runner.invoke({ scope: SCOPE, id, request }), (e: unknown) => isWardenError(e) && e.code === "provider-unavailable");
+    fs.chmodSync(command, 0o700);
+    recorded(await env.runner.invoke({ scope: SCOPE, id, request }));
+  });
+
+  it("one that is there but cannot be started is a recorded failure with its own code", async (t) => {
     const root = tempDir("runner-spawn");
-    const env = await openRunnerEnv(root, { commands: { kimi: path.join(root, "no-such-kimi") } });
+    const command = path.join(root, "kimi");
+    // Executable, but its interpreter does not exist: execve fails with ENOENT.
+    fs.writeFileSync(command, "#!/nonexistent/interpreter\n", { mode: 0o700 });
+    const env = await openRunnerEnv(root, { commands: { kimi: command } });
     t.after(async () => {
       await env.close();
       fs.rmSync(root, { recursive: true, force: true });
