@@ -238,7 +238,10 @@ describe("warden CLI against a real node", () => {
     const id = randomUUID();
     const args = ["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--", "fix it #kill"];
     assertOneErrorLine(await warden(args), 2, "unresolved");
-    assertOneErrorLine(await warden(args), 2, "unresolved");
+    const retried = await warden(args);
+    assertOneErrorLine(retried, 2, "unresolved");
+    // All a caller sees: it names the run and the command an operator starts from.
+    assert.match(retried.stderr, new RegExp(`\\(run [0-9a-f-]{36}\\) is unresolved: .*\`warden inspect \\S+ ${id}\``));
     const listed = json<{ items: { id: string; status: string }[] }>(await warden(["invocations", "--status", "unresolved", "--json"]));
     assert.deepEqual(listed.items.filter((i) => i.id === id).map((i) => i.status), ["unresolved"]);
 

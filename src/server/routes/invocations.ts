@@ -148,7 +148,8 @@ function answerOf(scope: string, id: string, outcome: KnownOutcome): InvocationV
     case "in_progress":
       throw new ConflictError("in-progress", `invocation ${scope}/${id} is running; ask again later`, { details });
     case "unresolved":
-      throw new ConflictError("unresolved", `invocation ${scope}/${id} is unresolved: it is never run again; an operator must reconcile it`, {
+      // The message is all a caller of `warden invoke` sees: it names the run and where to start.
+      throw new ConflictError("unresolved", `invocation ${scope}/${id} (run ${runId ?? "unknown"}) is unresolved: it is never run again; an operator reviews it (\`warden inspect ${scope} ${id}\`) and closes it (\`warden reconcile\`)`, {
         // The same list GET /v1/invocations/{scope}/{id} answers for this id.
         details: { ...details, reasons: outcome.audit.reasons ?? [] },
       });
