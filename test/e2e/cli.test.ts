@@ -385,6 +385,7 @@ describe("warden CLI against a real node", () => {
     assertOneErrorLine(noToken, 1, "unauthorized");
     assert.match(noToken.stderr, /\$WARDEN_TOKEN/, "no token sent: the message says where the CLI takes one from");
     assertOneErrorLine(unreachable, 1, "node-unreachable");
+    assert.match(unreachable.stderr, /run the same push again once the node is reachable/, "a push says how to go on");
     assert.equal(badWait.code, 1);
     assert.equal(badWait.stderr.trimEnd().split("\n").length, 1, badWait.stderr);
     assert.match(badWait.stderr, /--wait must be a non-negative integer/);

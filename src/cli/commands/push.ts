@@ -1,7 +1,9 @@
 /** `warden push <dir>`: compile a directory into a bundle and deliver it, resuming where a previous push stopped. */
 import { basename, resolve } from "node:path";
 import type { Command } from "commander";
+import { WardenConnectionError } from "../../client/errors.js";
 import type { PushResult } from "../../client/push.js";
+import { WardenError } from "../../core/errors.js";
 import type { CliContext } from "../context.js";
 import { formatBytes, table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
@@ -57,6 +59,11 @@ async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<num
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
       ...(progress !== undefined ? { onProgress: (p) => progress.update(p) } : {}),
     });
+  } catch (error) {
+    // A node lost mid-push (killed, restarting, unreachable) keeps what it acknowledged.
+    if (!(error instanceof WardenConnectionError)) throw error;
+    const resume = `${error.message}; run the same push again once the node is reachable: it resumes with what the node already holds`;
+    throw new WardenError(error.code, resume, error.status, { cause: error, details: error.details });
   } finally {
     process.off("SIGINT", onInterrupt);
     progress?.stop();
