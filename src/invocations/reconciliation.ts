@@ -44,6 +44,12 @@ function textWithin(value: unknown, max: number, code: string, what: string): st
   return value;
 }
 
+/**
+ * The rationale `warden inspect --review-template` prints: a review still carrying it was not
+ * written by anyone, and is refused like the template's outcome and effects_stopped are.
+ */
+export const TEMPLATE_RATIONALE = "what was checked, and why this outcome is right";
+
 /** Validates a review exactly; unknown fields anywhere are refused. Returns a clean copy. */
 export function parseReview(value: unknown): Review {
   const review = fieldsOf(value, "review-invalid", "review", ["snapshot_hash", "outcome", "rationale", "evidence", "effects_stopped"]);
@@ -54,6 +60,9 @@ export function parseReview(value: unknown): Review {
     throw new ValidationError("review-invalid-outcome", `review.outcome must be one of ${REVIEW_OUTCOMES.join(", ")}`);
   }
   const rationale = textWithin(review.rationale, RATIONALE_MAX_BYTES, "review-invalid-rationale", "review.rationale");
+  if (rationale.trim() === TEMPLATE_RATIONALE) {
+    throw new ValidationError("review-invalid-rationale", "review.rationale is still the template's: say what was checked, and why this outcome is right");
+  }
   if (!Array.isArray(review.evidence) || review.evidence.length < 1 || review.evidence.length > EVIDENCE_MAX_ITEMS) {
     throw new ValidationError("review-invalid-evidence", `review.evidence must list 1–${EVIDENCE_MAX_ITEMS} items`);
   }

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, IntegrityError, NotFoundError, ValidationError } from "../../src/core/errors.js";
-import { claimHashOf, verifyReceipt, type ClaimRecord } from "../../src/invocations/index.js";
+import { claimHashOf, TEMPLATE_RATIONALE, verifyReceipt, type ClaimRecord } from "../../src/invocations/index.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { freshHandle, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
 import { claimRow, editClaim } from "./fixtures/tamper.js";
@@ -127,6 +127,7 @@ test("reviews are validated strictly: each broken rule has its own code", async 
     [{ ...good, snapshot_hash: "abc" }, "review-invalid-snapshot-hash"],
     [{ ...good, outcome: "done" }, "review-invalid-outcome"],
     [{ ...good, rationale: "" }, "review-invalid-rationale"],
+    [{ ...good, rationale: TEMPLATE_RATIONALE }, "review-invalid-rationale"],
     [{ ...good, rationale: "é".repeat(4097) }, "review-invalid-rationale"],
     [{ ...good, evidence: [] }, "review-invalid-evidence"],
     [{ ...good, evidence: Array(33).fill(evidence) }, "review-invalid-evidence"],

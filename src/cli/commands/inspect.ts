@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { resolve } from "node:path";
 import { ConflictError, ValidationError } from "../../core/errors.js";
 import type { Inspection, Review } from "../../client/wire.js";
+import { TEMPLATE_RATIONALE } from "../../invocations/reconciliation.js";
 import type { CliContext } from "../context.js";
 import { table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
@@ -42,7 +43,7 @@ export function reviewTemplate(inspection: Inspection, evidence: readonly Eviden
     // No default: a review submitted unedited must be refused, not sign "no_effects" for a run
     // whose journal shows a started process (the schema refuses anything but the three outcomes).
     outcome: "<completed|failed|no_effects>",
-    rationale: "what was checked, and why this outcome is right",
+    rationale: TEMPLATE_RATIONALE,
     evidence: evidence.length > 0 ? evidence : [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
     // The operator's own statement, once checked: the agent may outlive its node (README).
     effects_stopped: false,
