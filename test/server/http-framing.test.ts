@@ -6,6 +6,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
@@ -52,6 +53,7 @@ describe("HTTP framing", () => {
   });
   after(async () => {
     await node.close();
+    fs.rmSync(node.root, { recursive: true, force: true });
   });
 
   async function stillServing(): Promise<void> {
@@ -190,6 +192,7 @@ describe("a client that goes away mid-chunk", () => {
       assert.equal(offset, 0, "nothing of the cut chunk was kept");
     } finally {
       await node.close();
+      fs.rmSync(node.root, { recursive: true, force: true });
     }
   });
 });

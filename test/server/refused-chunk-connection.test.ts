@@ -6,6 +6,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { OPERATOR, compileTestBundle, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
@@ -64,6 +65,7 @@ describe("a chunk refused part-way leaves the connection usable", () => {
   after(async () => {
     agent?.destroy();
     await node.close();
+    fs.rmSync(node.root, { recursive: true, force: true });
   });
 
   // 2 MiB: more than loopback's socket buffers hold, so an unread rest blocks the connection.
