@@ -12,6 +12,7 @@ import { resolveLimits, UNITS } from "../../src/core/limits.js";
 import { bundleDigestOf } from "../../src/delivery/manifest-types.js";
 import { parseManifest } from "../../src/delivery/manifest.js";
 import { compileDirectory, readCompiledFile, type CompileOptions } from "../../src/delivery/compile.js";
+import { readStable } from "../../src/delivery/compile/read.js";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const FIXTURES = path.join(REPO, "test/fixtures/bundles");
@@ -219,6 +220,24 @@ test("a file changed between the walk and its read is refused", async () => {
     }),
     "compile-file-changed", { path: "skills/summarize/SKILL.md" }, IntegrityError,
   );
+});
+
+test("a directory swapped for a symlink during the walk cannot bring an outside file in", { skip: process.platform !== "linux" && "checks /proc/self/fd" }, async () => {
+  // What the walk records when `d` is swapped after its parent was listed: the lstat of d/secret.md
+  // goes through the swapped-in link, and names the outside file. The read must refuse it.
+  const root = fs.mkdtempSync(path.join(scratch, "swap-"));
+  const outside = fs.mkdtempSync(path.join(scratch, "outside-"));
+  fs.writeFileSync(path.join(outside, "secret.md"), "not for the bundle\n");
+  const tree = fs.realpathSync(root);
+  fs.symlinkSync(outside, path.join(tree, "d"));
+  const walked = path.join(tree, "d", "secret.md");
+  const stat = fs.lstatSync(walked, { bigint: true });
+  await assert.rejects(readStable(walked, "d/secret.md", stat), (e: unknown) => e instanceof IntegrityError && e.code === "compile-file-changed");
+  // The same read of a file that is where its path says is accepted.
+  fs.rmSync(path.join(tree, "d"));
+  fs.mkdirSync(path.join(tree, "d"));
+  fs.writeFileSync(walked, "in the tree\n");
+  assert.equal((await readStable(walked, "d/secret.md", fs.lstatSync(walked, { bigint: true }))).toString(), "in the tree\n");
 });
 
 test("secrets are refused: .env (file or dir, any case, .env.*), .ssh, .aws", async () => {

@@ -1,6 +1,7 @@
 /**
  * Reading source files so that what is digested is what was walked: opened with O_NOFOLLOW
- * (a symlink swapped in after the walk is refused), checked on the descriptor, and compared
+ * (a symlink swapped in after the walk is refused), checked on the descriptor (on Linux, also
+ * that it holds the file under the root, not one a swapped directory leads to), and compared
  * (device, inode, size, mtime, ctime) before and after the read, on the descriptor and on the
  * path. A file that changes while read is refused rather than delivered half old, half new.
  *
@@ -17,6 +18,8 @@ import { sha256Digest } from "../../core/digest.js";
 import { sourceError, sourceRefusal } from "./walk.js";
 
 const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
+/** Where Linux names what a descriptor opened; elsewhere the check below is skipped. */
+const PROC_FD = process.platform === "linux" && fs.existsSync("/proc/self/fd") ? "/proc/self/fd" : undefined;
 
 function sameFile(a: BigIntStats, b: BigIntStats): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
@@ -57,6 +60,10 @@ export async function readStable(
   try {
     const before = fs.fstatSync(fd, { bigint: true });
     if (!before.isFile() || !sameFile(before, expected)) throw changed(relativePath);
+    // O_NOFOLLOW guards the last name only: a directory above it swapped for a symlink during
+    // the walk would have both the walk and this open reach a file outside the tree. The file
+    // the descriptor holds must be the one under the root, by its own path.
+    if (PROC_FD !== undefined && fs.readlinkSync(`${PROC_FD}/${fd}`) !== absolutePath) throw changed(relativePath);
     await options.beforeRead?.();
     const size = Number(before.size);
     // One spare byte: a file that grew is seen as longer than its stat said. Not zero-filled (a
