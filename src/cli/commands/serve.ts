@@ -43,10 +43,13 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
   if (config.generatedToken !== undefined) {
     ctx.io.stderr(`warden: no token was configured; an operator token was written to ${config.generatedToken}\n`);
   }
+  // Listening for the stop signals before the node starts: one that arrives while it starts (once
+  // node.json is out, a supervisor may well send it) stops it gracefully once it is up, instead of
+  // killing it with node.json and its stores left as a crash leaves them.
+  const stop = waitForSignal();
   // Loaded here, not at the top: fastify and the server cost every other command ~1 s to import.
   const { startNode } = await import("../../server/node.js");
   const node = await startNode(config, { logStream: process.stderr });
-  const stop = waitForSignal();
   ctx.io.stdout(options.json === true ? `${JSON.stringify({ url: node.url, pid: process.pid, home: config.home })}\n` : `warden listening on ${node.url}\n`);
   const signal = await stop;
   ctx.io.stderr(`warden: ${signal}: shutting down\n`);
