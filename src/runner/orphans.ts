@@ -35,11 +35,10 @@
  *
  * Linux only (/proc): elsewhere agents carry no tag, nothing is recorded and nothing is reaped.
  */
-import { readFileSync, realpathSync } from "node:fs";
-import { join } from "node:path";
+import { realpathSync } from "node:fs";
 import { sha256Hex } from "../core/digest.js";
 import { dropLaunchRecord, readLaunchRecords, type LaunchRecord, type ProcessIdentity } from "./launch-records.js";
-import { PROC, environValue, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
+import { PROC, environVariable, isRunning, killIfStill, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
 
 export const AGENT_TAG_VAR = "WARDEN_AGENT_OF";
 const TAG_RE = /^([0-9a-f]{32})\.([1-9][0-9]*)\.([0-9]+)$/;
@@ -62,8 +61,6 @@ export function agentTagOf(home: string, procRoot = PROC): string | undefined {
   const self = procStat(procRoot, "self");
   return self === undefined ? undefined : `${homeHash(home)}.${process.pid}.${self.startTicks}`;
 }
-
-const running = (stat: ProcStat | undefined): stat is ProcStat => stat !== undefined && stat.state !== "Z" && stat.state !== "X";
 
 /** SIGKILLs what the agents of this home's dead nodes left running; drops their launch records. */
 export function reapOrphanedAgents(home: string, procRoot = PROC): Reaped {
@@ -114,7 +111,7 @@ class Reaper {
       if (targets.length === 0) break;
       for (const [pid, start] of targets) {
         tried.set(pid, start);
-        if (this.#killIfStill(pid, start)) killed.push(pid);
+        if (killIfStill(this.#procRoot, pid, start)) killed.push(pid);
       }
     }
     return killed;
@@ -125,7 +122,7 @@ class Reaper {
     let gone = this.#gone.get(key);
     if (gone === undefined) {
       const stat = procStat(this.#procRoot, node.pid);
-      gone = !running(stat) || stat.startTicks !== node.startTicks;
+      gone = !isRunning(stat) || stat.startTicks !== node.startTicks;
       this.#gone.set(key, gone);
     }
     return gone;
@@ -133,13 +130,7 @@ class Reaper {
 
   /** An orphan's tag names this home and a node that is gone. */
   #orphanTagged(pid: number): boolean {
-    let environ: Buffer;
-    try {
-      environ = readFileSync(join(this.#procRoot, String(pid), "environ"));
-    } catch {
-      return false; // gone meanwhile, or not ours to read
-    }
-    const tag = environValue(environ, AGENT_TAG_VAR);
+    const tag = environVariable(this.#procRoot, pid, AGENT_TAG_VAR);
     const match = tag === undefined ? null : TAG_RE.exec(tag);
     return match !== null && match[1] === this.#home && this.#nodeGone({ pid: Number(match[2]), startTicks: match[3]! });
   }
@@ -152,7 +143,7 @@ class Reaper {
     for (const pid of procPids(this.#procRoot)) {
       if (pid === process.pid) continue;
       const stat = procStat(this.#procRoot, pid);
-      if (!running(stat)) continue; // a zombie is already dead: signalling it would count it twice
+      if (!isRunning(stat)) continue; // a zombie is already dead: signalling it would count it twice
       const orphan = this.#orphanTagged(pid);
       seen.push({ pid, stat, orphan });
       if (!orphan) continue;
@@ -169,15 +160,4 @@ class Reaper {
     return targets;
   }
 
-  /** SIGKILLs `pid` if it is still the process seen (same start time, not yet a zombie). */
-  #killIfStill(pid: number, startTicks: string): boolean {
-    const stat = procStat(this.#procRoot, pid);
-    if (!running(stat) || stat.startTicks !== startTicks) return false;
-    try {
-      process.kill(pid, "SIGKILL");
-      return true;
-    } catch {
-      return false; // exited meanwhile (ESRCH), or not ours (EPERM)
-    }
-  }
 }

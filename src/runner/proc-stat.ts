@@ -63,13 +63,40 @@ export function pidSpaceOf(procRoot: string): PidSpace | undefined {
   }
 }
 
-/** The value of variable `name` in a NUL-separated environment block (/proc/<pid>/environ). */
-export function environValue(environ: Buffer, name: string): string | undefined {
+/** True for a process that still runs: a zombie is already dead (signalling it would count it twice). */
+export function isRunning(stat: ProcStat | undefined): stat is ProcStat {
+  return stat !== undefined && stat.state !== "Z" && stat.state !== "X";
+}
+
+/**
+ * The value of variable `name` in the environment process `pid` started with; undefined when it
+ * has none, is gone, or is not ours to read.
+ */
+export function environVariable(procRoot: string, pid: number, name: string): string | undefined {
+  let environ: Buffer;
+  try {
+    environ = readFileSync(join(procRoot, String(pid), "environ"));
+  } catch {
+    return undefined;
+  }
+  // NUL-separated entries; a match inside another entry's value is not one.
   const key = Buffer.from(`${name}=`, "utf8");
   for (let at = environ.indexOf(key); at >= 0; at = environ.indexOf(key, at + 1)) {
-    if (at > 0 && environ[at - 1] !== 0) continue; // inside another entry's value
+    if (at > 0 && environ[at - 1] !== 0) continue;
     const end = environ.indexOf(0, at);
     return environ.subarray(at + key.length, end < 0 ? environ.length : end).toString("utf8");
   }
   return undefined;
+}
+
+/** SIGKILLs `pid` if it is still the process seen (same start time, not yet a zombie). */
+export function killIfStill(procRoot: string, pid: number, startTicks: string): boolean {
+  const stat = procStat(procRoot, pid);
+  if (!isRunning(stat) || stat.startTicks !== startTicks) return false;
+  try {
+    process.kill(pid, "SIGKILL");
+    return true;
+  } catch {
+    return false; // exited meanwhile (ESRCH), or not ours (EPERM)
+  }
 }

@@ -11,9 +11,7 @@
  *
  * Linux only (/proc); elsewhere nothing is found.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { PROC, environValue, procPids, procStat } from "./proc-stat.js";
+import { PROC, environVariable, isRunning, killIfStill, procPids, procStat } from "./proc-stat.js";
 
 export const RUN_TAG_VAR = "WARDEN_AGENT_RUN";
 /** Looks again for what the processes just killed started meanwhile; later rounds are rare. */
@@ -33,30 +31,23 @@ export function killRunStragglers(runTag: string, agentGroup?: number, procRoot 
     for (const pid of procPids(procRoot)) {
       if (pid === process.pid) continue;
       const stat = procStat(procRoot, pid);
-      if (stat === undefined || stat.state === "Z" || stat.state === "X" || stat.pgid === agentGroup || tried.get(pid) === stat.startTicks) continue;
-      let environ: Buffer;
-      try {
-        environ = readFileSync(join(procRoot, String(pid), "environ"));
-      } catch {
-        continue; // gone meanwhile, or not ours to read (nor to signal)
-      }
-      if (environValue(environ, RUN_TAG_VAR) !== runTag) continue;
+      if (!isRunning(stat) || stat.pgid === agentGroup || tried.get(pid) === stat.startTicks) continue;
+      if (environVariable(procRoot, pid, RUN_TAG_VAR) !== runTag) continue;
       tried.set(pid, stat.startTicks);
       found = true;
+      if (killIfStill(procRoot, pid, stat.startTicks)) killed.push(pid);
       // Never this node's own group (a node started from inside an agent).
-      if (stat.pgid === pid && pid !== self.pgid) signal(-pid);
-      if (signal(pid)) killed.push(pid);
+      if (stat.pgid === pid && pid !== self.pgid) killGroup(pid);
     }
     if (!found) break;
   }
   return killed;
 }
 
-function signal(target: number): boolean {
+function killGroup(pgid: number): void {
   try {
-    process.kill(target, "SIGKILL");
-    return true;
+    process.kill(-pgid, "SIGKILL");
   } catch {
-    return false; // exited meanwhile (ESRCH), or not ours (EPERM)
+    // gone meanwhile (ESRCH), or not ours (EPERM)
   }
 }
