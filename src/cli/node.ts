@@ -10,6 +10,7 @@ import type { Command } from "commander";
 import { ValidationError, errnoCode } from "../core/errors.js";
 import { readPrivateFileSync } from "../storage/secure-fs.js";
 import { FileLock } from "../storage/lock.js";
+import { HOME_LOCK_FILE } from "../warden/home-files.js";
 import { WardenClient } from "../client/client.js";
 import { resolveHome, type CliIo } from "./context.js";
 
@@ -27,8 +28,6 @@ export interface NodeTarget {
 
 const NODE_FILE = "node.json";
 const TOKEN_FILE = "token";
-/** held by the node serving the home for its whole life (src/warden/home-backend.ts) */
-const HOME_LOCK_FILE = "node.lock";
 const SMALL_FILE_BYTES = 64 * 1024;
 
 /** Adds the options every command that talks to a node takes. */

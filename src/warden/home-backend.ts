@@ -18,11 +18,11 @@ import { ConflictError, errnoCode } from "../core/errors.js";
 import { CLAIMS_DATABASE } from "../backends/embedded/index.js";
 import { FileLock } from "../storage/lock.js";
 import { publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
+import { HOME_BACKEND_FILE, HOME_LOCK_FILE } from "./home-files.js";
 
 export type HomeBackend = "embedded" | "postgres";
 
-export const HOME_BACKEND_FILE = "backend";
-export const HOME_LOCK_FILE = "node.lock";
+export { HOME_BACKEND_FILE, HOME_LOCK_FILE } from "./home-files.js";
 
 const KINDS: readonly HomeBackend[] = ["embedded", "postgres"];
 
