@@ -10,6 +10,26 @@ export function benchDir(label: string): string {
   return mkdtempSync(join(base, `warden-bench-${label}-`));
 }
 
+const keptUntilRunEnds: string[] = [];
+
+/**
+ * A bench directory removed once every bench of the run has printed its figures, not as soon as its
+ * round ends. On a file system that skips recently freed inodes when it allocates one (ext4 without
+ * a journal, as on these machines, skips every inode freed in the last minute, up to six while its
+ * inode table block is dirty, looking each one up as it goes), removing a round's hundreds of files
+ * makes each file the next rounds create cost up to a millisecond of CPU more, and more with every
+ * round: a cost of the bench's own clean-up, charged to whatever it measures next.
+ */
+export function keepUntilRunEnds(dir: string): string {
+  keptUntilRunEnds.push(dir);
+  return dir;
+}
+
+/** Removes the directories kept by `keepUntilRunEnds` (bench/run.ts, once every bench printed). */
+export function removeKeptDirs(): void {
+  for (const dir of keptUntilRunEnds.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 /** Raw single-threaded append+fdatasync operations per second (200-byte records). */
 export function rawFdatasyncPerSec(seconds = 1.5, recordBytes = 200): number {
   const dir = benchDir("fdatasync");

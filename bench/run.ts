@@ -6,7 +6,7 @@
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { machineSpeed } from "./baseline.js";
+import { machineSpeed, removeKeptDirs } from "./baseline.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const filters = process.argv.slice(2);
@@ -14,10 +14,14 @@ const files = readdirSync(here)
   .filter((f) => f.endsWith(".bench.ts"))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
   .sort();
-for (const file of files) {
-  console.log(`\n== ${file.replace(/\.bench\.ts$/, "")}`);
-  console.log(machineSpeed());
-  const mod = (await import(pathToFileURL(join(here, file)).href)) as { default: () => Promise<void> };
-  await mod.default();
+try {
+  for (const file of files) {
+    console.log(`\n== ${file.replace(/\.bench\.ts$/, "")}`);
+    console.log(machineSpeed());
+    const mod = (await import(pathToFileURL(join(here, file)).href)) as { default: () => Promise<void> };
+    await mod.default();
+  }
+} finally {
+  removeKeptDirs();
 }
 console.log(`\n${machineSpeed()}`);
