@@ -15,15 +15,15 @@ import { join } from "node:path";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
 import { IntegrityError, NotFoundError, ValidationError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { sha256Digest } from "../core/digest.js";
-import { createPrivateFile, ensurePrivateDirSync, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
+import { ensurePrivateDirSync, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
 import { parseManifest } from "../delivery/manifest.js";
-import { safeJoin } from "../delivery/paths.js";
 import type { Component, Manifest } from "../delivery/manifest-types.js";
 import { BUNDLE_DIR, HOME_DIR, planTree, plannedDirs, type TreePlan } from "./binding.js";
 import { codexConfigFromMcpJson } from "./codex-config.js";
 import { expandBundleLaunch, resolveProfiles, type ProviderProfiles } from "./profiles.js";
 import { auditTree, TREE_DIR_MODE, TREE_FILE_MODE } from "./tree-audit.js";
 import { removeTree } from "./tree-remove.js";
+import { TreeWriter } from "./tree-write.js";
 import { LOCK_PREFIX, SessionLocks, isSessionName, sessionExists, validateSessionName } from "./sessions.js";
 import {
   isProviderName,
@@ -107,23 +107,32 @@ export class Materializer {
       throw error;
     }
     const temp = join(this.root, `${TEMP_PREFIX}${session}.${randomBytes(6).toString("hex")}`);
+    let tree: TreeWriter | undefined;
+    let published = false;
     try {
       await fsp.mkdir(temp, { mode: TREE_DIR_MODE });
-      await fsp.chmod(temp, TREE_DIR_MODE);
-      await this.#write(temp, dirs, jobs);
+      tree = await TreeWriter.open(temp);
+      await this.#write(tree, dirs, jobs);
       await this.#hooks.beforePublish?.(temp);
+      // Only a tree still where it was built is published: a directory moved or swapped for a
+      // symlink meanwhile would put a link in the session, or leave the bytes elsewhere.
+      tree.checkInPlace();
       // The reservation is an empty directory we created: rename(2) replaces it atomically, and
       // fails (ENOTEMPTY) if anything was put into it meanwhile.
       await fsp.rename(temp, finalDir);
+      published = true;
+      tree.checkInPlace(finalDir);
       await syncDir(this.root);
     } catch (error) {
-      await removeTree(temp).catch(() => undefined);
+      await tree?.close();
+      await removeTree(published ? finalDir : temp).catch(() => undefined);
       await fsp.rmdir(finalDir).catch(() => undefined);
       await this.#sessions.release(session);
       // A full disk is exhausted capacity (507), not an internal error: a run then ends as a clean,
       // recorded "not launched" failure instead of an unresolved claim an operator must close.
       throw isStorageFull(error) ? storageFull("materialize the bundle", error) : error;
     }
+    await tree.close();
     const paths = {
       root: finalDir,
       bundle: join(finalDir, BUNDLE_DIR),
@@ -263,15 +272,11 @@ export class Materializer {
     }
   }
 
-  async #write(temp: string, dirs: readonly string[], jobs: readonly FileJob[]): Promise<void> {
-    for (const d of dirs) {
-      const abs = safeJoin(temp, d);
-      await fsp.mkdir(abs, { mode: TREE_DIR_MODE });
-      await fsp.chmod(abs, TREE_DIR_MODE); // exact mode whatever the umask
-    }
+  async #write(tree: TreeWriter, dirs: readonly string[], jobs: readonly FileJob[]): Promise<void> {
+    for (const d of dirs) await tree.mkdir(d);
     for (const job of jobs) {
       const bytes = job.content ?? (await this.#verifiedBlob(job.component as Component));
-      const fh = await createPrivateFile(safeJoin(temp, job.target));
+      const fh = await tree.createFile(job.target);
       try {
         await fh.chmod(TREE_FILE_MODE);
         await fh.writeFile(bytes);
@@ -280,8 +285,6 @@ export class Materializer {
         await fh.close();
       }
     }
-    // Children before parents, so each directory entry is durable before its parent's.
-    for (const d of [...dirs].reverse()) await syncDir(safeJoin(temp, d));
-    await syncDir(temp);
+    await tree.sync();
   }
 }

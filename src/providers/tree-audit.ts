@@ -9,6 +9,7 @@ import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { DigestStream } from "../core/digest.js";
 import { IntegrityError, errnoCode } from "../core/errors.js";
+import { DIR_NOFOLLOW, entryOf, heldAt, locationOf } from "../storage/descriptor-paths.js";
 import type { ExpectedTree } from "./types.js";
 
 export const TREE_DIR_MODE = 0o700;
@@ -70,31 +71,57 @@ async function hashFile(abs: string, rel: string, byteLen: number): Promise<stri
 }
 
 /**
+ * Opens directory `rel` without following a link; a symlink or non-directory there is drift.
+ * Raw descriptors, opened and closed synchronously (cheap calls): the last check of `auditTree`
+ * is then the last thing it does, with no await between it and its answer.
+ */
+function openDir(abs: string, rel: string): number {
+  try {
+    return fs.openSync(abs, DIR_NOFOLLOW);
+  } catch (error) {
+    const code = errnoCode(error);
+    if (code === "ELOOP") drift("materialization-symlink", rel, "is a symbolic link");
+    if (code === "ENOTDIR") drift("materialization-not-directory", rel, "is not a directory");
+    if (code === "EACCES") drift("materialization-mode-changed", rel, "cannot be read any more");
+    if (code === "ENOENT") drift("materialization-missing-entry", rel, "directory vanished while checked");
+    throw error;
+  }
+}
+
+/**
  * Throws an IntegrityError (its code names the drift) unless `dir` holds exactly `expected`:
  * the same directories and files, nothing else, modes 0700/0600, owned by us, single-linked,
  * and every file's bytes matching its digest and length.
+ *
+ * The tree belongs to an agent that may leave a process behind, which can swap a directory for
+ * a symlink mid-walk; a walk by path would then read (and approve) files outside the tree. So
+ * each directory is opened O_NOFOLLOW and checked on its descriptor, its entries are reached
+ * through that descriptor (storage/descriptor-paths), and at the end every directory must still
+ * be at its own path: a tree that passes was the expected tree, all in place, at that moment.
  */
 export async function auditTree(dir: string, expected: ExpectedTree): Promise<void> {
-  let top: fs.Stats;
-  try {
-    top = await fsp.lstat(dir);
-  } catch (error) {
-    if (errnoCode(error) === "ENOENT") drift("materialization-missing", ".", "the session directory is gone");
-    throw error;
-  }
-  checkDir(".", top);
   const wantDirs = new Set(expected.dirs);
-  const seenDirs = new Set<string>();
   const seenFiles = new Set<string>();
-  const walk = async (rel: string): Promise<void> => {
-    const abs = rel === "" ? dir : join(dir, rel);
-    for (const name of (await fsp.readdir(abs)).sort()) {
+  const opened = new Map<string, number>();
+  const walk = async (rel: string, fd: number): Promise<void> => {
+    checkDir(rel === "" ? "." : rel, fs.fstatSync(fd));
+    const byPath = rel === "" ? dir : join(dir, rel);
+    const listed = await fsp.readdir(entryOf(fd, "", byPath));
+    for (const name of listed.sort()) {
       const childRel = rel === "" ? name : `${rel}/${name}`;
-      const st = await fsp.lstat(join(dir, childRel));
-      if (st.isDirectory() && !st.isSymbolicLink() && wantDirs.has(childRel)) {
+      const entry = entryOf(fd, name, join(byPath, name));
+      let st: fs.Stats;
+      try {
+        st = await fsp.lstat(entry);
+      } catch (error) {
+        if (errnoCode(error) === "ENOENT") drift("materialization-missing-entry", childRel, "vanished while checked");
+        throw error;
+      }
+      if (st.isDirectory() && wantDirs.has(childRel)) {
         checkDir(childRel, st);
-        seenDirs.add(childRel);
-        await walk(childRel);
+        const child = openDir(entry, childRel);
+        opened.set(childRel, child);
+        await walk(childRel, child);
         continue;
       }
       const want = expected.files.get(childRel);
@@ -102,12 +129,31 @@ export async function auditTree(dir: string, expected: ExpectedTree): Promise<vo
         if (st.isSymbolicLink()) drift("materialization-symlink", childRel, "is a symbolic link that was never written");
         drift("materialization-extra-entry", childRel, "was never written");
       }
-      const digest = await hashFile(join(dir, childRel), childRel, want.byte_len);
+      const digest = await hashFile(entry, childRel, want.byte_len);
       if (digest !== want.digest) drift("materialization-content-changed", childRel, "bytes differ from the verified blob");
       seenFiles.add(childRel);
     }
   };
-  await walk("");
-  for (const d of wantDirs) if (!seenDirs.has(d)) drift("materialization-missing-entry", d, "directory is missing");
-  for (const f of expected.files.keys()) if (!seenFiles.has(f)) drift("materialization-missing-entry", f, "file is missing");
+  try {
+    let st: fs.Stats;
+    try {
+      st = await fsp.lstat(dir);
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") drift("materialization-missing", ".", "the session directory is gone");
+      throw error;
+    }
+    checkDir(".", st);
+    const top = openDir(dir, ".");
+    opened.set("", top);
+    // Ancestors of the root may be links (a home under a linked /home): the kernel's name is the base.
+    const location = locationOf(top, dir);
+    await walk("", top);
+    for (const d of wantDirs) if (!opened.has(d)) drift("materialization-missing-entry", d, "directory is missing");
+    for (const f of expected.files.keys()) if (!seenFiles.has(f)) drift("materialization-missing-entry", f, "file is missing");
+    for (const [rel, fd] of opened) {
+      if (!heldAt(fd, rel === "" ? location : join(location, rel))) drift("materialization-moved", rel === "" ? "." : rel, "was moved or replaced while checked");
+    }
+  } finally {
+    for (const fd of opened.values()) fs.closeSync(fd);
+  }
 }

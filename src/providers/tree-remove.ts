@@ -13,10 +13,8 @@ import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { errnoCode } from "../core/errors.js";
+import { DIR_NOFOLLOW, PROC_FD } from "../storage/descriptor-paths.js";
 
-const PROC_FD = "/proc/self/fd";
-const BY_DESCRIPTOR = process.platform === "linux" && fs.existsSync(PROC_FD);
-const DIR_FLAGS = fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW;
 /** Linux's O_PATH (the same on every architecture Node runs on); Node does not export it. */
 const O_PATH = 0o10000000;
 
@@ -28,7 +26,7 @@ export async function removeTree(path: string): Promise<void> {
     await fsp.unlink(path);
     return;
   }
-  if (!BY_DESCRIPTOR) return removeByPath(path, st.mode);
+  if (PROC_FD === undefined) return removeByPath(path, st.mode);
   await removeDirectory(path);
 }
 
@@ -56,7 +54,7 @@ async function removeDirectory(path: string): Promise<void> {
 async function openDirectory(path: string): Promise<fsp.FileHandle | undefined> {
   let dir: fsp.FileHandle;
   try {
-    dir = await fsp.open(path, DIR_FLAGS);
+    dir = await fsp.open(path, DIR_NOFOLLOW);
   } catch (error) {
     const code = errnoCode(error);
     if (code === "ELOOP" || code === "ENOTDIR") return undefined;

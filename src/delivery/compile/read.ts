@@ -15,11 +15,10 @@ import * as fsp from "node:fs/promises";
 import type { BigIntStats } from "node:fs";
 import { IntegrityError, errnoCode } from "../../core/errors.js";
 import { sha256Digest } from "../../core/digest.js";
+import { heldAt } from "../../storage/descriptor-paths.js";
 import { sourceError, sourceRefusal } from "./walk.js";
 
 const OPEN_FLAGS = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK;
-/** Where Linux names what a descriptor opened; elsewhere the check below is skipped. */
-const PROC_FD = process.platform === "linux" && fs.existsSync("/proc/self/fd") ? "/proc/self/fd" : undefined;
 
 function sameFile(a: BigIntStats, b: BigIntStats): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
@@ -63,7 +62,7 @@ export async function readStable(
     // O_NOFOLLOW guards the last name only: a directory above it swapped for a symlink during
     // the walk would have both the walk and this open reach a file outside the tree. The file
     // the descriptor holds must be the one under the root, by its own path.
-    if (PROC_FD !== undefined && fs.readlinkSync(`${PROC_FD}/${fd}`) !== absolutePath) throw changed(relativePath);
+    if (!heldAt(fd, absolutePath)) throw changed(relativePath);
     await options.beforeRead?.();
     const size = Number(before.size);
     // One spare byte: a file that grew is seen as longer than its stat said. Not zero-filled (a
