@@ -17,6 +17,7 @@ import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { waitFor } from "../support/wait.js";
 
 const TOKEN = "fleet-operator-token-0123456789abcdef";
 /** The fixture claude, delayed when the prompt says #slow: the run outlasts a burst of retries. */
@@ -26,16 +27,6 @@ await import(${JSON.stringify(pathToFileURL(fixture).href)});
 `;
 
 type Reply = HttpReply;
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 15_000, every = 50): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, every));
-  }
-}
 
 describe("a fleet: two warden serve processes on one PostgreSQL", () => {
   let pg: TestPostgres;

@@ -15,21 +15,12 @@ import { compileDirectory, type CompiledBundle } from "../../src/delivery/compil
 import { fullBundleFiles } from "../providers/helpers.js";
 import { isAlive } from "../support/processes.js";
 import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
+import { waitFor } from "../support/wait.js";
 
 const OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "e2e-observer-token-0123456789abcdef";
 
 type Reply = HttpReply;
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 describe("warden serve (child process, HTTP only)", () => {
   let root: string;

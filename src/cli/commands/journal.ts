@@ -5,7 +5,7 @@ import { ValidationError, isWardenError } from "../../core/errors.js";
 import { resolveLimits } from "../../core/limits.js";
 import { EmbeddedKeyStore } from "../../backends/embedded/key-store.js";
 import { publicKeyRecord } from "../../journal/keys.js";
-import { inspectRun } from "../../journal/inspect.js";
+import { inspectRun, type RunInspection } from "../../journal/inspect.js";
 import { verifyJournal } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
@@ -81,12 +81,23 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   } else if (report.first_error !== undefined) {
     const e = report.first_error;
     ctx.io.stdout(`FAIL ${file}: line ${e.line} (seq ${e.seq ?? "?"}): ${e.code}: ${e.reason}\n`);
+  } else if (!hasRunStarted(inspection)) {
+    // Nothing here shows a run: an empty file, or signed lines none of which is a run.started at
+    // seq 0. DESIGN counts that among what requires reconciliation, not as a verification error
+    // (`ok` stays true in --json), but a script must not take it for a pass: no OK, exit 1.
+    ctx.io.stdout(`NO RUN ${file}: ${report.entries} entries verified, no run.started at seq 0: nothing here shows what a run did\n`);
+    ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
   } else {
     ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
-    if (inspection.requires_reconciliation) {
-      const why = inspection.reasons.map((r) => r.reason + (r.effect_id !== undefined ? ` (${r.effect_id})` : "")).join(", ");
-      ctx.io.stdout(`requires reconciliation: ${why}\n`);
-    }
+    if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
   }
-  return report.ok ? 0 : 1;
+  return report.ok && hasRunStarted(inspection) ? 0 : 1;
+}
+
+function reasonsText(inspection: RunInspection): string {
+  return inspection.reasons.map((r) => r.reason + (r.effect_id !== undefined ? ` (${r.effect_id})` : "")).join(", ");
+}
+
+function hasRunStarted(inspection: RunInspection): boolean {
+  return !inspection.reasons.some((r) => r.reason === "no-run-started");
 }
