@@ -60,6 +60,10 @@ export interface InvocationsOptions {
 
 const LIST_DEFAULT = 100;
 const LIST_MAX = 1000;
+/** Rows one listing call reads at most before it answers with a cursor (each recorded one costs a journal read). */
+const LIST_SCAN_ROWS = 10_000;
+/** Rows asked of the store at once: a filter that keeps few of them must not cost a query per row. */
+const LIST_READ_ROWS = 100;
 /** Room a run.started line needs beside its event (envelope and signature). */
 const ENTRY_ENVELOPE_BYTES = 1024;
 
@@ -173,11 +177,14 @@ export class Invocations {
   }
 
   /**
-   * Pages through claims in (scope, id) order, optionally of one status. The status is read
-   * cheaply from the row (no journal reads): a recorded claim whose journal was damaged later is
-   * listed as recorded, and `lookup`/`inspect` of it answer unresolved. A row that fails its own
-   * checks (or cannot be read at all) is listed as unresolved with its `problem`, also when the
-   * listing asks for another status.
+   * Pages through claims in (scope, id) order, optionally of one status. The status is read from
+   * the row, and a recorded row's journal is checked against its seal (as a replay checks it; no
+   * signatures): a row that fails its own checks (or cannot be read at all), or whose journal
+   * changed since its result was recorded, is listed as unresolved with its `problem`, as lookup
+   * and inspect answer it (G2), in every listing its columns fall in and in the `unresolved` one.
+   * Such a row can sit among any others, so the `unresolved` listing reads every row. A listing
+   * reads at most LIST_SCAN_ROWS rows per call, then answers a cursor, with fewer items than asked
+   * (none, maybe) when most rows it read were of another status.
    */
   async list(query: ListQuery = {}): Promise<ListPage> {
     const limit = query.limit ?? LIST_DEFAULT;
@@ -187,16 +194,21 @@ export class Invocations {
     const filter = listFilterOf(query.status);
     let after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
     const items: ClaimSummary[] = [];
+    let scanned = 0;
+    // The cursor is the last row looked at, so reading past it costs nothing but the read.
+    const read = Math.max(limit, LIST_READ_ROWS);
     for (;;) {
-      const rows = await this.#claims.list(filter, after, limit);
+      const rows = await this.#claims.list(filter, after, read);
       for (const row of rows) {
         after = { scope: row.scope, id: row.id };
-        const summary = isDamagedClaim(row) ? damagedSummaryOf(row) : this.#summaryOf(row);
+        scanned++;
+        const summary = isDamagedClaim(row) ? damagedSummaryOf(row) : await this.#listedSummaryOf(row);
         // A row with a problem is shown in every listing its columns fall in: never hidden by a filter.
         if (query.status === undefined || summary.status === query.status || summary.problem !== undefined) items.push(summary);
         if (items.length === limit) return { items, cursor: encodeCursor(after) };
       }
-      if (rows.length < limit) return { items };
+      if (rows.length < read) return { items };
+      if (scanned >= LIST_SCAN_ROWS) return { items, cursor: encodeCursor(after!) };
     }
   }
 
@@ -419,6 +431,20 @@ export class Invocations {
     return { snapshot, snapshot_hash: snapshotHashOf(snapshot), report: { status: outcome.status, journal: journalReportOf(report) } };
   }
 
+  /** A row's status for listings; a recorded one whose journal changed since reads unresolved (`journal-changed`). */
+  async #listedSummaryOf(claim: ClaimState): Promise<ClaimSummary> {
+    const summary = this.#summaryOf(claim);
+    if (summary.status !== "recorded" || summary.problem !== undefined) return summary;
+    let sealed = false;
+    try {
+      sealed = await this.#journalStillSealed(claim.run_id, claim.result!.journal, claim.result!.hash);
+    } catch (error) {
+      // Grown past its sealed length: changed (as #recorded judges it). Unsafe files and I/O failures are raised.
+      if (!(isWardenError(error) && error.code === "journal-too-large")) throw error;
+    }
+    return sealed ? summary : { ...summary, status: "unresolved", problem: "journal-changed" };
+  }
+
   /** A cheap per-row status for listings: no journal reads, no signature checks. */
   #summaryOf(claim: ClaimState): ClaimSummary {
     let status: ExistingStatus;
@@ -490,8 +516,10 @@ function listFilterOf(status: ExistingStatus | undefined): ClaimListFilter {
     case undefined:
       return "all";
     case "in_progress":
-    case "unresolved":
       return "open";
+    case "unresolved":
+      // Besides the open rows: recorded and reconciled rows that fail their checks (see list).
+      return "all";
     case "recorded":
       return "recorded";
     case "reconciled":

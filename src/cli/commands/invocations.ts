@@ -63,7 +63,11 @@ async function list(ctx: CliContext, flags: ListFlags): Promise<number> {
     printJson(ctx, page);
     return EXIT_OK;
   }
-  if (page.items.length === 0) ctx.io.stdout(flags.status !== undefined ? `no ${flags.status} invocations\n` : "no invocations\n");
+  if (page.items.length === 0) {
+    // A page may end before a match (the node reads a bounded number of rows per call): say so.
+    const none = flags.status !== undefined ? `no ${flags.status} invocations` : "no invocations";
+    ctx.io.stdout(page.cursor !== undefined ? `${none} in this page; there are more rows to look at\n` : `${none}\n`);
+  }
   for (const item of page.items) ctx.io.stdout(row(item));
   if (page.cursor !== undefined) ctx.io.stdout(`more: --cursor ${page.cursor}\n`);
   return EXIT_OK;
