@@ -16,6 +16,7 @@ import { openPostgresNodeBackend, type PostgresNodeBackend, type PostgresNodeOpt
 import type { Delivery } from "./delivery/service.js";
 import { Invocations, type ExistingOutcome } from "./invocations/index.js";
 import type { RunInspection } from "./journal/inspect.js";
+import type { Inspection } from "./invocations/types.js";
 import type { PublicKeyRecord } from "./journal/types.js";
 import type { VerifyReport } from "./journal/verify.js";
 import type { RunCheck } from "./invocations/run-check.js";
@@ -28,6 +29,8 @@ import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups } from "./warden/agent-groups.js";
 import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
+import { PROC, procStat } from "./runner/proc-stat.js";
+import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
@@ -243,6 +246,17 @@ export class Warden {
     return bytes;
   }
 
+  /**
+   * What an operator reviews (invocations.inspect), plus what this home recorded of the run's
+   * agent processes being killed because their node had died: the journal of such a run ends
+   * with its node, so only this says that the agent is gone and who stopped it.
+   */
+  async inspect(scope: string, id: string): Promise<Inspection> {
+    const inspection = await this.invocations.inspect(scope, id);
+    const stops = agentStopsOf(this.home, inspection.snapshot.audit.run_id);
+    return stops.length === 0 ? inspection : { ...inspection, report: { ...inspection.report, agent_stopped: stops } };
+  }
+
   /** Verifies a run's journal with the node's keys (G5) and says whether it needs reconciliation. */
   async verifyRun(runId: string): Promise<RunVerification> {
     const bytes = await this.readJournal(runId);
@@ -352,6 +366,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     // Before anything is launched: agents an earlier process on this home left running when it
     // died; their runs read unresolved, and nothing may go on acting for them.
     const reaped = reapOrphanedAgents(backend.home);
+    // Durable before the node serves: an inspection must say who killed them, also after more restarts.
+    const self = procStat(PROC, "self");
+    if (self !== undefined && reaped.runs !== undefined) recordAgentStops(backend.home, reaped.runs, { pid: process.pid, startTicks: self.startTicks });
     const agentTag = agentTagOf(backend.home);
     const launchRecords = agentTag === undefined ? undefined : LaunchRecords.open(backend.home);
     const agents = new AgentGroups();

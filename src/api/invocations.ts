@@ -176,10 +176,23 @@ export const JournalReport = Type.Object({
   agent_process: Type.Optional(Type.Object({ pid: Count, host: Type.String() })),
 });
 
+/** A run's agent processes a node killed at its start, because the node that had started them was gone. */
+export const AgentStop = Type.Object({
+  at: Timestamp,
+  killed: List(Type.Integer({ minimum: 1 })),
+  by: Type.Object({ pid: Type.Integer({ minimum: 1 }), host: Type.String() }),
+  node_pid: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+
 export const Inspection = Type.Object({
   snapshot: ClaimSnapshot,
   snapshot_hash: Digest,
-  report: Type.Object({ status: ListStatus, journal: JournalReport }),
+  report: Type.Object({
+    status: ListStatus,
+    journal: JournalReport,
+    /** recorded on the home of the node that killed them (the one that restarted after the run's node died) */
+    agent_stopped: Type.Optional(List(AgentStop)),
+  }),
 });
 export type Inspection = Static<typeof Inspection>;
 

@@ -168,6 +168,20 @@ export interface JournalReport {
 export interface InspectionReport {
   readonly status: ExistingStatus;
   readonly journal: JournalReport;
+  /** the run's agent processes a node killed because the node that started them had died (node-local records) */
+  readonly agent_stopped?: readonly AgentStop[];
+}
+
+/** A run's agent processes a node killed at its start, because the node that started them was gone. */
+export interface AgentStop {
+  /** RFC 3339 UTC, when they were killed */
+  readonly at: string;
+  /** the pids sent SIGKILL */
+  readonly killed: readonly number[];
+  /** the node that killed them (it opened on the home after the other died) */
+  readonly by: { readonly pid: number; readonly host: string };
+  /** the pid of the dead node that had started them, when their tag said */
+  readonly node_pid?: number;
 }
 
 export interface Inspection {

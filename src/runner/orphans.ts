@@ -39,6 +39,7 @@ import { realpathSync } from "node:fs";
 import { sha256Hex } from "../core/digest.js";
 import { dropLaunchRecord, readLaunchRecords, type LaunchRecord, type ProcessIdentity } from "./launch-records.js";
 import { PROC, environVariable, isRunning, killIfStill, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
+import { RUN_TAG_VAR } from "./stragglers.js";
 
 export const AGENT_TAG_VAR = "WARDEN_AGENT_OF";
 const TAG_RE = /^([0-9a-f]{32})\.([1-9][0-9]*)\.([0-9]+)$/;
@@ -50,6 +51,19 @@ export interface Reaped {
   readonly supported: boolean;
   /** the pids sent SIGKILL */
   readonly killed: readonly number[];
+  /**
+   * The killed pids by the run they acted for: a process's own RUN_TAG_VAR, else that of a
+   * member of its session (the agent leads it). Pids no run can be told for are in `killed` only.
+   * Absent where `supported` is false.
+   */
+  readonly runs?: readonly ReapedRun[];
+}
+
+export interface ReapedRun {
+  readonly run_id: string;
+  readonly pids: readonly number[];
+  /** the pid of the dead node that had started the agent, when its tag says */
+  readonly node_pid?: number;
 }
 
 function homeHash(home: string): string {
@@ -72,7 +86,7 @@ export function reapOrphanedAgents(home: string, procRoot = PROC): Reaped {
   const done = records.filter((record) => reaper.adopt(record));
   const killed = reaper.run();
   for (const record of done) dropLaunchRecord(home, record);
-  return { supported: true, killed };
+  return { supported: true, killed, runs: reaper.runs(killed) };
 }
 
 class Reaper {
@@ -83,6 +97,8 @@ class Reaper {
   readonly #gone = new Map<string, boolean>();
   /** session ids whose every member is an orphan (from launch records) */
   readonly #sessions = new Set<number>();
+  /** what each target was, read before it was killed (its environment is gone after) */
+  readonly #seen = new Map<number, { sid: number; run?: string; node?: number }>();
 
   constructor(home: string, self: ProcStat, procRoot: string) {
     this.#home = home;
@@ -100,6 +116,26 @@ class Reaper {
     const leader = procStat(this.#procRoot, record.agent.pid);
     if (leader === undefined || leader.startTicks === record.agent.startTicks) this.#sessions.add(record.agent.pid);
     return true;
+  }
+
+  /** The pids killed, by the run they acted for (see Reaped.runs). */
+  runs(killed: readonly number[]): ReapedRun[] {
+    const sessionRun = new Map<number, { run: string; node?: number }>();
+    for (const seen of this.#seen.values()) {
+      if (seen.run !== undefined && !sessionRun.has(seen.sid)) sessionRun.set(seen.sid, { run: seen.run, ...(seen.node === undefined ? {} : { node: seen.node }) });
+    }
+    const byRun = new Map<string, { pids: number[]; node?: number }>();
+    for (const pid of killed) {
+      const seen = this.#seen.get(pid);
+      const own = seen?.run === undefined ? undefined : { run: seen.run, ...(seen.node === undefined ? {} : { node: seen.node }) };
+      const run = own ?? (seen === undefined ? undefined : sessionRun.get(seen.sid));
+      if (run === undefined) continue;
+      const entry = byRun.get(run.run) ?? { pids: [] };
+      entry.pids.push(pid);
+      entry.node ??= run.node;
+      byRun.set(run.run, entry);
+    }
+    return [...byRun].map(([run_id, { pids, node }]) => ({ run_id, pids, ...(node === undefined ? {} : { node_pid: node }) }));
   }
 
   /** Kills until a look finds nothing new; answers the pids killed. */
@@ -128,24 +164,27 @@ class Reaper {
     return gone;
   }
 
-  /** An orphan's tag names this home and a node that is gone. */
-  #orphanTagged(pid: number): boolean {
+  /** An orphan's tag names this home and a node that is gone: answers that node's pid. */
+  #orphanTagged(pid: number): number | undefined {
     const tag = environVariable(this.#procRoot, pid, AGENT_TAG_VAR);
     const match = tag === undefined ? null : TAG_RE.exec(tag);
-    return match !== null && match[1] === this.#home && this.#nodeGone({ pid: Number(match[2]), startTicks: match[3]! });
+    if (match === null || match[1] !== this.#home) return undefined;
+    const node = { pid: Number(match[2]), startTicks: match[3]! };
+    return this.#nodeGone(node) ? node.pid : undefined;
   }
 
   /** pid → start time of every running process to kill, as /proc shows them now. */
   #targets(): Map<number, string> {
-    const seen: { pid: number; stat: ProcStat; orphan: boolean }[] = [];
+    const seen: { pid: number; stat: ProcStat; orphan: boolean; node: number | undefined }[] = [];
     const sessions = new Set(this.#sessions);
     const groups = new Set<number>();
     for (const pid of procPids(this.#procRoot)) {
       if (pid === process.pid) continue;
       const stat = procStat(this.#procRoot, pid);
       if (!isRunning(stat)) continue; // a zombie is already dead: signalling it would count it twice
-      const orphan = this.#orphanTagged(pid);
-      seen.push({ pid, stat, orphan });
+      const node = this.#orphanTagged(pid);
+      const orphan = node !== undefined;
+      seen.push({ pid, stat, orphan, node });
       if (!orphan) continue;
       if (stat.sid === pid) sessions.add(pid);
       if (stat.pgid === pid) groups.add(pid);
@@ -154,8 +193,11 @@ class Reaper {
     sessions.delete(this.#self.sid);
     groups.delete(this.#self.pgid);
     const targets = new Map<number, string>();
-    for (const { pid, stat, orphan } of seen) {
-      if (orphan || sessions.has(stat.sid) || groups.has(stat.pgid)) targets.set(pid, stat.startTicks);
+    for (const { pid, stat, orphan, node } of seen) {
+      if (!(orphan || sessions.has(stat.sid) || groups.has(stat.pgid))) continue;
+      targets.set(pid, stat.startTicks);
+      const run = environVariable(this.#procRoot, pid, RUN_TAG_VAR);
+      this.#seen.set(pid, { sid: stat.sid, ...(run === undefined ? {} : { run }), ...(node === undefined ? {} : { node }) });
     }
     return targets;
   }

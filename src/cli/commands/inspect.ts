@@ -58,6 +58,24 @@ function needsReview({ report }: Inspection): string {
   return report.journal.requires_reconciliation ? "yes" : "no";
 }
 
+/**
+ * Whether the run's agent is known to be gone: a node that started after the run's node died
+ * records the agent processes it killed. Without such a record nothing here says the agent
+ * stopped, and the operator must check its pid on its host before stating `effects_stopped`.
+ */
+function agentStoppedRows({ report }: Inspection): [string, string][] {
+  const stops = report.agent_stopped ?? [];
+  if (stops.length > 0) {
+    return stops.map((s) => [
+      "agent stopped",
+      `killed ${s.at} (pid${s.killed.length === 1 ? "" : "s"} ${s.killed.join(", ")}) by the node that started next on this home ` +
+        `(pid ${s.by.pid} on ${s.by.host}), as the node that ran it${s.node_pid === undefined ? "" : ` (pid ${s.node_pid})`} had died`,
+    ]);
+  }
+  if (report.journal.agent_process === undefined || report.status !== "unresolved") return [];
+  return [["agent stopped", "no node recorded stopping it: check that the pid above is gone on its host"]];
+}
+
 async function inspect(ctx: CliContext, scope: string, id: string, flags: InspectFlags): Promise<number> {
   if (flags.evidence.length > 0 && flags.reviewTemplate !== true) throw new ValidationError("evidence-without-template", "--evidence goes with --review-template");
   // Evidence is hashed first: a file that cannot be read fails before anything is asked of the node.
@@ -90,6 +108,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["termination", journal.termination ?? "none"],
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
         ["agent process", journal.agent_process === undefined ? "not noted" : `pid ${journal.agent_process.pid} on ${journal.agent_process.host}`],
+        ...agentStoppedRows(inspection),
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
         ["needs review", needsReview(inspection)],
       ]) +

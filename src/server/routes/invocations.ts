@@ -107,7 +107,7 @@ export function invocationRoutes(ctx: RouteContext) {
     app.get(
       "/v1/invocations/:scope/:id/inspection",
       { schema: { summary: "Snapshot and journal report an operator reviews", params: InvocationParams, response: { 200: Inspection, "4xx": ProblemResponse } } },
-      async (request) => warden.invocations.inspect(request.params.scope, request.params.id),
+      async (request) => warden.inspect(request.params.scope, request.params.id),
     );
 
     app.post(
