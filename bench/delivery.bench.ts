@@ -203,7 +203,7 @@ export default async function (): Promise<void> {
       });
     }
     const mid = medianBy(rounds, (r) => r.ratio);
-    const label = `(a) stage+commit 32 MiB bundle, ${chunk / KiB} KiB chunks, ${lanes === 1 ? "one blob at a time" : `${lanes} blobs at once`}`;
+    const label = `(a) stage+commit 32 MiB bundle, ${chunk / KiB} KiB chunks, ${lanes === 1 ? "one blob at a time" : `${lanes} blobs at once, as \`warden push\` sends them by default`}`;
     console.log(
       ratioLine(label, mid.rate / MiB, mid.base / MiB, "MiB/s", chunk === MiB ? 0.5 : undefined) +
         `  [median of ${ROUNDS} rounds; that round: upload ${fmt(mid.t.upload * 1000)} ms, commit ${fmt(mid.t.commit * 1000)} ms; ` +
