@@ -23,7 +23,6 @@ const RUN_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}
 const RECORD_RE = /^([0-9a-f-]{36})\.[1-9][0-9]{0,9}\.[0-9]{1,20}$/;
 const RECORD_MAX_BYTES = 64 * 1024;
 
-
 /** Records, durably, the runs whose agents this node (pid, start ticks) killed at open. */
 export function recordAgentStops(home: string, runs: readonly ReapedRun[], self: { pid: number; startTicks: string }, now = new Date()): void {
   // The run id comes from a process's environment, which the agent could set: only a UUID names a file.
