@@ -18,6 +18,7 @@ import { Invocations, type ExistingOutcome } from "./invocations/index.js";
 import type { RunInspection } from "./journal/inspect.js";
 import type { Inspection } from "./invocations/types.js";
 import type { PublicKeyRecord } from "./journal/types.js";
+import { isRunId } from "./journal/schema.js";
 import type { VerifyReport } from "./journal/verify.js";
 import type { RunCheck } from "./invocations/run-check.js";
 import { sharedRunChecker } from "./invocations/run-checker.js";
@@ -433,10 +434,8 @@ function activeKey(scope: string, id: string): string {
   return `${scope}\0${id}`;
 }
 
-const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 function checkRunId(runId: string): string {
-  if (!UUID_RE.test(runId)) throw new ValidationError("run-id-invalid", "a run id is a lowercase UUID", { details: { run_id: runId } });
+  if (!isRunId(runId)) throw new ValidationError("run-id-invalid", "a run id is a lowercase UUID", { details: { run_id: runId } });
   return runId;
 }
 

@@ -25,6 +25,17 @@ export function isUuid(value: unknown): value is string {
   return typeof value === "string" && UUID_RE.test(value);
 }
 
+/**
+ * A run id as warden makes them (crypto.randomUUID): a lowercase UUID. Run ids name files (journals,
+ * captured outputs, stopped-agent records), so only this one spelling is taken where they do.
+ */
+export const RUN_ID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
+const RUN_ID_RE = new RegExp(`^${RUN_ID_PATTERN}$`);
+
+export function isRunId(value: unknown): value is string {
+  return typeof value === "string" && RUN_ID_RE.test(value);
+}
+
 /** The checks of a journal store's arguments, the same on every backend. */
 export function assertJournalRunId(runId: string): void {
   if (!isUuid(runId)) throw new ValidationError("journal-bad-run-id", `run_id ${JSON.stringify(runId)} is not a UUID`);

@@ -8,11 +8,12 @@
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Invocations } from "../invocations/service.js";
+import { RUN_ID_PATTERN } from "../journal/schema.js";
 
 export const RETENTION_INTERVAL_MS = 60 * 60 * 1000;
 
 /** What the runner names its captures: nothing else in the directory is touched. */
-const OUTPUT_NAME_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.(stdout|stderr)$/;
+const OUTPUT_NAME_RE = new RegExp(`^${RUN_ID_PATTERN}\\.(stdout|stderr)$`);
 
 export interface RetentionPass {
   readonly pruned: number;

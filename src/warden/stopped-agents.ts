@@ -16,17 +16,17 @@ import { join } from "node:path";
 import { canonicalJson } from "../core/canonical.js";
 import { ensurePrivateDirSync, publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { AgentStop } from "../invocations/types.js";
+import { RUN_ID_PATTERN, isRunId } from "../journal/schema.js";
 import type { ReapedRun } from "../runner/orphans.js";
 
 export const STOPPED_AGENTS_DIR = "stopped-agents";
-const RUN_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const RECORD_RE = /^([0-9a-f-]{36})\.[1-9][0-9]{0,9}\.[0-9]{1,20}$/;
+const RECORD_RE = new RegExp(`^(${RUN_ID_PATTERN})\\.[1-9][0-9]{0,9}\\.[0-9]{1,20}$`);
 const RECORD_MAX_BYTES = 64 * 1024;
 
 /** Records, durably, the runs whose agents this node (pid, start ticks) killed at open. */
 export function recordAgentStops(home: string, runs: readonly ReapedRun[], self: { pid: number; startTicks: string }, now = new Date()): void {
   // The run id comes from a process's environment, which the agent could set: only a UUID names a file.
-  const named = runs.filter((run) => RUN_ID_RE.test(run.run_id));
+  const named = runs.filter((run) => isRunId(run.run_id));
   if (named.length === 0) return;
   const dir = join(home, STOPPED_AGENTS_DIR);
   ensurePrivateDirSync(dir, { create: true });
