@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// What the test suite needs from outside npm, installed here when missing so that `npm ci && npm
+// test` is the whole set-up on a fresh machine. Everything npm ships (PostgreSQL's binaries, the
+// provider CLIs, playwright-core) is a dependency in package.json instead; only what Debian alone
+// has is listed here. Each entry names a command the tests run and the Debian package that brings
+// it. Run by scripts/run-tests.mjs before any test; `node scripts/test-prereqs.mjs --check` only
+// reports. A prerequisite that cannot be installed fails the run with the one command that would.
+import { spawnSync } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { join } from "node:path";
+
+/**
+ * `command`: absolute path, or a name looked up on PATH. `packages`: what apt-get installs for it.
+ * `files`: further paths that must exist (a library package with no command of its own).
+ */
+export const DEBIAN_PREREQUISITES = [
+  { why: "the console's browser tests (Playwright drives Debian's Chromium)", command: "/usr/bin/chromium", packages: ["chromium"] },
+  { why: "signed bundles: signatures made and checked by the real OpenSSH", command: "ssh-keygen", packages: ["openssh-client"] },
+  {
+    why: "transparency log interop: Go's golang.org/x/mod/sumdb checks warden's checkpoints and proofs",
+    command: "go",
+    packages: ["golang-go", "golang-golang-x-mod-dev"],
+    files: ["/usr/share/gocode/src/golang.org/x/mod/sumdb/tlog/tlog.go"],
+  },
+];
+
+function executable(path) {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function exists(path) {
+  try {
+    accessSync(path, constants.F_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(command) {
+  if (command.includes("/")) return executable(command);
+  return (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && executable(join(dir, command)));
+}
+
+export function missingPrerequisites() {
+  return DEBIAN_PREREQUISITES.filter((p) => !onPath(p.command) || (p.files ?? []).some((f) => !exists(f)));
+}
+
+function installCommand(packages) {
+  const sudo = process.getuid?.() === 0 ? "" : "sudo ";
+  return `${sudo}apt-get update && ${sudo}DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${packages.join(" ")}`;
+}
+
+/** Installs what is missing; returns an error line, or undefined when everything is there. */
+export function ensurePrerequisites({ checkOnly = false, log = (s) => process.stderr.write(s + "\n") } = {}) {
+  const missing = missingPrerequisites();
+  if (missing.length === 0) return undefined;
+  const packages = [...new Set(missing.flatMap((p) => p.packages))];
+  const command = installCommand(packages);
+  if (checkOnly) return `missing test prerequisites (${missing.map((p) => p.why).join("; ")}): run ${command}`;
+  if (process.platform !== "linux" || !onPath("apt-get")) {
+    return `missing test prerequisites (${missing.map((p) => p.why).join("; ")}) and no apt-get here: install ${packages.join(", ")}`;
+  }
+  log(`test set-up: installing ${packages.join(" ")} from Debian (${missing.map((p) => p.why).join("; ")})`);
+  const r = spawnSync("sh", ["-c", command], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+  const still = missingPrerequisites();
+  if (r.status !== 0 || still.length > 0) {
+    return `could not install the test prerequisites (${still.map((p) => p.why).join("; ") || "apt-get failed"}): run ${installCommand(packages)}`;
+  }
+  return undefined;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const problem = ensurePrerequisites({ checkOnly: process.argv.includes("--check") });
+  if (problem !== undefined) {
+    console.error(problem);
+    process.exit(1);
+  }
+}
