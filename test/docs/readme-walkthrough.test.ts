@@ -48,6 +48,11 @@ function gitStatus(): string {
 
 const UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}";
 
+test("README.md is one page: at most 12 KiB", () => {
+  const bytes = readFileSync(join(repo, "README.md")).byteLength;
+  assert.ok(bytes <= 12 * 1024, `README.md is ${bytes} bytes: move detail into docs/`);
+});
+
 test("README walkthrough: every step runs as pasted and leaves nothing in the repository", async (t) => {
   const blocks = walkthroughBlocks(readFileSync(join(repo, "README.md"), "utf8"));
   assert.ok(blocks.length >= 4, `the walkthrough has its blocks (${blocks.length})`);
