@@ -349,11 +349,16 @@ export function collectCodes() {
     found.set(code, entry);
   };
 
+  const passed = new Set();
   for (const { node, cls } of news) {
     const place = where(node);
     const file = place.split(":")[0];
     const argText = node.arguments?.[0]?.getText();
-    if (PASS_THROUGH.some((p) => p.file === file && p.arg === argText)) continue;
+    const passing = PASS_THROUGH.find((p) => p.file === file && p.arg === argText);
+    if (passing !== undefined) {
+      passed.add(passing);
+      continue;
+    }
     for (const { code, status } of resolveSite(node, (env) => construct(cls, node.arguments ?? [], env, 0))) {
       if (typeof code !== "string" || !CODE_RE.test(code)) unresolved.push(`${place}: code ${describe(code)} of new ${cls.name.text}(${argText}, …)`);
       else if (typeof status !== "number") unresolved.push(`${place}: status ${describe(status)} of ${code}`);
@@ -368,6 +373,7 @@ export function collectCodes() {
     if (code === undefined || !(ts.isStringLiteral(code.initializer) && codeRe.test(code.initializer.text))) continue;
     note(code.initializer.text, status !== undefined && ts.isNumericLiteral(status.initializer) ? Number(status.initializer.text) : undefined, where(obj));
   }
+  for (const p of PASS_THROUGH) if (!passed.has(p)) unresolved.push(`PASS_THROUGH names no site: ${p.file} ${p.arg}`);
   // Tables of codes: `[code, …]`, `{ code: status }` or `{ key: code }`.
   for (const table of tables) {
     let init = table.initializer;
@@ -422,7 +428,9 @@ HTTP \`application/problem+json\` answer, at the end of the CLI's one line (\`wa
 (<code>)\`), and as \`code\` of a \`WardenError\` from the library. Codes are never renamed. The
 status is the HTTP status the node answers with; \`—\` marks a code that is not an HTTP answer (a
 finding of \`warden journal verify\` or of a journal check, or an error of the CLI or client
-itself). A code answered with more than one status lists each.
+itself). A code answered with more than one status lists each. Besides these, a usage error of
+the CLI carries commander's code in kebab case (\`unknown-option\`, \`missing-argument\`, …),
+another file-system error its errno in lower case (\`enospc\`), and anything else \`cli-error\`.
 
 To add a code: throw it in \`src/\`, add its entry (\`means\`, \`do\`) to \`docs/errors.yaml\`, and
 run \`npm run docs:errors\`. \`test/docs/error-codes.test.ts\` fails while a code is missing here.
