@@ -127,32 +127,32 @@ test("README walkthrough: every step runs as pasted and leaves nothing in the re
     assert.ok(hit !== undefined, `some step printed ${re}:\n${output}`);
     return hit;
   };
+  // Only what a step is for is checked, not how the CLI lays it out.
   // Push, re-push, list.
   const push = find(/committed review-bundle@/);
   assert.match(push, /^committed review-bundle@[0-9a-f]{12}$/m);
-  assert.match(push, /sent {13}nothing \(this revision was already committed\)/);
-  assert.match(push, /^review-bundle {2}1 revision\(s\)/m);
-  // Two invokes, one run: the second is a replay.
-  const invoke = find(new RegExp(`recorded api:operator ${id}`));
-  const runs = [...invoke.matchAll(new RegExp(`^ {2}run +(${UUID})$`, "gm"))].map((m) => m[1]);
-  assert.deepEqual(runs, [run, run], "both answers carry the one run");
-  assert.equal(invoke.match(/\(replayed/g)?.length, 1, "the second answer is a replay");
+  assert.match(push, /already committed/);
+  assert.match(push, /^review-bundle\b/m);
+  // Two invokes, one run: the second is a replay of the first.
+  const invoke = find(new RegExp(`api:operator ${id}`));
+  assert.equal(invoke.split(run!).length - 1, 2, `both answers carry run ${run}:\n${invoke}`);
+  assert.equal(invoke.match(/replayed/gi)?.length, 1, "the second answer is a replay");
   // The journal verifies.
   assert.match(find(/entries verified/), new RegExp(`^OK ${run}: \\d+ entries verified`, "m"));
-  // The crashed run: listed, inspected, its review written with the evidence's digest.
+  // The crashed run: listed as unresolved, inspected, its review written with the evidence's digest.
   const crash = find(new RegExp(`^unresolved +api:operator ${killed}`, "m"));
-  assert.match(crash, /snapshot hash +sha256:[0-9a-f]{64}/);
+  assert.match(crash, /snapshot[ _]hash\W+sha256:[0-9a-f]{64}/);
   const notes = readFileSync(join(demo, "notes.txt"));
-  const review = JSON.parse(readFileSync(join(demo, "review.json"), "utf8")) as { outcome: string; evidence: { sha256: string }[] };
+  const review = JSON.parse(readFileSync(join(demo, "review.json"), "utf8")) as { outcome: string; effects_stopped: boolean; evidence: { sha256: string }[] };
   assert.equal(review.outcome, "no_effects");
+  assert.equal(review.effects_stopped, true);
   assert.deepEqual(
     review.evidence.map((e) => e.sha256),
     [`sha256:${createHash("sha256").update(notes).digest("hex")}`],
   );
   // Reconciled, and shown so.
   const closed = find(new RegExp(`^reconciled api:operator ${killed}`, "m"));
-  assert.match(closed, /outcome +no_effects/);
-  assert.match(closed, /reconciled +no_effects by operator/);
+  assert.ok(closed.split("no_effects").length - 1 >= 2, `the receipt and the invocation say no_effects:\n${closed}`);
 
   // Ctrl-C in terminal 1: a graceful stop.
   process.kill(-serve.pid!, "SIGINT");
