@@ -227,7 +227,7 @@ describe("warden CLI against a real node", () => {
     const reviewFile = join(scratch, "running-review.json");
     writeFileSync(
       reviewFile,
-      JSON.stringify({ snapshot_hash, outcome: "no_effects", rationale: "too early", evidence: [{ reference: "OPS-0", sha256: `sha256:${"0".repeat(64)}` }], effects_stopped: true }),
+      JSON.stringify({ snapshot_hash, outcome: "no_effects", rationale: "too early", evidence: [{ reference: "OPS-0", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }], effects_stopped: true }),
     );
     const early = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
     assertOneErrorLine(early, 2, "invocation-not-unresolved");
@@ -255,7 +255,17 @@ describe("warden CLI against a real node", () => {
     const bare = await warden(["inspect", "api:operator", id, "--review-template"]);
     assert.equal(bare.code, 0, bare.stderr);
     writeFileSync(reviewFile, bare.stdout);
-    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    // One answer names every problem of the template, each on a line of its own with its code.
+    const bareRefused = await warden(["reconcile", "api:operator", id, "--review", reviewFile]);
+    assert.equal(bareRefused.code, 1, bareRefused.stderr);
+    assert.deepEqual(bareRefused.stderr.trimEnd().split("\n").map((line) => /\(([a-z-]+)\)$/.exec(line)?.[1]), [
+      "review-invalid",
+      "review-invalid-outcome",
+      "review-invalid-rationale",
+      "review-invalid-evidence",
+      "review-effects-not-stopped",
+    ]);
+    assert.match(bareRefused.stderr, /^warden: the review has 4 problems: outcome, rationale, evidence\[0\]\.sha256, effects_stopped \(review-invalid\)\n/);
     const evidence = "operator checked the workspace: unchanged\n";
     const notes = join(scratch, "notes.txt");
     writeFileSync(notes, evidence);
@@ -266,7 +276,12 @@ describe("warden CLI against a real node", () => {
     assert.equal(template.snapshot_hash, snapshot_hash);
     // Even with real evidence the template is refused unedited: its outcome must be chosen.
     writeFileSync(reviewFile, JSON.stringify(template));
-    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    const templateRefused = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
+    assert.equal(templateRefused.code, 1);
+    assert.deepEqual(
+      json<{ error: { problems: { field: string; code: string }[] } }>(templateRefused).error.problems.map((p) => `${p.field} ${p.code}`),
+      ["outcome review-invalid-outcome", "rationale review-invalid-rationale", "effects_stopped review-effects-not-stopped"],
+    );
     const review = { ...template, outcome: "no_effects", rationale: "the agent was killed after one read; nothing was written", effects_stopped: true };
     writeFileSync(reviewFile, JSON.stringify(review));
     const reconciled = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);

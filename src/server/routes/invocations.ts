@@ -24,6 +24,7 @@ import type { ExistingOutcome } from "../../invocations/index.js";
 import type { KnownOutcome } from "../../warden.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
+import { validatorCompiler } from "../validation.js";
 
 export function invocationRoutes(ctx: RouteContext) {
   const { warden, metrics, settings } = ctx;
@@ -114,6 +115,9 @@ export function invocationRoutes(ctx: RouteContext) {
       "/v1/invocations/:scope/:id/reconciliation",
       {
         config: { bodyCodes: "review" },
+        // The schema documents the body; the review's own parser checks it, so that one answer
+        // lists every problem of a review (a schema check would stop at its first finding).
+        validatorCompiler: (route) => (route.httpPart === "body" ? () => true : validatorCompiler(route)),
         schema: {
           summary: "Close an unresolved invocation with a signed review",
           params: InvocationParams,
