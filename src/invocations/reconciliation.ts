@@ -75,8 +75,13 @@ export function reviewRefused(problems: readonly ReviewProblem[]): ValidationErr
   return new ValidationError(only?.code ?? "review-invalid", message, { details: { problems: problems.map((p) => ({ ...p })) } });
 }
 
-/** Validates a review exactly; unknown fields anywhere are refused. Returns a clean copy. */
-export function parseReview(value: unknown): Review {
+/**
+ * Validates a review exactly; unknown fields anywhere are refused. Returns a clean copy.
+ * `stored`: a review inside a receipt already signed, which is held to the rules it was signed
+ * under: placeholder evidence digests were accepted before they were refused, and such a receipt
+ * must keep verifying.
+ */
+export function parseReview(value: unknown, options: { readonly stored?: boolean } = {}): Review {
   if (!isPlainObject(value)) throw new ValidationError("review-invalid", "review must be a JSON object");
   const review = value;
   const problems: ReviewProblem[] = [];
@@ -109,7 +114,7 @@ export function parseReview(value: unknown): Review {
       refuse("review-invalid-evidence", "evidence", `review.evidence must list 1–${EVIDENCE_MAX_ITEMS} items`);
     } else {
       review.evidence.forEach((item: unknown, i: number) => {
-        const found = evidenceProblems(item, i);
+        const found = evidenceProblems(item, i, options.stored === true);
         if (found.length === 0) evidence.push({ reference: (item as Evidence).reference, sha256: (item as Evidence).sha256 });
         problems.push(...found);
       });
@@ -129,7 +134,7 @@ export function parseReview(value: unknown): Review {
 }
 
 /** The broken rules of one evidence item (none when it is valid). */
-function evidenceProblems(item: unknown, i: number): ReviewProblem[] {
+function evidenceProblems(item: unknown, i: number, stored: boolean): ReviewProblem[] {
   const field = `evidence[${i}]`;
   if (!isPlainObject(item)) {
     return [{ code: "review-invalid-evidence", field, detail: `review.${field} must be a JSON object {reference, sha256}` }];
@@ -149,7 +154,7 @@ function evidenceProblems(item: unknown, i: number): ReviewProblem[] {
       field: `${field}.sha256`,
       detail: `review.${field}.sha256 must be "sha256:" and the 64 lowercase hex digits of the evidence file's sha256 (\`warden inspect --review-template --evidence FILE\` computes it)`,
     });
-  } else if (isPlaceholderEvidenceDigest(e.sha256)) {
+  } else if (!stored && isPlaceholderEvidenceDigest(e.sha256)) {
     problems.push({
       code: "review-evidence-placeholder",
       field: `${field}.sha256`,
@@ -233,7 +238,7 @@ export function parseReceipt(value: unknown): ReconciliationReceipt {
   if (!isJournalTimestamp(r.recorded_at)) throw malformed("recorded_at must be an RFC 3339 UTC timestamp");
   if (!isKeyId(r.key_id) || typeof r.sig !== "string") throw malformed("key_id and sig are required");
   const snapshot = parseSnapshot(r.snapshot);
-  const review = parseReview(r.review);
+  const review = parseReview(r.review, { stored: true });
   return {
     v: 1,
     snapshot,

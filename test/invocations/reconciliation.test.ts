@@ -4,7 +4,8 @@ import { createHash, randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, IntegrityError, NotFoundError, ValidationError } from "../../src/core/errors.js";
-import { claimHashOf, TEMPLATE_RATIONALE, verifyReceipt, type ClaimRecord } from "../../src/invocations/index.js";
+import { claimHashOf, TEMPLATE_RATIONALE, verifyReceipt, type ClaimRecord, type Review } from "../../src/invocations/index.js";
+import { signReceipt } from "../../src/invocations/reconciliation.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { freshHandle, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
 import { claimRow, editClaim } from "./fixtures/tamper.js";
@@ -194,6 +195,16 @@ test("a review with several broken rules is refused once, naming every one of th
     return true;
   });
   assert.equal(stateDigest(env.home), before);
+});
+
+test("a receipt signed before placeholder evidence was refused still verifies", async (t) => {
+  const env = await setup(t);
+  const { id } = await unresolvedClaim(env);
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  const { key } = generateSigningKey();
+  const review = { ...reviewFor(inspection.snapshot_hash), evidence: [{ reference: "OPS-0", sha256: `sha256:${"0".repeat(64)}` }] } as Review;
+  const receipt = signReceipt({ v: 1, snapshot: inspection.snapshot, review, operator: "alice", recorded_at: new Date().toISOString() }, key);
+  assert.deepEqual(verifyReceipt(receipt, [{ key_id: key.key_id, public_key: key.public_key }], inspection.snapshot), { ok: true });
 });
 
 test("editing the journal or the claim after reconciliation makes the receipt fail verification", async (t) => {
