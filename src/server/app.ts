@@ -164,8 +164,12 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   app.setErrorHandler((error, request, reply) => {
     const spec = problemOf(error, request.routeOptions.config?.bodyCodes);
     // A client that went away before its body ended (a push cut off, a killed curl) is no failure
-    // of this node, whatever the store reading that body then said: nothing of it was kept.
-    if (request.raw.destroyed && !request.raw.complete) request.log.info({ code: spec.code }, "client went away mid-request");
+    // of this node, whatever the store reading that body then said: nothing of it was kept. It is
+    // counted apart, so that an alert on 5xx or on storage failures never fires for it.
+    if ((request.raw.destroyed && !request.raw.complete) || spec.code === "chunk-body-aborted") {
+      ctx.metrics.requestsAborted.inc({ route: request.routeOptions.url ?? "unmatched" });
+      request.log.info({ code: spec.code, detail: spec.detail }, "client went away mid-request");
+    }
     // 503 is a state the node is in (its database is away, it is shutting down), said once per
     // request: a warning with its code, not an error with a stack trace for every caller.
     else if (spec.status === 503 && isWardenError(error)) request.log.warn({ code: spec.code, detail: spec.detail }, "request refused: not available now");

@@ -379,3 +379,23 @@ test("a commit that meets a full database is refused as exhausted capacity (507)
   await delivery.commit(begun.stage_id);
   for (const f of files) assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(sha256Digest(f.content)))), f.content);
 });
+
+test("a chunk body that fails as it is read is the sender's abort (chunk-body-aborted, 400), not a storage failure; nothing of it is kept", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const data = bytesOf(5, 30_000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await delivery.begin(manifest);
+  const digest = begun.missing[0]!.digest;
+  await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+  async function* cutOff(): AsyncIterable<Uint8Array> {
+    yield data.subarray(10_000, 15_000);
+    throw Object.assign(new Error("aborted"), { code: "ECONNRESET" });
+  }
+  const error = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, cutOff()), "chunk-body-aborted");
+  assert.equal(error.status, 400);
+  assert.match(error.message, /\(aborted\)/);
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
+  assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the aborted chunk's bytes are gone");
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000))).next_offset, 30_000);
+});
