@@ -201,7 +201,10 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
         title: "warden node",
         version: options.version ?? "1",
         description: "HTTP API v1 of a warden node: bundle delivery, exactly-once invocations, signed run journals.",
+        license: { name: "Apache-2.0", identifier: "Apache-2.0" },
       },
+      // Relative: the node this document was fetched from (it knows no name a client reaches it by).
+      servers: [{ url: "/", description: "the node serving this document" }],
       components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
       security: [{ bearer: [] }],
     },
