@@ -9,6 +9,7 @@ import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import type { PublicKeyRecord } from "../journal/types.js";
 import type { ReconciliationReceipt } from "../client/wire.js";
+import { WardenHttpError } from "../client/errors.js";
 import type { CliIo } from "./context.js";
 import { connect, type NodeFlags } from "./node.js";
 import { isUuid } from "./parse.js";
@@ -32,8 +33,12 @@ export async function fetchRunJournal(io: CliIo, runId: string, flags: NodeFlags
     bytes,
     nodeKeys: () => client.keys(),
     receipt: async (scope, id) => {
-      const view = await client.getInvocation(scope, id);
-      return view.status === "reconciled" ? view.receipt : undefined;
+      // A journal whose invocation the node does not know (its claim is elsewhere) has no receipt here.
+      const view = await client.getInvocation(scope, id).catch((error: unknown) => {
+        if (error instanceof WardenHttpError && error.status === 404) return undefined;
+        throw error;
+      });
+      return view?.status === "reconciled" ? view.receipt : undefined;
     },
   };
 }
