@@ -18,7 +18,7 @@ export function isRunIdArgument(io: CliIo, argument: string): boolean {
 }
 
 export async function fetchRunJournal(io: CliIo, runId: string, flags: NodeFlags): Promise<{ bytes: Uint8Array; nodeKeys: () => Promise<readonly PublicKeyRecord[]> }> {
-  const client = connect(io, flags);
+  const client = await connect(io, flags);
   const bytes = await client.journal(runId.toLowerCase());
   return { bytes, nodeKeys: () => client.keys() };
 }

@@ -61,7 +61,7 @@ async function copyOut(reply: MaterializationReply, dir: string): Promise<Materi
 
 async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFlags): Promise<number> {
   const provider = flags.provider;
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const ref = await resolveBundleRef(client, bundle);
   const dir = flags.dir === undefined ? undefined : resolve(ctx.io.cwd, flags.dir);
   if (dir !== undefined) {

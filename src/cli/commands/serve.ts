@@ -1,6 +1,6 @@
 /** `warden serve`: run the node until SIGINT/SIGTERM, then shut down gracefully. */
 import type { Command } from "commander";
-import { loadServeConfig, type ServeFlags } from "../../config/serve-config.js";
+import type { ServeFlags } from "../../config/serve-config.js";
 import type { CliContext } from "../context.js";
 import { collect } from "../parse.js";
 
@@ -39,6 +39,7 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
     ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
     ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
   };
+  const { loadServeConfig } = await import("../../config/serve-config.js");
   const config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
   if (config.generatedToken !== undefined) {
     ctx.io.stderr(`warden: no token was configured; an operator token was written to ${config.generatedToken}\n`);
