@@ -12,7 +12,7 @@ import type { Limits } from "./core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
 import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
-import { openPostgresNodeBackend, type PostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
+import type { PostgresNodeBackend, PostgresNodeOptions } from "./backends/postgres/node.js";
 import type { Delivery } from "./delivery/service.js";
 import { Invocations, type ExistingOutcome } from "./invocations/index.js";
 import type { RunInspection } from "./journal/inspect.js";
@@ -368,7 +368,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     opened =
       options.postgres === undefined
         ? await openEmbeddedBackend({ home: options.home, ...limits })
-        : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+        : // Loaded only for a fleet node: pg is some forty modules an embedded node's start would read.
+          await (await import("./backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
     homeLock.release();
     throw error;

@@ -27,7 +27,7 @@ export interface RemoteJournal {
 }
 
 export async function fetchRunJournal(io: CliIo, runId: string, flags: NodeFlags): Promise<RemoteJournal> {
-  const client = connect(io, flags);
+  const client = await connect(io, flags);
   const bytes = await client.journal(runId.toLowerCase());
   return {
     bytes,

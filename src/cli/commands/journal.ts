@@ -3,10 +3,8 @@ import { join, resolve } from "node:path";
 import type { Command } from "commander";
 import { ValidationError, isWardenError } from "../../core/errors.js";
 import { resolveLimits } from "../../core/limits.js";
-import { EmbeddedKeyStore } from "../../backends/embedded/key-store.js";
-import { publicKeyRecord } from "../../journal/keys.js";
-import { inspectRun, type RunInspection } from "../../journal/inspect.js";
-import { verifyJournal, type VerifyReport } from "../../journal/verify.js";
+import type { RunInspection } from "../../journal/inspect.js";
+import type { VerifyReport } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
 import { runCommand } from "../outcome.js";
@@ -40,6 +38,7 @@ async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () =>
   if (flags.key !== undefined) {
     const path = resolve(ctx.io.cwd, flags.key);
     const text = (await readInputFile(path, KEY_FILE_MAX_BYTES)).toString("utf8").trim();
+    const { publicKeyRecord } = await import("../../journal/keys.js");
     try {
       return [publicKeyRecord(text)];
     } catch (error) {
@@ -50,8 +49,9 @@ async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () =>
   if (nodeKeys !== undefined) return nodeKeys();
   // A node named outright (--url, $WARDEN_URL): its published keys, as for a run id. A fleet keeps
   // its keys in its database, so no home holds them.
-  if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return connect(ctx.io, flags).keys();
+  if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return (await connect(ctx.io, flags)).keys();
   const dir = join(resolveHome(ctx.io, flags.home), "keys");
+  const { EmbeddedKeyStore } = await import("../../backends/embedded/key-store.js");
   const keys = await new EmbeddedKeyStore(dir).publicKeys();
   if (keys.length === 0) {
     throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE, --home DIR, or --url URL to trust that node's published keys`);
@@ -65,6 +65,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   const maxBytes = resolveLimits().journalBytes;
   // One byte past the limit lets the verifier name the line that crosses it.
   const bytes = remote?.bytes ?? (await readInputFile(resolve(ctx.io.cwd, file), maxBytes + 1));
+  const [{ verifyJournal }, { inspectRun }] = await Promise.all([import("../../journal/verify.js"), import("../../journal/inspect.js")]);
   const report = verifyJournal(bytes, keys, { maxBytes, ...(remote !== undefined ? { runId: file.toLowerCase() } : {}) });
   const inspection = inspectRun(report);
   const reconciliation = remote !== undefined && inspection.requires_reconciliation ? await reconciliationOf(remote, report, keys) : undefined;

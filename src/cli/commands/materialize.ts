@@ -86,7 +86,7 @@ export function providerCommands(provider: ProviderName, reply: Pick<Materializa
 
 async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFlags): Promise<number> {
   const provider = flags.provider;
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const ref = await resolveBundleRef(client, bundle);
   const dir = flags.dir === undefined ? undefined : resolve(ctx.io.cwd, flags.dir);
   if (dir !== undefined) {

@@ -1,6 +1,6 @@
 /** `warden serve`: run the node until SIGINT/SIGTERM, then shut down gracefully. */
 import type { Command } from "commander";
-import { loadServeConfig, type ServeFlags } from "../../config/serve-config.js";
+import type { ServeConfig, ServeFlags } from "../../config/serve-config.js";
 import type { CliContext } from "../context.js";
 import type { ShutdownEvent } from "../../warden.js";
 import { collect } from "../parse.js";
@@ -40,7 +40,19 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
     ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
     ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
   };
-  const config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
+  const [{ loadServeConfig, loadServeListen }, { reserveListenAddress }] = await Promise.all([
+    import("../../config/serve-config.js"),
+    import("../../server/listen-reservation.js"),
+  ]);
+  // The address first: a start that cannot listen there must not have created the home or its token.
+  const reservation = await reserveListenAddress(loadServeListen(flags, ctx.io.env, ctx.io.cwd));
+  let config: ServeConfig;
+  try {
+    config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
+  } catch (error) {
+    await reservation.release();
+    throw error;
+  }
   if (config.generatedToken !== undefined) {
     ctx.io.stderr(`warden: no token was configured; an operator token was written to ${config.generatedToken}\n`);
   }
@@ -50,7 +62,7 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
   const stop = waitForSignal();
   // Loaded here, not at the top: fastify and the server cost every other command ~1 s to import.
   const { startNode } = await import("../../server/node.js");
-  const node = await startNode(config, { logStream: process.stderr });
+  const node = await startNode(config, { logStream: process.stderr, reservation });
   ctx.io.stdout(options.json === true ? `${JSON.stringify({ url: node.url, pid: process.pid, home: config.home })}\n` : `warden listening on ${node.url}\n`);
   const signal = await stop;
   ctx.io.stderr(`warden: ${signal}: shutting down\n`);
