@@ -58,7 +58,7 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
 }
 
 /** Resolves with the first SIGINT/SIGTERM; a second one exits at once. */
-function waitForSignal(): Promise<NodeJS.Signals> {
+export function waitForSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const first = (signal: NodeJS.Signals): void => {
       process.off("SIGINT", first);
