@@ -29,7 +29,11 @@ const RUN_WAIT_S = 120;
 
 /** The shell tool call of each CLI's model-facing tool set. */
 function shell(provider: RealProvider, command: string): ScriptTurn {
-  return provider === "claude" ? { tool: { name: "Bash", input: { command, description: "run a command" } } } : { tool: { name: "exec_command", input: { cmd: command } } };
+  // Codex hands a command still running back to the model after yield_time_ms (default 10 s, at
+  // most 30 s), which would be a model request of the CLI itself, not one after its node died.
+  return provider === "claude"
+    ? { tool: { name: "Bash", input: { command, description: "run a command" } } }
+    : { tool: { name: "exec_command", input: { cmd: command, yield_time_ms: 30_000 } } };
 }
 
 interface JournalEntry {
