@@ -23,6 +23,7 @@ export type RealProvider = "claude" | "codex";
 
 const TOKEN = "real-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
+const KEY = "sk-scripted-not-a-secret";
 const SKILL_DESCRIPTION = "Greets the rehearsal operator by name, warmly and briefly.";
 /** Generous: a real CLI on a machine at load 8 starts in seconds, not tens of seconds. */
 const RUN_WAIT_S = 120;
@@ -73,7 +74,7 @@ export function describeRealAgent(provider: RealProvider): void {
       startNode({
         home,
         config: config(),
-        env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: agentHome, XDG_CONFIG_HOME: join(agentHome, ".config") },
+        env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: KEY, HOME: agentHome, XDG_CONFIG_HOME: join(agentHome, ".config") },
         timeoutMs: 60_000,
       });
     const warden = async (args: readonly string[]): Promise<CliRun> => {
@@ -143,6 +144,9 @@ export function describeRealAgent(provider: RealProvider): void {
       assert.equal(calls[0]?.name, provider === "claude" ? "Bash" : "command_execution");
       assert.equal(calls[0]?.outcome, "succeeded");
       await verified(view.run_id);
+      // The model key reached the CLI (the scripted server answered it) and nothing kept it.
+      assert.ok(!JSON.stringify(entries).includes(KEY), "the model key is in the journal");
+      assert.ok(!node!.stderr().includes(KEY) && !node!.stdout().includes(KEY), "the model key is in the node's log");
 
       const text = await warden(["invoke", "--id", id, "--provider", provider, "--bundle", "rehearsal", "--", "write the greeting file"]);
       assert.equal(text.code, 0, text.stderr);
