@@ -210,6 +210,17 @@ describe("runner with fixture agents", () => {
     assert.equal(j.inspection.clean, true);
   });
 
+  it("an agent that exits 0 after its CLI reported an error is a recorded failure, never a success", async () => {
+    const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "claude", prompt: "go #api-error", bundle: BUNDLE } }));
+    const result = outcome.result as { exit_code: number; answer: string; error?: { code: string; message: string } };
+    assert.equal(result.exit_code, 0);
+    assert.equal(result.answer, "API Error: Connection error.");
+    assert.deepEqual(result.error, { code: "agent-reported-error", message: "API Error: Connection error." });
+    const j = await journalOf(env, outcome.audit.run_id);
+    assert.equal(j.inspection.termination, "failed");
+    assert.equal(j.inspection.clean, true);
+  });
+
   it("an agent that exits non-zero by itself is a recorded failure", async () => {
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "codex", prompt: "go #crash #noisy", bundle: BUNDLE } }));
     assert.equal((outcome.result as { exit_code: number }).exit_code, 3);
