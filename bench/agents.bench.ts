@@ -5,6 +5,8 @@
  * same arguments and environment against the same scripted model server, in alternating rounds
  * of the same run (medians). warden's share: the invoke client's start, the claim, the journal
  * (signed, fsynced), the materialized CODEX_HOME, the output capture and the recorded result.
+ * The same run through the HTTP API alone (no CLI client process) splits that into what the node
+ * adds and what starting the `warden` client costs.
  *
  * Needs `npm run build` first (bin/warden.cjs runs dist/).
  */
@@ -81,10 +83,23 @@ export default async function (): Promise<void> {
       cwd: root,
       env: cleanEnv({ WARDEN_URL: node.url, WARDEN_TOKEN: TOKEN }),
     });
+  // The same run through the HTTP API alone: what the node adds, without the CLI client's start.
+  const viaHttp = async (p: Provider): Promise<number> => {
+    const started = performance.now();
+    const res = await fetch(`${node.url}/v1/invocations`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", "idempotency-key": randomUUID(), prefer: "wait=60" },
+      body: JSON.stringify({ provider: p, prompt: PROMPT }),
+    });
+    const body = (await res.json()) as { status?: string };
+    if (res.status !== 200 || body.status !== "recorded") throw new Error(`POST /v1/invocations: ${res.status} ${JSON.stringify(body)}`);
+    return performance.now() - started;
+  };
   try {
     for (const p of PROVIDERS) {
       const w: number[] = [];
       const d: number[] = [];
+      const h: number[] = [];
       // One warm-up each (the CLI's first start reads its binary from disk), then alternating rounds.
       model.load({ turns: [{ text: "hello" }, { text: "hello" }] });
       await direct(p);
@@ -94,11 +109,17 @@ export default async function (): Promise<void> {
         d.push(await direct(p));
         model.load({ turns: [{ text: "hello" }] });
         w.push(await viaWarden(p));
+        model.load({ turns: [{ text: "hello" }] });
+        h.push(await viaHttp(p));
       }
       const ratio = median(w) / median(d);
       console.log(
         `${p}: warden invoke ${fmt(median(w))} ms vs the CLI run directly ${fmt(median(d))} ms = ${ratio.toFixed(2)}x ` +
           `(target <= ${TARGET}x: ${ratio <= TARGET ? "met" : "NOT met"}); warden adds ${fmt(median(w) - median(d))} ms (medians of ${ROUNDS})`,
+      );
+      console.log(
+        `${p}: the same run through the HTTP API alone ${fmt(median(h))} ms = ${(median(h) / median(d)).toFixed(2)}x; ` +
+          `the node adds ${fmt(median(h) - median(d))} ms, the CLI client's own start ${fmt(median(w) - median(h))} ms`,
       );
     }
   } finally {
