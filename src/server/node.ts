@@ -8,7 +8,7 @@
 import type { AddressInfo } from "node:net";
 import type { ServeConfig } from "../config/serve-config.js";
 import { urlOf } from "../config/listen.js";
-import { openWarden, type Warden } from "../warden.js";
+import { openWarden, type ShutdownEvent, type Warden } from "../warden.js";
 import { createServer, type CreateServerOptions } from "./app.js";
 import type { App } from "./context.js";
 import { removeNodeFile, writeNodeFile } from "./node-file.js";
@@ -17,7 +17,8 @@ export interface RunningNode {
   readonly url: string;
   readonly warden: Warden;
   readonly app: App;
-  close(): Promise<void>;
+  /** `onProgress` is told what the shutdown waits for (running agents, the grace) and what it killed. */
+  close(onProgress?: (event: ShutdownEvent) => void): Promise<void>;
 }
 
 export async function startNode(config: ServeConfig, options: CreateServerOptions = {}): Promise<RunningNode> {
@@ -41,13 +42,13 @@ export async function startNode(config: ServeConfig, options: CreateServerOption
       url,
       warden,
       app: served,
-      close() {
+      close(onProgress) {
         closing ??= (async () => {
           try {
             await served.close();
           } finally {
             try {
-              await warden.close({ graceMs: config.shutdownGraceMs });
+              await warden.close({ graceMs: config.shutdownGraceMs, ...(onProgress === undefined ? {} : { onProgress }) });
             } finally {
               removeNodeFile(config.home);
             }

@@ -60,17 +60,24 @@ function needsReview({ report }: Inspection): string {
 
 /**
  * Whether the run's agent is known to be gone: a node that started after the run's node died
- * records the agent processes it killed. Without such a record nothing here says the agent
+ * records the agent processes it killed, and so does a node that killed its own agents at
+ * shutdown after the grace period. Without such a record nothing here says the agent
  * stopped, and the operator must check its pid on its host before stating `effects_stopped`.
  */
 function agentStoppedRows({ report }: Inspection): [string, string][] {
   const stops = report.agent_stopped ?? [];
   if (stops.length > 0) {
-    return stops.map((s) => [
-      "agent stopped",
-      `killed ${s.at} (pid${s.killed.length === 1 ? "" : "s"} ${s.killed.join(", ")}) by the node that started next on this home ` +
-        `(pid ${s.by.pid} on ${s.by.host}), as the node that ran it${s.node_pid === undefined ? "" : ` (pid ${s.node_pid})`} had died`,
-    ]);
+    return stops.map((s) => {
+      const killed = `killed ${s.at} (pid${s.killed.length === 1 ? "" : "s"} ${s.killed.join(", ")})`;
+      if (s.reason === "shutdown") {
+        return ["agent stopped", `${killed} by the node that ran it (pid ${s.by.pid} on ${s.by.host}), at its shutdown, when the agent outlived the grace period`];
+      }
+      return [
+        "agent stopped",
+        `${killed} by the node that started next on this home ` +
+          `(pid ${s.by.pid} on ${s.by.host}), as the node that ran it${s.node_pid === undefined ? "" : ` (pid ${s.node_pid})`} had died`,
+      ];
+    });
   }
   if (report.journal.agent_process === undefined || report.status !== "unresolved") return [];
   return [["agent stopped", "no node recorded stopping it: check that the pid above is gone on its host"]];

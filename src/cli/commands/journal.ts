@@ -6,13 +6,13 @@ import { resolveLimits } from "../../core/limits.js";
 import { EmbeddedKeyStore } from "../../backends/embedded/key-store.js";
 import { publicKeyRecord } from "../../journal/keys.js";
 import { inspectRun, type RunInspection } from "../../journal/inspect.js";
-import { verifyJournal } from "../../journal/verify.js";
+import { verifyJournal, type VerifyReport } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
 import { runCommand } from "../outcome.js";
 import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
-import { fetchRunJournal, isRunIdArgument } from "../remote-journal.js";
+import { fetchRunJournal, isRunIdArgument, summarizeReceipt, type ReconciliationSummary, type RemoteJournal } from "../remote-journal.js";
 
 interface VerifyFlags {
   key?: string;
@@ -32,7 +32,7 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--key <file>", "trust this public key (file holding standard base64 of the raw 32-byte Ed25519 key)")
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
-    .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons} as JSON")
+    .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons, tail_hash, reconciliation?} as JSON")
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
 }
 
@@ -67,6 +67,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   const bytes = remote?.bytes ?? (await readInputFile(resolve(ctx.io.cwd, file), maxBytes + 1));
   const report = verifyJournal(bytes, keys, { maxBytes, ...(remote !== undefined ? { runId: file.toLowerCase() } : {}) });
   const inspection = inspectRun(report);
+  const reconciliation = remote !== undefined && inspection.requires_reconciliation ? await reconciliationOf(remote, report, keys) : undefined;
   if (flags.json === true) {
     ctx.io.stdout(
       JSON.stringify({
@@ -76,6 +77,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
         requires_reconciliation: inspection.requires_reconciliation,
         reasons: inspection.reasons,
         tail_hash: report.tail_hash,
+        ...(reconciliation === undefined ? {} : { reconciliation }),
       }) + "\n",
     );
   } else if (report.first_error !== undefined) {
@@ -90,8 +92,27 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   } else {
     ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
     if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
+    if (reconciliation !== undefined) ctx.io.stdout(`${reconciliationText(reconciliation)}\n`);
   }
   return report.ok && hasRunStarted(inspection) ? 0 : 1;
+}
+
+/**
+ * The node's reconciliation of the run, when it has one: a run that requires reconciliation may
+ * well have had it, and the journal (append-only, its writer gone) never says so.
+ */
+async function reconciliationOf(remote: RemoteJournal, report: VerifyReport, keys: readonly PublicKeyRecord[]): Promise<ReconciliationSummary | undefined> {
+  const first = report.valid[0];
+  if (first === undefined || first.event.type !== "run.started") return undefined;
+  const { scope, id } = first.event.invocation;
+  const receipt = await remote.receipt(scope, id);
+  if (receipt === undefined) return undefined;
+  return summarizeReceipt(receipt, keys, { run_id: first.run_id, entries: report.entries, tail_hash: report.tail_hash });
+}
+
+function reconciliationText(r: ReconciliationSummary): string {
+  const verdict = r.receipt_ok ? "its signed receipt covers this journal" : `its receipt does NOT verify: ${r.reason ?? "?"}`;
+  return `reconciled: ${r.outcome} by ${r.operator} at ${r.recorded_at}; ${verdict}`;
 }
 
 function reasonsText(inspection: RunInspection): string {
