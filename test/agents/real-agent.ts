@@ -28,13 +28,17 @@ const SKILL_DESCRIPTION = "Greets the rehearsal operator by name, warmly and bri
 /** Generous: a real CLI on a machine at load 8 starts in seconds, not tens of seconds. */
 const RUN_WAIT_S = 120;
 
-/** The shell tool call of each CLI's model-facing tool set. */
-function shell(provider: RealProvider, command: string): ScriptTurn {
-  // Codex hands a command still running back to the model after yield_time_ms (default 10 s, at
-  // most 30 s), which would be a model request of the CLI itself, not one after its node died.
+/**
+ * The shell tool call of each CLI's model-facing tool set. `yieldMs`: codex hands a command still
+ * running back to the model after `yield_time_ms` (default 10 s, at most 30 s), a model request of
+ * the CLI itself that a test of requests after a node's death must not see. Only where needed:
+ * codex 0.171 prints no command_execution item for a quick command that fails in its sandbox when
+ * the call names a yield_time_ms.
+ */
+function shell(provider: RealProvider, command: string, yieldMs?: number): ScriptTurn {
   return provider === "claude"
     ? { tool: { name: "Bash", input: { command, description: "run a command" } } }
-    : { tool: { name: "exec_command", input: { cmd: command, yield_time_ms: 30_000 } } };
+    : { tool: { name: "exec_command", input: { cmd: command, ...(yieldMs === undefined ? {} : { yield_time_ms: yieldMs }) } } };
 }
 
 interface JournalEntry {
@@ -159,22 +163,30 @@ export function describeRealAgent(provider: RealProvider): void {
 
     it("a call the permission mode refuses is journaled, printed and answered as refused", async () => {
       const from = model.requests.length;
-      const command = provider === "claude" ? "echo no > refused.txt" : "echo no > refused.txt";
-      model.load({ turns: [shell(provider, command), { text: "I was not allowed to write." }] });
+      model.load({ turns: [shell(provider, "echo no > refused.txt"), { text: "I was not allowed to write." }] });
       const run = await invoke(randomUUID(), "try to write", ["--workspace", "ro"]);
       const view = JSON.parse(run.stdout) as { status: string; run_id: string; result: { answer?: string; refused?: { tool: string }[] } };
       assert.equal(view.status, "recorded", run.stdout);
       assert.equal(existsSync(join(readOnly, "refused.txt")), false);
       const calls = tools(await journal(view.run_id));
-      assert.equal(calls.length, 1);
-      assert.equal(calls[0]?.outcome, "failed");
+      const stdout = readFileSync(join(home, "outputs", `${view.run_id}.stdout`), "utf8");
       if (provider === "claude") {
         // Claude Code refused it before running anything: warden says so.
+        assert.equal(calls.length, 1, stdout);
+        assert.equal(calls[0]?.outcome, "failed");
         assert.ok(typeof calls[0]?.detail?.refused === "string", JSON.stringify(calls[0]));
         assert.equal(view.result.refused?.[0]?.tool, "Bash");
       } else {
         // Codex ran it inside its read-only sandbox, where it failed with the shell's exit code.
-        assert.notEqual(calls[0]?.detail?.exit_code, 0);
+        // codex-cli 0.171 does not always print the command_execution item of a command that fails
+        // in its sandbox (the gap issue 23 met): every item it prints is journaled, none of it
+        // as a success.
+        assert.ok(calls.length <= 1, stdout);
+        assert.equal(calls.length, (stdout.match(/"type":"item.started","item":\{[^}]*"type":"command_execution"/g) ?? []).length, stdout);
+        for (const call of calls) {
+          assert.equal(call.outcome, "failed");
+          assert.notEqual(call.detail?.exit_code, 0);
+        }
       }
       assert.equal(view.result.answer, "I was not allowed to write.");
       assert.equal(model.requests.length - from, 2);
@@ -217,7 +229,7 @@ export function describeRealAgent(provider: RealProvider): void {
       const from = model.requests.length;
       const marker = "tool-started.marker";
       const seconds = provider === "claude" ? 3171 : 3172;
-      model.load({ turns: [shell(provider, `echo up > ${marker}; sleep ${seconds}`), { text: "never reached" }] });
+      model.load({ turns: [shell(provider, `echo up > ${marker}; sleep ${seconds}`, 30_000), { text: "never reached" }] });
       const id = randomUUID();
       const started = await warden(["invoke", "--id", id, "--provider", provider, "--wait", "0", "--json", "--", "sleep in a tool"]);
       assert.equal(started.code, 2, started.stdout + started.stderr);
