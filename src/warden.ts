@@ -23,7 +23,7 @@ import type { VerifyReport } from "./journal/verify.js";
 import type { RunCheck } from "./invocations/run-check.js";
 import { sharedRunChecker } from "./invocations/run-checker.js";
 import { Materializer } from "./providers/materializer.js";
-import { resolveProfiles, type ProviderProfile } from "./providers/profiles.js";
+import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
 import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
@@ -44,6 +44,8 @@ export interface WardenOptions {
   readonly workspaces?: Readonly<Record<string, string>>;
   /** the workspace of requests that name none (default: the only configured one) */
   readonly defaultWorkspace?: string;
+  /** workspace id → permission mode of its runs, over the provider's (profiles.ts PermissionMode) */
+  readonly workspacePermissions?: Readonly<Record<string, PermissionMode>>;
   /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
   readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
   /** base environment of agents (default: this process's, without the node's credentials: runner.ts agentEnvironment) */
@@ -424,6 +426,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       materializer,
       workspaces,
       ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
+      ...(options.workspacePermissions === undefined ? {} : { workspacePermissions: options.workspacePermissions }),
       outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,

@@ -16,15 +16,31 @@ export function exitCodeOfInvocation(view: InvocationView): number {
   if (view.expired === true || view.result === undefined) return EXIT_OK;
   const result = view.result;
   const exit = typeof result === "object" && result !== null && "exit_code" in result ? (result as { exit_code: unknown }).exit_code : 0;
-  return exit === 0 ? EXIT_OK : EXIT_FAILED;
+  // An agent that exited 0 after its CLI reported an error (a dropped model connection) failed.
+  const reported = typeof result === "object" && result !== null && "error" in result;
+  return exit === 0 && !reported ? EXIT_OK : EXIT_FAILED;
 }
+
+/** Result members shown on their own, not as rows: the answer, the stream's tail, usage, refusals. */
+const OWN_ROWS = new Set(["output_tail", "answer", "usage", "refused", "error"]);
 
 function resultRows(result: unknown): [string, string][] {
   if (typeof result !== "object" || result === null || Array.isArray(result)) return [["result", JSON.stringify(result)]];
   const rows: [string, string][] = [];
   for (const [key, value] of Object.entries(result)) {
-    if (key === "output_tail") continue;
+    if (OWN_ROWS.has(key)) continue;
     rows.push([key.replace(/_/g, " "), typeof value === "string" ? value : JSON.stringify(value)]);
+  }
+  const r = result as { usage?: unknown; refused?: unknown; error?: unknown };
+  if (typeof r.usage === "object" && r.usage !== null) {
+    rows.push(["usage", Object.entries(r.usage).map(([k, v]) => `${k.replace(/_/g, " ")} ${String(v)}`).join(", ")]);
+  }
+  if (Array.isArray(r.refused)) {
+    for (const call of r.refused as { tool?: unknown; reason?: unknown }[]) rows.push(["refused", `${String(call.tool)}: ${String(call.reason)}`]);
+  }
+  if (typeof r.error === "object" && r.error !== null) {
+    const e = r.error as { code?: unknown; message?: unknown };
+    rows.push(["error", `${String(e.message)} (${String(e.code)})`]);
   }
   return rows;
 }
@@ -40,8 +56,13 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   if (view.result !== undefined) rows.push(...resultRows(view.result));
   if (view.receipt !== undefined) rows.push(["reconciled", `${view.receipt.review.outcome} by ${view.receipt.operator} at ${view.receipt.recorded_at}`]);
   ctx.io.stdout(table(rows));
-  const tail = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown }).output_tail : undefined;
-  if (typeof tail === "string" && tail.trim() !== "") ctx.io.stdout(`  output (last lines; --json for the whole result):\n${lastLines(tail)}`);
+  const result = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown; answer?: unknown }) : {};
+  if (typeof result.answer === "string") {
+    // The agent's own final answer, whole: what the caller asked for (the raw stream: --json).
+    ctx.io.stdout(`answer:\n${result.answer.endsWith("\n") ? result.answer : `${result.answer}\n`}`);
+  } else if (typeof result.output_tail === "string" && result.output_tail.trim() !== "") {
+    ctx.io.stdout(`  output (last lines; --json for the whole result):\n${lastLines(result.output_tail)}`);
+  }
   if (view.status === "unresolved") ctx.io.stdout(`  needs an operator: \`warden inspect ${view.scope} ${view.id}\`, then \`warden reconcile\`\n`);
 }
 

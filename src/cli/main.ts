@@ -41,6 +41,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "inspect", load: async () => (await import("./commands/inspect.js")).registerInspectCommand },
   { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
   { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
+  { name: "model-serve", load: async () => (await import("./commands/model-serve.js")).registerModelServeCommand },
 ];
 
 const VERSION_FLAGS = new Set(["-V", "--version"]);

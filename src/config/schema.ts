@@ -4,7 +4,7 @@
  */
 import { Type, type Static } from "typebox";
 import { DEFAULT_LIMITS } from "../core/limits.js";
-import { EVENT_FORMATS } from "../providers/profiles.js";
+import { EVENT_FORMATS, PERMISSION_MODES } from "../providers/profiles.js";
 import { PROVIDER_NAMES } from "../providers/types.js";
 
 export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -26,6 +26,32 @@ export const ProviderConfig = Type.Union([
       bundleArgs: Type.Optional(Type.Array(Type.String())),
       bundleEnv: Type.Optional(Type.Record(Type.String(), Type.String())),
       events: Type.Optional(Type.Enum(EVENT_FORMATS)),
+      permission: Type.Optional(Type.Enum(PERMISSION_MODES)),
+      permissions: Type.Optional(
+        Type.Object(
+          Object.fromEntries(
+            PERMISSION_MODES.map((m) => [
+              m,
+              Type.Optional(
+                Type.Object({ args: Type.Array(Type.String()), env: Type.Optional(Type.Record(Type.String(), Type.String())) }, { additionalProperties: false }),
+              ),
+            ]),
+          ),
+          { additionalProperties: false },
+        ),
+      ),
+      env: Type.Optional(Type.Record(Type.String(), Type.String())),
+      model: Type.Optional(
+        Type.Object(
+          {
+            baseUrl: Type.String({ minLength: 1 }),
+            apiKeyEnv: Type.Optional(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]*$" })),
+            name: Type.Optional(Type.String({ minLength: 1 })),
+            retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+          },
+          { additionalProperties: false },
+        ),
+      ),
     },
     { additionalProperties: false },
   ),
@@ -49,6 +75,8 @@ export const ConfigFile = Type.Object(
     listen: Type.Optional(Type.String({ minLength: 1 })),
     workspaces: Type.Optional(Type.Record(Type.String(), Type.String())),
     defaultWorkspace: Type.Optional(Type.String({ minLength: 1 })),
+    /** workspace id → permission mode of its runs (over the provider's) */
+    workspacePermissions: Type.Optional(Type.Record(Type.String(), Type.Enum(PERMISSION_MODES))),
     providers: Type.Optional(
       Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(ProviderConfig)])), { additionalProperties: false }),
     ),

@@ -5,7 +5,7 @@
 import { isAbsolute, join, resolve } from "node:path";
 import { errnoCode, ValidationError } from "../core/errors.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
-import type { ProviderProfile } from "../providers/profiles.js";
+import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { checkAncestorsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { WardenOptions } from "../warden.js";
@@ -79,7 +79,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
   const providers: Partial<Record<ProviderName, Partial<ProviderProfile>>> = {};
   for (const [name, value] of Object.entries(file.providers ?? {})) {
     if (value === undefined || !isProviderName(name)) continue;
-    const profile: Partial<ProviderProfile> = typeof value === "string" ? { command: value } : { ...value };
+    const profile = (typeof value === "string" ? { command: value } : { ...value }) as Partial<ProviderProfile>;
     providers[name] = profile.command === undefined ? profile : { ...profile, command: commandPath(profile.command, cwd) };
   }
   for (const spec of flags.provider ?? []) {
@@ -103,6 +103,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     workspaces,
     providers,
     ...(file.defaultWorkspace === undefined ? {} : { defaultWorkspace: file.defaultWorkspace }),
+    ...(file.workspacePermissions === undefined ? {} : { workspacePermissions: file.workspacePermissions as Record<string, PermissionMode> }),
     ...(file.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: file.defaultTimeoutS }),
     ...(file.maxTimeoutS === undefined ? {} : { maxTimeoutS: file.maxTimeoutS }),
     ...(file.killGraceMs === undefined ? {} : { killGraceMs: file.killGraceMs }),

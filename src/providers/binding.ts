@@ -9,8 +9,9 @@
  *   MCP declaration, `commands/` and `agents/` are Claude plugin components, and plain `file`s
  *   (README, LICENSE, skill assets) ride along as plugins commonly ship them; requires
  *   `.claude-plugin/plugin.json`;
- * - codex: `skills/**` under `home/skills/`; `.mcp.json` becomes `home/config.toml`; plugin
- *   manifests are Claude metadata Codex never reads and are left out;
+ * - codex: `skills/**` under `home/skills/`; `home/config.toml` is always generated (the node's
+ *   model provider and settings) and carries `.mcp.json`'s servers; plugin manifests are Claude
+ *   metadata Codex never reads and are left out;
  * - kimi: the whole bundle under `bundle/` (plain `file`s included), skills read through `--skills-dir`; Kimi's
  *   `--skills-dir` has no MCP contract, so `.mcp.json` is refused rather than staged inert.
  */
@@ -28,7 +29,8 @@ export const HOME_DIR = "home";
 /** One file of the planned tree; `target` is relative to the session directory. */
 export type PlannedFile =
   | { readonly target: string; readonly component: number; readonly from: "blob" }
-  | { readonly target: string; readonly component: number; readonly from: "codex-config" };
+  /** generated: every codex tree has one (model provider, settings), with the `.mcp.json` component's servers if any */
+  | { readonly target: string; readonly component?: number; readonly from: "codex-config" };
 
 export interface TreePlan {
   readonly provider: ProviderName;
@@ -84,11 +86,14 @@ function refuseComponent(code: string, c: Component, index: number, rule: string
   });
 }
 
-/** Checks every binding rule of `provider` against `manifest` and returns where each file goes. */
-export function planTree(provider: ProviderName, manifest: Manifest): TreePlan {
+/**
+ * Checks every binding rule of `provider` against `manifest` and returns where each file goes.
+ * Without a manifest (a run with no bundle) only what warden itself generates is planned.
+ */
+export function planTree(provider: ProviderName, manifest: Manifest | undefined): TreePlan {
   const placements = PLACEMENTS[provider];
   const files: PlannedFile[] = [];
-  manifest.components.forEach((c, index) => {
+  (manifest?.components ?? []).forEach((c, index) => {
     if (c.scope !== "session") {
       refuseComponent("provider-component-scope-unsupported", c, index, `${provider} materializes session-scoped components only`, provider);
     }
@@ -106,7 +111,8 @@ export function planTree(provider: ProviderName, manifest: Manifest): TreePlan {
     const planned = place(c, index);
     if (planned !== undefined) files.push(planned);
   });
-  if (provider === "claude" && !manifest.components.some((c) => c.relative_path === CLAUDE_PLUGIN_MANIFEST)) {
+  if (provider === "codex" && !files.some((f) => f.from === "codex-config")) files.push({ target: `${HOME_DIR}/${CODEX_CONFIG_FILE}`, from: "codex-config" });
+  if (manifest !== undefined && provider === "claude" && !manifest.components.some((c) => c.relative_path === CLAUDE_PLUGIN_MANIFEST)) {
     throw new ValidationError("claude-plugin-manifest-missing", `a claude bundle needs ${CLAUDE_PLUGIN_MANIFEST} (the plugin root's manifest)`, {
       details: { provider, path: CLAUDE_PLUGIN_MANIFEST },
       status: 422,

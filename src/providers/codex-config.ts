@@ -15,6 +15,7 @@
 import { stringify } from "smol-toml";
 import { ValidationError } from "../core/errors.js";
 import { checkMcpDeclaration } from "../delivery/contract/mcp.js";
+import type { ModelEndpoint } from "./profiles.js";
 
 export const CODEX_CONFIG_FILE = "config.toml";
 
@@ -86,16 +87,53 @@ function remoteTable(name: string, server: RemoteServer): TomlTable {
 }
 
 /**
- * The config.toml text for a `.mcp.json`, or a ValidationError naming the server and field that
- * Codex cannot express. The declaration's shape is checked by the bundle contract's own rule
+ * The `[mcp_servers]` tables for a `.mcp.json`, or a ValidationError naming the server and field
+ * that Codex cannot express. The declaration's shape is checked by the bundle contract's own rule
  * first, so this module never interprets a shape the contract would refuse.
  */
-export function codexConfigFromMcpJson(bytes: Uint8Array, component: number): string {
+function mcpServersFromMcpJson(bytes: Uint8Array, component: number): Record<string, TomlTable> {
   checkMcpDeclaration(bytes, { component, path: ".mcp.json" });
   const parsed = JSON.parse(Buffer.from(bytes).toString("utf8")) as { mcpServers: Record<string, McpServer> };
   const servers: Record<string, TomlTable> = {};
   for (const [name, server] of Object.entries(parsed.mcpServers)) {
     servers[name] = isRemote(server) ? remoteTable(name, server) : stdioTable(name, server);
   }
-  return stringify({ mcp_servers: servers });
+  return servers;
+}
+
+/** The name of the model provider table warden writes (`model_provider = "warden"`). */
+export const CODEX_MODEL_PROVIDER = "warden";
+
+/**
+ * The whole config.toml of a run's CODEX_HOME: analytics and plugin sync off (no traffic beyond
+ * the model endpoint), the node's model endpoint as a Responses-API provider when one is
+ * configured, and the bundle's MCP servers when it declares any.
+ */
+export function codexConfigToml(options: { readonly model?: ModelEndpoint; readonly mcpJson?: { readonly bytes: Uint8Array; readonly component: number } }): string {
+  const { model, mcpJson } = options;
+  const config: Record<string, unknown> = {};
+  if (model !== undefined) {
+    config.model_provider = CODEX_MODEL_PROVIDER;
+    if (model.name !== undefined) config.model = model.name;
+  }
+  config.analytics = { enabled: false };
+  config.features = { plugins: false };
+  if (model !== undefined) {
+    config.model_providers = {
+      [CODEX_MODEL_PROVIDER]: {
+        name: CODEX_MODEL_PROVIDER,
+        base_url: model.baseUrl,
+        wire_api: "responses",
+        ...(model.apiKeyEnv === undefined ? {} : { env_key: model.apiKeyEnv }),
+        ...(model.retries === undefined ? {} : { request_max_retries: model.retries, stream_max_retries: model.retries }),
+      },
+    };
+  }
+  if (mcpJson !== undefined) config.mcp_servers = mcpServersFromMcpJson(mcpJson.bytes, mcpJson.component);
+  return stringify(config);
+}
+
+/** The config.toml text for a `.mcp.json` alone (no model endpoint). */
+export function codexConfigFromMcpJson(bytes: Uint8Array, component: number): string {
+  return codexConfigToml({ mcpJson: { bytes, component } });
 }

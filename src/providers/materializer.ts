@@ -19,7 +19,7 @@ import { ensurePrivateDirSync, syncDir, TEMP_PREFIX } from "../storage/secure-fs
 import { parseManifest } from "../delivery/manifest.js";
 import type { Component, Manifest } from "../delivery/manifest-types.js";
 import { BUNDLE_DIR, HOME_DIR, planTree, plannedDirs, type TreePlan } from "./binding.js";
-import { codexConfigFromMcpJson } from "./codex-config.js";
+import { codexConfigToml } from "./codex-config.js";
 import { expandBundleLaunch, resolveProfiles, type ProviderProfiles } from "./profiles.js";
 import { auditTree, TREE_DIR_MODE, TREE_FILE_MODE } from "./tree-audit.js";
 import { removeTree } from "./tree-remove.js";
@@ -51,7 +51,8 @@ export interface MaterializerOptions {
 
 export interface MaterializeRequest {
   readonly provider: ProviderName;
-  readonly bundle: BundleRef;
+  /** none: only what warden generates for the provider (a codex run's CODEX_HOME) */
+  readonly bundle?: BundleRef;
   readonly session: string;
 }
 
@@ -61,6 +62,13 @@ interface FileJob {
   readonly expected: ExpectedFile;
   readonly component?: Component;
   readonly content?: Uint8Array;
+}
+
+/** Whether a run of `provider` without a bundle still needs a tree of its own. */
+export function needsTreeWithoutBundle(provider: ProviderName): boolean {
+  // Codex reads its model provider and settings from CODEX_HOME/config.toml: a run without a
+  // bundle would otherwise fall back to the node user's ~/.codex.
+  return provider === "codex";
 }
 
 export class Materializer {
@@ -146,7 +154,9 @@ export class Materializer {
       root: finalDir,
       args: Object.freeze(launch.args),
       env: Object.freeze(launch.env),
-      bundle: Object.freeze({ bundle_id: manifest.bundle_id, revision: manifest.revision, manifest_digest: manifest.manifest_digest }),
+      ...(manifest === undefined
+        ? {}
+        : { bundle: Object.freeze({ bundle_id: manifest.bundle_id, revision: manifest.revision, manifest_digest: manifest.manifest_digest }) }),
       files: jobs.length,
     });
     const files = new Map(jobs.map((j) => [j.target, j.expected] as const));
@@ -204,11 +214,11 @@ export class Materializer {
     return { temps, stale };
   }
 
-  async #prepare(provider: ProviderName, bundle: BundleRef): Promise<{ manifest: Manifest; dirs: string[]; jobs: FileJob[] }> {
+  async #prepare(provider: ProviderName, bundle: BundleRef | undefined): Promise<{ manifest: Manifest | undefined; dirs: string[]; jobs: FileJob[] }> {
     if (!isProviderName(provider)) {
       throw new ValidationError("provider-unknown", `unknown provider ${JSON.stringify(provider)}`, { details: { provider: String(provider) } });
     }
-    const manifest = await this.#committedManifest(bundle);
+    const manifest = bundle === undefined ? undefined : await this.#committedManifest(bundle);
     const plan = planTree(provider, manifest);
     const jobs = await this.#jobs(plan, manifest);
     const dirs = plannedDirs(plan);
@@ -237,15 +247,21 @@ export class Materializer {
     return manifest;
   }
 
-  async #jobs(plan: TreePlan, manifest: Manifest): Promise<FileJob[]> {
+  async #jobs(plan: TreePlan, manifest: Manifest | undefined): Promise<FileJob[]> {
     const jobs: FileJob[] = [];
     for (const f of plan.files) {
-      const component = manifest.components[f.component] as Component;
       if (f.from === "blob") {
+        const component = (manifest as Manifest).components[f.component] as Component;
         jobs.push({ target: f.target, expected: component.blob, component });
         continue;
       }
-      const toml = Buffer.from(codexConfigFromMcpJson(await this.#verifiedBlob(component), f.component), "utf8");
+      const mcp = f.component === undefined ? undefined : ((manifest as Manifest).components[f.component] as Component);
+      const model = this.#profiles[plan.provider].model;
+      const text = codexConfigToml({
+        ...(model === undefined ? {} : { model }),
+        ...(mcp === undefined || f.component === undefined ? {} : { mcpJson: { bytes: await this.#verifiedBlob(mcp), component: f.component } }),
+      });
+      const toml = Buffer.from(text, "utf8");
       jobs.push({ target: f.target, expected: { digest: sha256Digest(toml), byte_len: toml.byteLength }, content: toml });
     }
     return jobs;

@@ -14,6 +14,37 @@ import { PROVIDER_NAMES, type ProviderName } from "./types.js";
 export type EventFormat = "claude-stream-json" | "codex-jsonl" | "text";
 export const EVENT_FORMATS: readonly EventFormat[] = ["claude-stream-json", "codex-jsonl", "text"];
 
+/**
+ * What the agent may do without asking (a non-interactive run has nobody to ask): `read-only`
+ * reads and answers; `workspace` (the default) also edits files and runs shell commands in its
+ * workspace; `full` runs anything, unsandboxed — for nodes that are themselves a sandbox.
+ */
+export type PermissionMode = "read-only" | "workspace" | "full";
+export const PERMISSION_MODES: readonly PermissionMode[] = ["read-only", "workspace", "full"];
+export const DEFAULT_PERMISSION: PermissionMode = "workspace";
+
+/** The arguments and environment one permission mode adds to a launch. */
+export interface PermissionLaunch {
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/**
+ * The model endpoint the provider's CLI talks to (a gateway, a local model server). The key is
+ * never configuration: `apiKeyEnv` names a variable of the node's environment that holds it, so
+ * it is in no file, no journal and no log.
+ */
+export interface ModelEndpoint {
+  /** as the CLI expects it: Claude Code `http://host:port`, Codex `http://host:port/v1` */
+  readonly baseUrl: string;
+  /** the node's environment variable that holds the API key */
+  readonly apiKeyEnv?: string;
+  /** the model name to ask for */
+  readonly name?: string;
+  /** how often the CLI retries a failed model request (its own default otherwise) */
+  readonly retries?: number;
+}
+
 export interface ProviderProfile {
   /** executable name (looked up on PATH) or absolute path */
   readonly command: string;
@@ -24,6 +55,14 @@ export interface ProviderProfile {
   /** environment that points the provider at a materialized bundle */
   readonly bundleEnv: Readonly<Record<string, string>>;
   readonly events: EventFormat;
+  /** the permission mode of runs with this provider (a workspace may choose another) */
+  readonly permission: PermissionMode;
+  /** what each permission mode adds to the launch (after promptArgs, before bundleArgs) */
+  readonly permissions: Readonly<Record<PermissionMode, PermissionLaunch>>;
+  /** environment every run of the provider gets (non-essential traffic off) */
+  readonly env: Readonly<Record<string, string>>;
+  /** where the CLI's model requests go; unset: the CLI's own default and credentials */
+  readonly model?: ModelEndpoint;
 }
 
 export type ProviderProfiles = Readonly<Record<ProviderName, ProviderProfile>>;
@@ -35,6 +74,16 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     bundleArgs: ["--plugin-dir", "{bundle}"],
     bundleEnv: {},
     events: "claude-stream-json",
+    permission: DEFAULT_PERMISSION,
+    // acceptEdits: file edits and file-changing shell commands inside the working directory run;
+    // anything else that would prompt is refused (there is nobody to ask), and says so.
+    permissions: {
+      "read-only": { args: ["--permission-mode", "dontAsk"], env: {} },
+      workspace: { args: ["--permission-mode", "acceptEdits"], env: {} },
+      // Claude Code refuses to bypass permissions as root unless told it runs in a sandbox.
+      full: { args: ["--permission-mode", "bypassPermissions"], env: { IS_SANDBOX: "1" } },
+    },
+    env: { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1" },
   },
   codex: {
     command: "codex",
@@ -43,8 +92,17 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     // never a repository), so the refusal would only fail every run, its reason left in stderr.
     promptArgs: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
     bundleArgs: [],
+    // Every codex run gets a home of its own (with or without a bundle): its config.toml carries
+    // the model provider and turns analytics off (codex-config.ts).
     bundleEnv: { CODEX_HOME: "{home}" },
     events: "codex-jsonl",
+    permission: DEFAULT_PERMISSION,
+    permissions: {
+      "read-only": { args: ["--sandbox", "read-only"], env: {} },
+      workspace: { args: ["--sandbox", "workspace-write"], env: {} },
+      full: { args: ["--dangerously-bypass-approvals-and-sandbox"], env: {} },
+    },
+    env: {},
   },
   kimi: {
     command: "kimi",
@@ -52,6 +110,10 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     bundleArgs: ["--skills-dir", "{skills}"],
     bundleEnv: {},
     events: "text",
+    permission: DEFAULT_PERMISSION,
+    // kimi's --print mode decides alone: warden has no flag to pass for any mode.
+    permissions: { "read-only": { args: [], env: {} }, workspace: { args: [], env: {} }, full: { args: [], env: {} } },
+    env: {},
   },
 });
 
@@ -72,10 +134,11 @@ function badProfile(provider: string, rule: string): never {
   throw new ValidationError("provider-profile-invalid", `provider profile ${provider}: ${rule}`, { details: { provider } });
 }
 
-function checkTemplateElement(provider: string, element: unknown, where: "prompt" | "bundle"): void {
+function checkTemplateElement(provider: string, element: unknown, where: "prompt" | "bundle", placeholders = true): void {
   if (typeof element !== "string") badProfile(provider, "template elements must be strings");
   if (element.includes("\0")) badProfile(provider, "template elements must not contain NUL");
   for (const p of element.match(ANY_PLACEHOLDER_RE) ?? []) {
+    if (!placeholders) badProfile(provider, `${p}: permission and environment templates take no placeholders`);
     if (p === "{prompt}") {
       if (where !== "prompt") badProfile(provider, "{prompt} belongs in promptArgs only");
       if (element !== "{prompt}") badProfile(provider, "{prompt} must be a whole argument");
@@ -88,11 +151,43 @@ function checkTemplateElement(provider: string, element: unknown, where: "prompt
   }
 }
 
+function checkEnv(provider: string, where: string, env: unknown): void {
+  if (typeof env !== "object" || env === null || Array.isArray(env)) badProfile(provider, `${where} must be an object`);
+  for (const [key, value] of Object.entries(env)) {
+    if (!ENV_NAME_RE.test(key)) badProfile(provider, `${where} name ${JSON.stringify(key)} is not a variable name`);
+    checkTemplateElement(provider, value, "prompt", false);
+  }
+}
+
+function checkModel(provider: string, model: ModelEndpoint): void {
+  let url: URL | undefined;
+  try {
+    url = new URL(model.baseUrl);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) badProfile(provider, "model.baseUrl must be an http(s) URL");
+  // A key in the URL would be journaled with the launch and written into codex's config.toml.
+  if (url.username !== "" || url.password !== "") badProfile(provider, "model.baseUrl must not carry credentials (use model.apiKeyEnv)");
+  if (model.apiKeyEnv !== undefined && !ENV_NAME_RE.test(model.apiKeyEnv)) badProfile(provider, "model.apiKeyEnv must be a variable name");
+  if (model.name !== undefined && (typeof model.name !== "string" || model.name === "" || model.name.includes("\0"))) badProfile(provider, "model.name must be a non-empty string");
+  if (model.retries !== undefined && (!Number.isInteger(model.retries) || model.retries < 0 || model.retries > 100)) badProfile(provider, "model.retries must be an integer from 0 to 100");
+  if (provider === "kimi") badProfile(provider, "model: warden has no way to point kimi at a model endpoint (configure kimi itself)");
+}
+
 /** Validates profiles (overrides merged onto the defaults) so a bad template fails at start-up. */
 export function resolveProfiles(overrides: Partial<Record<ProviderName, Partial<ProviderProfile>>> = {}): ProviderProfiles {
   const out: Partial<Record<ProviderName, ProviderProfile>> = {};
   for (const name of PROVIDER_NAMES) {
-    const p: ProviderProfile = { ...DEFAULT_PROVIDER_PROFILES[name], ...(overrides[name] ?? {}) };
+    const base = DEFAULT_PROVIDER_PROFILES[name];
+    const override = overrides[name] ?? {};
+    // A mode or variable the operator names replaces the default's; the others stay.
+    const p: ProviderProfile = {
+      ...base,
+      ...override,
+      permissions: { ...base.permissions, ...(override.permissions ?? {}) },
+      env: { ...base.env, ...(override.env ?? {}) },
+    };
     if (typeof p.command !== "string" || p.command.length === 0 || p.command.includes("\0")) {
       badProfile(name, "command must be a non-empty string");
     }
@@ -107,6 +202,15 @@ export function resolveProfiles(overrides: Partial<Record<ProviderName, Partial<
       checkTemplateElement(name, value, "bundle");
     }
     if (!EVENT_FORMATS.includes(p.events)) badProfile(name, `events must be one of ${EVENT_FORMATS.join(", ")}`);
+    if (!PERMISSION_MODES.includes(p.permission)) badProfile(name, `permission must be one of ${PERMISSION_MODES.join(", ")}`);
+    for (const mode of PERMISSION_MODES) {
+      const launch = p.permissions[mode];
+      if (launch === undefined || !Array.isArray(launch.args)) badProfile(name, `permissions.${mode} must have args`);
+      launch.args.forEach((a) => checkTemplateElement(name, a, "prompt", false));
+      checkEnv(name, `permissions.${mode}.env`, launch.env ?? {});
+    }
+    checkEnv(name, "env", p.env);
+    if (p.model !== undefined) checkModel(name, p.model);
     out[name] = Object.freeze({ ...p });
   }
   for (const key of Object.keys(overrides)) {
@@ -129,4 +233,10 @@ export function expandBundleLaunch(profile: ProviderProfile, paths: TreePaths): 
 /** The prompt arguments of a profile; the prompt is one whole argv element. */
 export function expandPromptArgs(profile: ProviderProfile, prompt: string): string[] {
   return profile.promptArgs.map((a) => (a === "{prompt}" ? prompt : a));
+}
+
+/** The permission arguments and the environment of a run (the model endpoint's is model-endpoint.ts's). */
+export function expandRunLaunch(profile: ProviderProfile, permission: PermissionMode): { args: string[]; env: Record<string, string> } {
+  const launch = profile.permissions[permission];
+  return { args: [...launch.args], env: { ...profile.env, ...launch.env } };
 }

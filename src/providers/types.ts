@@ -42,7 +42,8 @@ export interface Launch {
 export interface Materialization extends Launch {
   readonly session: string;
   readonly provider: ProviderName;
-  readonly bundle: BundleRef & { readonly manifest_digest: Digest };
+  /** none for a tree warden generated for a run without a bundle (a codex home) */
+  readonly bundle?: BundleRef & { readonly manifest_digest: Digest };
   /** number of files in the tree */
   readonly files: number;
 }

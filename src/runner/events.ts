@@ -1,15 +1,21 @@
 /**
- * Reads the structured event streams of the provider CLIs and extracts their tool calls, each of
- * which the runner journals as its own effect (DESIGN.md "Journal": kind `tool`).
+ * Reads the structured event streams of the provider CLIs: their tool calls, each of which the
+ * runner journals as its own effect (DESIGN.md "Journal": kind `tool`), their final answer, token
+ * usage and reported errors, which make the run's result, and everything else worth keeping as a
+ * journal note.
  *
  * - claude `--output-format stream-json`: content blocks of type `tool_use` (and the API's
  *   `server_tool_use` / `mcp_tool_use`) in `assistant` messages start a call; a block with a
- *   `tool_use_id` whose type ends in `tool_result` finishes it, `is_error` meaning failed.
+ *   `tool_use_id` whose type ends in `tool_result` finishes it, `is_error` meaning failed, and a
+ *   permission decision `reject` in the line's `tool_result_meta` (or a denial text) meaning
+ *   refused. The `result` line carries the answer (`result`), `usage`, and `is_error`.
  * - codex `exec --json`: `item.started` / `item.completed` of tool items (command_execution,
  *   mcp_tool_call, file_change, web_search); items that only ever complete (file_change,
- *   web_search) start and finish at once. `completed` is succeeded; `failed` / `declined` failed.
- * Lines that are not JSON, or JSON of no interest, are ignored; the caller decides what an
- * oversized line means.
+ *   web_search) start and finish at once. `completed` is succeeded; `failed` failed; `declined`
+ *   refused. The last `agent_message` is the answer, `turn.completed` the usage, `turn.failed`
+ *   an error.
+ * Event types neither reader knows become notes: a newer CLI's events are kept, never a failure.
+ * Lines that are not JSON are ignored; the caller decides what an oversized line means.
  */
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { sha256Digest } from "../core/digest.js";
@@ -17,7 +23,14 @@ import type { EventFormat } from "../providers/profiles.js";
 
 export type ToolEvent =
   | { readonly type: "start"; readonly id: string; readonly name: string; readonly fingerprint: string }
-  | { readonly type: "finish"; readonly id: string; readonly outcome: "succeeded" | "failed"; readonly detail?: JsonValue };
+  | {
+      readonly type: "finish";
+      readonly id: string;
+      readonly outcome: "succeeded" | "failed";
+      /** the CLI did not run the call: its permission mode or sandbox policy refused it */
+      readonly refused?: string;
+      readonly detail?: JsonValue;
+    };
 
 /** A small summary line worth keeping as a journal note (the provider's own end-of-run report). */
 export interface ProviderReport {
@@ -25,7 +38,19 @@ export interface ProviderReport {
   readonly report: { readonly [key: string]: JsonValue };
 }
 
-export type ParsedEvent = ToolEvent | ProviderReport;
+/** What the run's result is made of: the CLI's final answer, its token usage, an error it reported. */
+export type AnswerEvent =
+  | { readonly type: "answer"; readonly text: string }
+  | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
+  | { readonly type: "error"; readonly message: string };
+
+/** Kept in the journal as a note: what the agent session was, or an event of no known meaning. */
+export interface NoteFromEvent {
+  readonly type: "note";
+  readonly note: { readonly [key: string]: JsonValue };
+}
+
+export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent;
 
 type Json = Record<string, unknown>;
 
@@ -51,10 +76,80 @@ function pick(source: Json, keys: readonly string[]): { [key: string]: JsonValue
   return out;
 }
 
+const NOTE_STRING_CHARS = 512;
+const NOTE_KEYS = 16;
+const NOTE_LIST_ITEMS = 64;
+
+/** A bounded summary of an event: its scalar fields, long strings cut (a note stays small). */
+function summary(event: Json): { [key: string]: JsonValue } {
+  const out: { [key: string]: JsonValue } = {};
+  for (const [k, v] of Object.entries(event).slice(0, NOTE_KEYS)) {
+    if (typeof v === "string") out[k] = v.length > NOTE_STRING_CHARS ? `${v.slice(0, NOTE_STRING_CHARS)}…` : v;
+    else if (typeof v === "number" || typeof v === "boolean" || v === null) out[k] = v;
+  }
+  return out;
+}
+
+function names(value: unknown, key?: string): string[] {
+  if (!Array.isArray(value)) return [];
+  const out: string[] = [];
+  for (const v of value.slice(0, NOTE_LIST_ITEMS)) {
+    const name = key === undefined ? v : isObject(v) ? v[key] : undefined;
+    if (typeof name === "string") out.push(name.slice(0, NOTE_STRING_CHARS));
+  }
+  return out;
+}
+
+function numbers(source: unknown, keys: readonly string[]): { [key: string]: number } {
+  const out: { [key: string]: number } = {};
+  if (!isObject(source)) return out;
+  for (const k of keys) if (typeof source[k] === "number" && Number.isFinite(source[k])) out[k] = source[k] as number;
+  return out;
+}
+
+const CLAUDE_KNOWN = new Set(["assistant", "user", "result", "stream_event"]);
+/** Claude Code's words for a call it did not run because no rule or mode allowed it. */
+const CLAUDE_DENIAL_RE = /^(Error: )?(Permission to use \S+ has been denied|Claude requested permissions? to|.{0,300}\bneeds approval\b)/;
+
+function claudeRefusal(event: Json, block: Json): string | undefined {
+  const meta = Array.isArray(event.tool_result_meta) ? (event.tool_result_meta as unknown[]) : [];
+  for (const m of meta) {
+    if (!isObject(m) || m.id !== block.tool_use_id) continue;
+    const decision = isObject(m.permission_decision) ? m.permission_decision : undefined;
+    if (decision !== undefined && (decision.decision === "reject" || decision.decision === "deny")) {
+      return `permission ${String(decision.decision)}${typeof decision.reason_type === "string" ? ` (${decision.reason_type})` : ""}`;
+    }
+  }
+  if (block.is_error !== true) return undefined;
+  const text = typeof block.content === "string" ? block.content : Array.isArray(block.content) ? names(block.content, "text").join("\n") : "";
+  return CLAUDE_DENIAL_RE.test(text) ? "permission denied" : undefined;
+}
+
 function claudeEvents(event: Json): ParsedEvent[] {
   if (event.type === "result") {
-    return [{ type: "report", report: { provider: "claude", ...pick(event, ["subtype", "is_error", "num_turns", "duration_ms", "total_cost_usd"]) } }];
+    const out: ParsedEvent[] = [
+      { type: "report", report: { provider: "claude", ...pick(event, ["subtype", "is_error", "num_turns", "duration_ms", "total_cost_usd"]) } },
+    ];
+    if (isObject(event.usage)) {
+      out.push({ type: "usage", usage: numbers(event.usage, ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]) });
+    }
+    const text = typeof event.result === "string" ? event.result : undefined;
+    if (text !== undefined) out.push({ type: "answer", text });
+    if (event.is_error === true || (typeof event.subtype === "string" && event.subtype !== "success")) {
+      out.push({ type: "error", message: text ?? `claude reported ${String(event.subtype)}` });
+    }
+    return out;
   }
+  if (event.type === "system" && event.subtype === "init") {
+    const session = {
+      provider: "claude",
+      ...pick(event, ["model", "permissionMode", "claude_code_version"]),
+      skills: names(event.skills),
+      plugins: names(event.plugins, "name"),
+    };
+    return [{ type: "note", note: { agent_session: session } }];
+  }
+  if (typeof event.type !== "string" || !CLAUDE_KNOWN.has(event.type)) return [{ type: "note", note: { provider_event: summary(event) } }];
   const message = event.message;
   if ((event.type !== "assistant" && event.type !== "user") || !isObject(message) || !Array.isArray(message.content)) return [];
   const out: ParsedEvent[] = [];
@@ -64,8 +159,15 @@ function claudeEvents(event: Json): ParsedEvent[] {
       const name = typeof block.name === "string" && block.name !== "" ? block.name : block.type;
       out.push({ type: "start", id: `claude:${block.id}`, name, fingerprint: fingerprintOf({ name, input: block.input ?? null }) });
     } else if (block.type.endsWith("tool_result") && typeof block.tool_use_id === "string" && block.tool_use_id !== "") {
-      const failed = block.is_error === true;
-      out.push({ type: "finish", id: `claude:${block.tool_use_id}`, outcome: failed ? "failed" : "succeeded", ...(failed ? { detail: { is_error: true } } : {}) });
+      const refused = claudeRefusal(event, block);
+      const failed = block.is_error === true || refused !== undefined;
+      out.push({
+        type: "finish",
+        id: `claude:${block.tool_use_id}`,
+        outcome: failed ? "failed" : "succeeded",
+        ...(refused === undefined ? {} : { refused }),
+        ...(failed ? { detail: { is_error: true, ...(refused === undefined ? {} : { refused }) } } : {}),
+      });
     }
   }
   return out;
@@ -89,17 +191,33 @@ function codexIdentity(item: Json): { name: string; fingerprint: string } {
   }
 }
 
+const CODEX_QUIET = new Set(["thread.started", "turn.started", "item.updated"]);
+const CODEX_QUIET_ITEMS = new Set(["reasoning", "todo_list"]);
+
 /** Codex needs memory of which items it saw start, to start the ones that only complete. */
 export class CodexEventReader {
   readonly #started = new Set<string>();
 
   read(event: Json): ParsedEvent[] {
     if (event.type === "turn.completed" && isObject(event.usage)) {
-      return [{ type: "report", report: { provider: "codex", ...pick(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens"]) } }];
+      const usage = numbers(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens"]);
+      return [{ type: "report", report: { provider: "codex", ...pick(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens"]) } }, { type: "usage", usage }];
     }
-    if (event.type !== "item.started" && event.type !== "item.completed") return [];
+    if (event.type === "turn.failed") {
+      const message = isObject(event.error) && typeof event.error.message === "string" ? event.error.message : "codex reported turn.failed";
+      return [{ type: "error", message }];
+    }
+    if (typeof event.type === "string" && CODEX_QUIET.has(event.type)) return [];
+    if (event.type !== "item.started" && event.type !== "item.completed") return [{ type: "note", note: { provider_event: summary(event) } }];
     const item = event.item;
-    if (!isObject(item) || typeof item.id !== "string" || item.id === "" || !CODEX_TOOL_ITEMS.has(String(item.type))) return [];
+    if (!isObject(item) || typeof item.id !== "string" || item.id === "") return [];
+    if (!CODEX_TOOL_ITEMS.has(String(item.type))) {
+      if (event.type !== "item.completed") return [];
+      if (item.type === "agent_message") return typeof item.text === "string" ? [{ type: "answer", text: item.text }] : [];
+      if (CODEX_QUIET_ITEMS.has(String(item.type))) return [];
+      // An `error` item (a warning codex goes on after) or an item type newer than this reader.
+      return [{ type: "note", note: { provider_item: summary(item) } }];
+    }
     const id = `codex:${item.id}`;
     const out: ParsedEvent[] = [];
     if (!this.#started.has(id)) {
@@ -108,8 +226,9 @@ export class CodexEventReader {
     }
     if (event.type === "item.completed") {
       const ok = item.status === "completed";
-      const detail = pick(item, ["status", "exit_code"]);
-      out.push({ type: "finish", id, outcome: ok ? "succeeded" : "failed", detail });
+      const refused = item.status === "declined" ? "declined" : undefined;
+      const detail = { ...pick(item, ["status", "exit_code"]), ...(refused === undefined ? {} : { refused }) };
+      out.push({ type: "finish", id, outcome: ok ? "succeeded" : "failed", ...(refused === undefined ? {} : { refused }), detail });
     }
     return out;
   }

@@ -26,7 +26,9 @@ import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError }
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
-import { expandPromptArgs, resolveProfiles, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
+import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
+import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
+import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import type { BundleRef, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
@@ -34,6 +36,7 @@ import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { eventReader } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
+import { RunAnswer } from "./run-answer.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
 import type { LaunchRecords } from "./launch-records.js";
 
@@ -52,6 +55,8 @@ export interface RunnerOptions {
   readonly workspaces: Readonly<Record<string, string>>;
   /** the workspace of requests that name none; without it such requests are refused */
   readonly defaultWorkspace?: string;
+  /** workspace id → permission mode of every run in it (over the provider's `permission`) */
+  readonly workspacePermissions?: Readonly<Record<string, PermissionMode>>;
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
@@ -100,6 +105,7 @@ export class Runner {
   readonly #materializer: Materializer | undefined;
   readonly #workspaces: ReadonlyMap<string, string>;
   readonly #defaultWorkspace: string | undefined;
+  readonly #workspacePermissions: Readonly<Record<string, PermissionMode>>;
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
   readonly #env: Readonly<Record<string, string | undefined>>;
@@ -121,6 +127,10 @@ export class Runner {
     this.#defaultWorkspace = options.defaultWorkspace;
     if (this.#defaultWorkspace !== undefined && !this.#workspaces.has(this.#defaultWorkspace)) {
       throw new ValidationError("workspace-unknown", `default workspace ${JSON.stringify(this.#defaultWorkspace)} is not configured`);
+    }
+    this.#workspacePermissions = options.workspacePermissions ?? {};
+    for (const id of Object.keys(this.#workspacePermissions)) {
+      if (!this.#workspaces.has(id)) throw new ValidationError("workspace-unknown", `workspacePermissions names workspace ${JSON.stringify(id)}, which is not configured`);
     }
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
@@ -151,45 +161,51 @@ export class Runner {
    */
   async start(input: InvokeInput): Promise<StartOutcome> {
     const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
-    const cwd = this.#workspaceOf(request);
+    const workspace = this.#workspaceOf(request);
+    const cwd = workspace.path;
     if (request.bundle !== undefined) {
       if (this.#materializer === undefined) {
         throw new ValidationError("invoke-bundles-unavailable", "this runner has no materializer; requests cannot name a bundle", { status: 422 });
       }
       await this.#materializer.check(request.provider, request.bundle);
     }
-    const command = this.#profiles[request.provider].command;
+    const profile = this.#profiles[request.provider];
+    const command = profile.command;
     if (findCommand(command, this.#env, cwd) === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
       throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
         details: { provider: request.provider, command },
       });
     }
+    const launch: RunLaunch = {
+      permission: this.#workspacePermissions[workspace.id] ?? profile.permission,
+      model: modelLaunch(request.provider, profile, this.#env),
+    };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
       ...(request.bundle === undefined ? {} : { bundle: { bundle_id: request.bundle.bundle_id, revision: request.bundle.revision } }),
     });
     if (opened.status !== "fresh") return opened;
     const handle = opened.handle;
-    const done = this.#run(handle, request, cwd);
+    const done = this.#run(handle, request, cwd, launch);
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
     return { status: "started", run_id: handle.run_id, done };
   }
 
-  #workspaceOf(request: InvokeRequest): string {
+  #workspaceOf(request: InvokeRequest): { id: string; path: string } {
     const id = request.workspace ?? this.#defaultWorkspace;
     if (id === undefined) throw new ValidationError("workspace-required", "the request names no workspace and none is the default", { status: 422 });
     const path = this.#workspaces.get(id);
     if (path === undefined) {
       throw new NotFoundError("workspace-unknown", `workspace ${JSON.stringify(id)} is not configured on this node`, { details: { workspace: id } });
     }
-    return path;
+    return { id, path };
   }
 
-  async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string): Promise<ExistingOutcome> {
+  async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string, launch: RunLaunch): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
     try {
-      if (request.bundle !== undefined) {
+      if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
         try {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
         } catch (error) {
@@ -198,7 +214,7 @@ export class Runner {
           return await handle.finish(notLaunched(error), { failed: true });
         }
       }
-      return await this.#launch(handle, request, cwd, materialization);
+      return await this.#launch(handle, request, cwd, launch, materialization);
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
@@ -207,25 +223,38 @@ export class Runner {
     }
   }
 
-  async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef): Promise<Materialization> {
-    const materialization = await (this.#materializer as Materializer).materialize({ provider, bundle, session: handle.run_id });
+  async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef | undefined): Promise<Materialization> {
+    const materialization = await (this.#materializer as Materializer).materialize({ provider, ...(bundle === undefined ? {} : { bundle }), session: handle.run_id });
     await handle.journal.append({
       type: "note",
-      materialization: { session: materialization.session, manifest_digest: materialization.bundle.manifest_digest, files: materialization.files },
+      materialization: {
+        session: materialization.session,
+        ...(materialization.bundle === undefined ? {} : { manifest_digest: materialization.bundle.manifest_digest }),
+        files: materialization.files,
+      },
     });
     await this.#hooks.afterMaterialize?.(materialization);
     return materialization;
   }
 
-  async #launch(handle: InvocationHandle, request: InvokeRequest, cwd: string, materialization: Materialization | undefined): Promise<ExistingOutcome> {
+  async #launch(
+    handle: InvocationHandle,
+    request: InvokeRequest,
+    cwd: string,
+    launch: RunLaunch,
+    materialization: Materialization | undefined,
+  ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
-    const args = [...expandPromptArgs(profile, request.prompt), ...(materialization?.args ?? [])];
+    const run = expandRunLaunch(profile, launch.permission);
+    const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...(materialization?.args ?? [])];
+    // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
+    const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}) };
     await handle.journal.append({
       type: "effect.started",
       effect_id: PROCESS_EFFECT,
       kind: "process",
       name: profile.command,
-      fingerprint: canonicalDigest({ command: profile.command, args, cwd, env: materialization?.env ?? {} }),
+      fingerprint: canonicalDigest({ command: profile.command, args, cwd, env }),
     });
     if (materialization !== undefined) {
       try {
@@ -237,11 +266,11 @@ export class Runner {
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
-    const followed = await this.#follow(handle, profile, {
+    const followed = await this.#follow(handle, profile, launch.permission, {
       command: profile.command,
       args,
       cwd,
-      env: { ...this.#env, ...(materialization?.env ?? {}), ...this.#agentTagEnv },
+      env: { ...this.#env, ...env, ...launch.model.secretEnv, ...this.#agentTagEnv },
       timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
       killGraceMs: this.#killGraceMs,
       runTag: handle.run_id,
@@ -250,10 +279,11 @@ export class Runner {
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, spawn: AgentSpawn): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, permission: PermissionMode, spawn: AgentSpawn): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    const answer = new RunAnswer();
     const read = eventReader(profile.events);
     let streamIncomplete = false;
     const stdout = await OutputCapture.create({
@@ -264,7 +294,11 @@ export class Runner {
       ...(read === undefined
         ? {}
         : {
-            onLine: (line: string) => read(line).forEach((e) => tools.apply(e)),
+            onLine: (line: string) =>
+              read(line).forEach((e) => {
+                tools.apply(e);
+                answer.take(e);
+              }),
             onOversizedLine: () => {
               streamIncomplete = true;
             },
@@ -298,7 +332,7 @@ export class Runner {
     if (agent.pid !== undefined) {
       // Where to look for the agent: a run whose node died or lost its database reads unresolved
       // while the agent may still be at work, and a pid alone does not say on which machine.
-      tools.append({ type: "note", process: { pid: agent.pid, host: hostname() } });
+      tools.append({ type: "note", process: { pid: agent.pid, host: hostname(), permission } });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exit = await agent.exited();
@@ -325,7 +359,7 @@ export class Runner {
         () => !tools.lost,
         () => false,
       );
-    return { exit, out, tail: stdout.tail(), journaled };
+    return { exit, out, tail: stdout.tail(), journaled, answer };
   }
 
   /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
@@ -339,8 +373,15 @@ export class Runner {
       const error = { code: "agent-spawn-failed", message: `${profile.command}: ${exit.spawn_error ?? "not started"}` };
       return handle.finish({ exit_code: null, output_sha256: out.sha256, output_tail: "", error }, { failed: true });
     }
-    const result: RunResult = { exit_code: exit.exit_code, output_sha256: out.sha256, output_tail: run.tail };
-    return handle.finish(result, { failed: exit.exit_code !== 0 });
+    const reported = run.answer.errorDetail();
+    const result: RunResult = {
+      exit_code: exit.exit_code,
+      output_sha256: out.sha256,
+      output_tail: run.tail,
+      ...run.answer.fields(),
+      ...(reported === undefined ? {} : { error: reported }),
+    };
+    return handle.finish(result, { failed: exit.exit_code !== 0 || reported !== undefined });
   }
 }
 
@@ -350,6 +391,13 @@ interface Followed {
   readonly tail: string;
   /** every entry of the run reached the journal */
   readonly journaled: boolean;
+  readonly answer: RunAnswer;
+}
+
+/** What start() decided about the launch before the claim (a refusal there claims nothing). */
+interface RunLaunch {
+  readonly permission: PermissionMode;
+  readonly model: ModelLaunch;
 }
 
 /**

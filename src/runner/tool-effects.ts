@@ -36,6 +36,11 @@ export class ToolEffects {
       this.append({ type: "note", provider_report: event.report });
       return;
     }
+    if (event.type === "note") {
+      this.append({ type: "note", ...event.note });
+      return;
+    }
+    if (event.type !== "start" && event.type !== "finish") return; // the answer's, not the journal's (run-answer.ts)
     if (event.type === "start") {
       // A repeated id would be a duplicate start, which the journal refuses: the first one counts.
       if (this.#seen.has(event.id)) return;

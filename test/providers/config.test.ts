@@ -5,8 +5,11 @@ import { codexConfigFromMcpJson } from "../../src/providers/codex-config.js";
 import { DEFAULT_PROVIDER_PROFILES, expandBundleLaunch, expandPromptArgs, resolveProfiles } from "../../src/providers/profiles.js";
 import { isWardenError } from "../../src/core/errors.js";
 
-const toml = (servers: unknown): unknown =>
-  JSON.parse(JSON.stringify(parseToml(codexConfigFromMcpJson(Buffer.from(JSON.stringify({ mcpServers: servers })), 0))));
+/** The config.toml of a `.mcp.json`, without warden's fixed settings (analytics, features; asserted below). */
+const toml = (servers: unknown): unknown => {
+  const { analytics: _a, features: _f, ...rest } = JSON.parse(JSON.stringify(parseToml(codexConfigFromMcpJson(Buffer.from(JSON.stringify({ mcpServers: servers })), 0)))) as Record<string, unknown>;
+  return rest;
+};
 
 function refused(fn: () => unknown, code: string): void {
   assert.throws(fn, (e: unknown) => isWardenError(e) && e.code === code);

@@ -92,6 +92,9 @@ describe("materializer: provider trees", () => {
     // Plugin manifests are Claude metadata: nothing of them reaches the Codex home.
     assert.ok(!toml.includes("review-tools"));
     assert.deepEqual(JSON.parse(JSON.stringify(parseToml(toml))), {
+      // No traffic beyond the model endpoint (none is configured here, so no provider table).
+      analytics: { enabled: false },
+      features: { plugins: false },
       mcp_servers: {
         files: { command: "files-mcp", args: ["--root", "."], env: { LOG_LEVEL: "debug" }, env_vars: ["FILES_TOKEN"] },
         web: {

@@ -15,15 +15,87 @@ const REAL_CODEX = [
   '{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Falling back from WebSockets to HTTPS transport."}}',
 ];
 
-const label = (e: ParsedEvent): string => (e.type === "report" ? "report" : `${e.type}:${e.id}:${e.type === "finish" ? e.outcome : e.name}`);
+const label = (e: ParsedEvent): string =>
+  e.type === "start" ? `start:${e.id}:${e.name}` : e.type === "finish" ? `finish:${e.id}:${e.outcome}` : e.type;
+const tools = (events: ParsedEvent[]): ParsedEvent[] => events.filter((e) => e.type === "start" || e.type === "finish");
 
 describe("event readers", () => {
-  it("real CLI lines without tool calls yield no effects", () => {
+  it("real CLI lines without tool calls yield no effects; what they say is kept as notes", () => {
     const claude = eventReader("claude-stream-json")!;
     const codex = eventReader("codex-jsonl")!;
-    assert.deepEqual(REAL_CLAUDE.flatMap(claude), []);
-    assert.deepEqual(REAL_CODEX.flatMap(codex), []);
+    const fromClaude = REAL_CLAUDE.flatMap(claude);
+    const fromCodex = REAL_CODEX.flatMap(codex);
+    assert.deepEqual(tools(fromClaude), []);
+    assert.deepEqual(tools(fromCodex), []);
+    assert.deepEqual(fromClaude.map(label), ["note", "note"]);
+    // The init line says which skills and plugins the CLI loaded; a retry is an event of its own.
+    assert.deepEqual(fromClaude[0]?.type === "note" ? fromClaude[0].note.agent_session : undefined, {
+      provider: "claude",
+      model: "claude-opus-4-8[1m]",
+      permissionMode: "default",
+      claude_code_version: "2.1.197",
+      skills: ["review-tools:lint", "review-tools:review"],
+      plugins: ["review-tools"],
+    });
+    assert.deepEqual(fromClaude[1]?.type === "note" ? (fromClaude[1].note.provider_event as { subtype: string }).subtype : undefined, "api_retry");
+    // codex: a reconnect message and an `error` item are warnings it went on after: notes, not errors.
+    assert.deepEqual(fromCodex.map(label), ["note", "note"]);
     assert.equal(eventReader("text"), undefined);
+  });
+
+  it("unknown event types of either CLI are notes, bounded, never errors", () => {
+    const long = "x".repeat(5000);
+    const claude = eventReader("claude-stream-json")!(JSON.stringify({ type: "brand_new", text: long, nested: { a: 1 } }));
+    assert.deepEqual(claude.map(label), ["note"]);
+    const note = claude[0]?.type === "note" ? (claude[0].note.provider_event as Record<string, unknown>) : {};
+    assert.equal(note.type, "brand_new");
+    assert.equal((note.text as string).length, 513);
+    assert.equal(note.nested, undefined);
+    const codex = eventReader("codex-jsonl")!;
+    assert.deepEqual([JSON.stringify({ type: "thread.renamed", name: "n" }), JSON.stringify({ type: "item.completed", item: { id: "i", type: "hologram" } })].flatMap(codex).map(label), ["note", "note"]);
+  });
+
+  it("claude: the result line is the answer, its usage and, when is_error, an error", () => {
+    const read = eventReader("claude-stream-json")!;
+    const ok = read('{"type":"result","subtype":"success","is_error":false,"result":"done","usage":{"input_tokens":200,"output_tokens":20,"cache_read_input_tokens":0,"service_tier":"standard"}}');
+    assert.deepEqual(ok.filter((e) => e.type !== "report"), [
+      { type: "usage", usage: { input_tokens: 200, output_tokens: 20, cache_read_input_tokens: 0 } },
+      { type: "answer", text: "done" },
+    ]);
+    // Claude Code 2.1.328 after a dropped model connection: subtype success, is_error true.
+    const failed = read('{"type":"result","subtype":"success","is_error":true,"result":"API Error: 400 no turn","terminal_reason":"api_error"}');
+    assert.deepEqual(failed.map(label), ["report", "answer", "error"]);
+    assert.deepEqual(read('{"type":"result","subtype":"error_max_turns","is_error":false}').map(label), ["report", "error"]);
+  });
+
+  it("claude: a tool call its permission mode refused is a failed call marked refused", () => {
+    const read = eventReader("claude-stream-json")!;
+    read('{"type":"assistant","message":{"content":[{"type":"tool_use","id":"toolu_9","name":"Bash","input":{"command":"echo hi > out.txt"}}]}}');
+    // As Claude Code 2.1.328 prints it in dontAsk mode.
+    const meta = read(
+      '{"type":"user","message":{"content":[{"type":"tool_result","content":"Permission to use Bash has been denied because Claude Code is running in don\'t ask mode.","is_error":true,"tool_use_id":"toolu_9"}]},"tool_result_meta":[{"id":"toolu_9","non_execution_kind":"permission-rule","permission_decision":{"decision":"reject","source":"config","reason_type":"mode"}}]}',
+    );
+    assert.deepEqual(meta, [{ type: "finish", id: "claude:toolu_9", outcome: "failed", refused: "permission reject (mode)", detail: { is_error: true, refused: "permission reject (mode)" } }]);
+    // Without the meta, the CLI's own words: the refusal the issue met in the default mode.
+    const text = read(
+      '{"type":"user","message":{"content":[{"type":"tool_result","content":"Output redirection to \'/w/out.txt\' needs approval. Claude Code asks before a shell command creates files","is_error":true,"tool_use_id":"toolu_8"}]}}',
+    );
+    assert.equal(text[0]?.type === "finish" ? text[0].refused : undefined, "permission denied");
+    // A tool that ran and failed is failed, not refused.
+    const plain = read('{"type":"user","message":{"content":[{"type":"tool_result","content":"Exit code 1","is_error":true,"tool_use_id":"toolu_7"}]}}');
+    assert.equal(plain[0]?.type === "finish" ? plain[0].refused : "x", undefined);
+  });
+
+  it("codex: the last agent_message is the answer, turn.failed an error, declined a refusal", () => {
+    const read = eventReader("codex-jsonl")!;
+    const events = [
+      '{"type":"item.completed","item":{"id":"item_1","type":"agent_message","text":"first"}}',
+      '{"type":"item.completed","item":{"id":"item_2","type":"command_execution","command":"rm -rf /","status":"declined"}}',
+      '{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"second"}}',
+      '{"type":"turn.failed","error":{"message":"stream disconnected"}}',
+    ].flatMap(read);
+    assert.deepEqual(events.map(label), ["answer", "start:codex:item_2:command_execution", "finish:codex:item_2:failed", "answer", "error"]);
+    assert.equal(events[2]?.type === "finish" ? events[2].refused : undefined, "declined");
   });
 
   it("claude: tool_use starts, tool_result finishes, is_error is a failure; noise is ignored", () => {
@@ -67,7 +139,9 @@ describe("event readers", () => {
       "finish:codex:item_1:succeeded",
       "start:codex:item_2:command_execution",
       "finish:codex:item_2:failed",
+      "answer",
       "report",
+      "usage",
     ]);
   });
 });

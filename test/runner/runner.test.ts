@@ -67,7 +67,7 @@ describe("runner with fixture agents", () => {
     const start = starts(env.startsFile).at(-1)!;
     const runId = first.audit.run_id;
     const bundleDir = path.join(env.matRoot, runId, "bundle");
-    assert.deepEqual(start.argv, ["-p", "review the diff", "--output-format", "stream-json", "--verbose", "--plugin-dir", bundleDir]);
+    assert.deepEqual(start.argv, ["-p", "review the diff", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--plugin-dir", bundleDir]);
     assert.equal(start.cwd, env.workspace);
 
     const result = first.result as { exit_code: number; output_sha256: string; output_tail: string };
@@ -75,6 +75,9 @@ describe("runner with fixture agents", () => {
     const stdout = fs.readFileSync(path.join(env.outputDir, `${runId}.stdout`));
     assert.equal(result.output_sha256, sha256Digest(stdout));
     assert.match(result.output_tail, /"type":"result","subtype":"success"/);
+    // The answer is the CLI's own final result, with its token usage.
+    assert.equal((first.result as { answer?: string }).answer, "Used skill review-tools:lint: Lint the changed files.");
+    assert.deepEqual((first.result as { usage?: unknown }).usage, { input_tokens: 12, output_tokens: 7, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
     // The agent read the materialized skill: its content came back in the tool result.
     assert.match(stdout.toString(), /review-tools:lint/);
     assert.match(stdout.toString(), /Lint the changed files/);
@@ -89,6 +92,7 @@ describe("runner with fixture agents", () => {
       "note",
       "effect.started:process",
       "note",
+      "note",
       "effect.started:claude",
       "effect.finished:claude",
       "note",
@@ -100,7 +104,17 @@ describe("runner with fixture agents", () => {
     assert.equal(started.provider, "claude");
     // The agent's whereabouts: its pid, and the machine it runs on.
     const launched = evs.find((e) => e.type === "note" && e.process !== undefined);
-    assert.deepEqual(launched?.type === "note" ? launched.process : undefined, { pid: starts(env.startsFile).at(-1)!.pid, host: hostname() });
+    assert.deepEqual(launched?.type === "note" ? launched.process : undefined, { pid: starts(env.startsFile).at(-1)!.pid, host: hostname(), permission: "workspace" });
+    // What the CLI itself loaded: the bundle's skills, under its permission mode.
+    const session = evs.find((e) => e.type === "note" && e.agent_session !== undefined);
+    assert.deepEqual(session?.type === "note" ? session.agent_session : undefined, {
+      provider: "claude",
+      model: "claude-fixture",
+      permissionMode: "acceptEdits",
+      claude_code_version: "2.1.197",
+      skills: ["review-tools:lint", "review-tools:review"],
+      plugins: ["review-tools"],
+    });
     assert.deepEqual(started.bundle, BUNDLE);
     const tools = toolStarts(evs);
     assert.equal(tools.length, 1);
@@ -124,7 +138,8 @@ describe("runner with fixture agents", () => {
     const id = randomUUID();
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id, request: { provider: "codex", prompt: "list skills", bundle: BUNDLE } }));
     const s = starts(env.startsFile).at(-1)!;
-    assert.deepEqual(s.argv, ["exec", "--json", "--skip-git-repo-check", "list skills"]);
+    assert.deepEqual(s.argv, ["exec", "--json", "--skip-git-repo-check", "list skills", "--sandbox", "workspace-write"]);
+    assert.equal((outcome.result as { answer?: string }).answer, "Skills available: lint, review");
     const result = outcome.result as { output_tail: string };
     assert.match(result.output_tail, /Skills available: lint, review/);
     const j = await journalOf(env, outcome.audit.run_id);
@@ -192,6 +207,17 @@ describe("runner with fixture agents", () => {
     const j = await journalOf(env, outcome.audit.run_id);
     const tool = toolStarts(events(j.entries))[0]!;
     assert.equal(finishOf(events(j.entries), tool.effect_id)?.outcome, "failed");
+    assert.equal(j.inspection.clean, true);
+  });
+
+  it("an agent that exits 0 after its CLI reported an error is a recorded failure, never a success", async () => {
+    const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "claude", prompt: "go #api-error", bundle: BUNDLE } }));
+    const result = outcome.result as { exit_code: number; answer: string; error?: { code: string; message: string } };
+    assert.equal(result.exit_code, 0);
+    assert.equal(result.answer, "API Error: Connection error.");
+    assert.deepEqual(result.error, { code: "agent-reported-error", message: "API Error: Connection error." });
+    const j = await journalOf(env, outcome.audit.run_id);
+    assert.equal(j.inspection.termination, "failed");
     assert.equal(j.inspection.clean, true);
   });
 

@@ -89,7 +89,7 @@ export function shutdownLine(event: ShutdownEvent, signal: string): string {
 }
 
 /** Resolves with the first SIGINT/SIGTERM; a second one exits at once. */
-function waitForSignal(): Promise<NodeJS.Signals> {
+export function waitForSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
     const first = (signal: NodeJS.Signals): void => {
       process.off("SIGINT", first);

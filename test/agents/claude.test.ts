@@ -1,0 +1,4 @@
+/** The real claude CLI end to end under warden (real-agent.ts). */
+import { describeRealAgent } from "./real-agent.js";
+
+describeRealAgent("claude");
