@@ -236,6 +236,14 @@ export class TransparencyLog {
     };
   }
 
+  /** The root hash of the log's tree of `size` leaves (0 ≤ size ≤ the log's size). */
+  async rootAt(size: number): Promise<Hash> {
+    if (!Number.isSafeInteger(size) || size < 0 || size > (await this.#store.size())) {
+      throw new ValidationError("log-size-invalid", `the log has no tree of size ${size}`, { details: { size } });
+    }
+    return this.#rootOf(size);
+  }
+
   async #rootOf(size: number): Promise<Hash> {
     return treeHash(size, await this.#reader((read) => treeHash(size, read)));
   }
