@@ -15,6 +15,8 @@ import { registerInvokeCommand } from "./commands/invoke.js";
 import { registerInvocationsCommands } from "./commands/invocations.js";
 import { registerInspectCommand } from "./commands/inspect.js";
 import { registerReconcileCommand } from "./commands/reconcile.js";
+import { registerLogCommands } from "./commands/log.js";
+import { registerWitnessCommand } from "./commands/witness.js";
 import { processIo, type CliContext, type CliIo } from "./context.js";
 import { reportFailure } from "./outcome.js";
 
@@ -52,6 +54,8 @@ export function buildProgram(ctx: CliContext): Command {
   registerInspectCommand(program, ctx);
   registerReconcileCommand(program, ctx);
   registerJournalCommands(program, ctx);
+  registerLogCommands(program, ctx);
+  registerWitnessCommand(program, ctx);
   return program;
 }
 

@@ -104,7 +104,9 @@ export class TransparencyLog {
    * checkpoint) get one now, so no logged leaf stays unsigned; a new log signs its empty tree.
    */
   async open(): Promise<void> {
-    await this.checkpoint();
+    const latest = await this.checkpoint();
+    // Witnesses behind the latest checkpoint (down at our last run, or new) get it now, in the background.
+    if (this.#witnesses.length > 0) this.#witnessing = this.#witnessing.then(() => this.#witness(latest));
   }
 
   /** Appends `statement` (once per key) and resolves with its leaf index once it is durable. */
