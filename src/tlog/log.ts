@@ -17,7 +17,7 @@ import {
   type Hash,
   type NodeReader,
 } from "./merkle.js";
-import { ed25519NoteSigner, formatVkey, parseNote, SIG_ED25519, signNote } from "./note.js";
+import { ed25519NoteSigner, formatVkey, SIG_ED25519, signNote } from "./note.js";
 import { leafOf, type Statement } from "./statements.js";
 import type { LogStore, StoredCheckpoint } from "./store.js";
 import { MAX_ENTRY_BYTES, TILE_HEIGHT, TILE_WIDTH, type TileRef } from "./tiles.js";
@@ -351,9 +351,4 @@ function u16(n: number): Buffer {
   const b = Buffer.alloc(2);
   b.writeUInt16BE(n);
   return b;
-}
-
-/** The note key name and id a verifier expects of a checkpoint, from its text (tests, CLI). */
-export function checkpointSize(note: string): number {
-  return Number(parseNote(note).text.split("\n")[1]);
 }

@@ -95,7 +95,7 @@ export function verifyCheckpoint(note: string, policy: Policy): VerifiedCheckpoi
   const checkpoint = parseCheckpointText(parsed.text);
   const log = policy.logs.filter((l) => l.name === checkpoint.origin);
   if (policy.logs.length > 0 && log.length === 0) throw unverifiedNote(`the checkpoint's origin ${checkpoint.origin} is not a log of the policy`);
-  openNote({ text: parsed.text, signatures: parsed.signatures.filter((s) => log.some((l) => l.name === s.name && l.keyId === s.keyId)) }, log);
+  openNote(parsed, log);
   const names = [...policy.witnesses.entries()];
   const cosigners = new Set<string>();
   for (const [name, w] of names) {

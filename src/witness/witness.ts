@@ -9,7 +9,7 @@ import type { SigningKey } from "../journal/types.js";
 import { parseCheckpointText } from "../tlog/checkpoint.js";
 import { cosign } from "../tlog/cosignature.js";
 import { EMPTY_ROOT, HASH_BYTES, verifyConsistency, type Hash } from "../tlog/merkle.js";
-import { formatVkey, openNote, parseNote, SIG_COSIGNATURE_V1, type NoteVerifier } from "../tlog/note.js";
+import { formatNote, formatVkey, openNote, parseNote, SIG_COSIGNATURE_V1, type NoteVerifier } from "../tlog/note.js";
 
 export interface WitnessRecord {
   readonly size: number;
@@ -102,7 +102,7 @@ export class Witness {
     const logs = this.#logs.filter((l) => l.name === checkpoint.origin);
     if (logs.length === 0) throw new Refusal(404, `unknown log origin ${checkpoint.origin}`);
     // Only the log's own signatures count; a signature of its key that fails is a 403.
-    openNote({ text: note.text, signatures: note.signatures.filter((s) => logs.some((l) => l.name === s.name && l.keyId === s.keyId)) }, logs);
+    openNote(note, logs);
     if (oldSize > checkpoint.size) throw new Refusal(400, `old size ${oldSize} is larger than the checkpoint's ${checkpoint.size}`);
     if (checkpoint.size === 0 && !checkpoint.root.equals(EMPTY_ROOT)) throw new Refusal(422, "a tree of size 0 has the empty tree's root");
     let line = "";
@@ -116,20 +116,8 @@ export class Witness {
         throw new Refusal(422, `the consistency proof from ${oldSize} to ${checkpoint.size} does not verify: the log forked or rewrote its history`);
       }
       line = cosign(this.name, this.#key, note.text, this.#now());
-      return { size: checkpoint.size, root: checkpoint.root, note: `${note.text}\n${signatureLinesOf(body.slice(split + 2), logs)}${line}` };
+      return { size: checkpoint.size, root: checkpoint.root, note: formatNote({ text: note.text, signatures: note.signatures.filter((sig) => logs.some((l) => l.name === sig.name && l.keyId === sig.keyId)) }) + line };
     });
     return line;
   }
-}
-
-/** The log's own signature lines of a note, as sent. */
-function signatureLinesOf(noteText: string, logs: readonly NoteVerifier[]): string {
-  const lines = noteText.slice(noteText.lastIndexOf("\n\n") + 2).split("\n").filter((l) => l !== "");
-  return lines
-    .filter((l) => {
-      const sig = parseNote(`x\n\n${l}\n`).signatures[0]!;
-      return logs.some((v) => v.name === sig.name && v.keyId === sig.keyId);
-    })
-    .map((l) => `${l}\n`)
-    .join("");
 }
