@@ -5,7 +5,7 @@
  */
 import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../tlog/merkle.js";
 import type { LeafInput, LogStore, StoredCheckpoint } from "../../tlog/store.js";
-import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase, type OpenDatabaseOptions } from "./sqlite.js";
+import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase, type SqliteStatement, type OpenDatabaseOptions } from "./sqlite.js";
 
 export const LOG_DATABASE = "tlog.sqlite";
 
@@ -19,14 +19,20 @@ const MIGRATIONS = [
 export class EmbeddedLogStore implements LogStore {
   readonly #db: SqliteDatabase;
   readonly #append: { immediate(leaves: readonly LeafInput[]): number[] };
+  // Prepared once: a proof's read is a handful of point lookups, and compiling SQL would cost more.
+  readonly #size: SqliteStatement<[], { n: number }>;
+  readonly #node: SqliteStatement<[number, number], { hash: Buffer }>;
+  readonly #byKey: SqliteStatement<[string], { idx: number }>;
+  readonly #latest: SqliteStatement<[], StoredCheckpoint>;
 
   constructor(path: string, options: OpenDatabaseOptions = {}) {
     this.#db = openPrivateDatabase(path, options);
     migrateSchema(this.#db, MIGRATIONS, "transparency log");
     const db = this.#db;
-    const sizeOf = db.prepare<[], { n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM tlog_leaves");
-    const byKey = db.prepare<[string], { idx: number }>("SELECT idx FROM tlog_leaves WHERE key = ?");
-    const node = db.prepare<[number, number], { hash: Buffer }>("SELECT hash FROM tlog_nodes WHERE level = ? AND idx = ?");
+    const sizeOf = (this.#size = db.prepare<[], { n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM tlog_leaves"));
+    const byKey = (this.#byKey = db.prepare<[string], { idx: number }>("SELECT idx FROM tlog_leaves WHERE key = ?"));
+    const node = (this.#node = db.prepare<[number, number], { hash: Buffer }>("SELECT hash FROM tlog_nodes WHERE level = ? AND idx = ?"));
+    this.#latest = db.prepare<[], StoredCheckpoint>("SELECT size, note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1");
     const insertLeaf = db.prepare("INSERT INTO tlog_leaves (idx, key, body) VALUES (?, ?, ?)");
     const insertNode = db.prepare("INSERT INTO tlog_nodes (level, idx, hash) VALUES (?, ?, ?)");
     this.#append = db.transaction((leaves: readonly LeafInput[]): number[] => {
@@ -63,11 +69,11 @@ export class EmbeddedLogStore implements LogStore {
   }
 
   async size(): Promise<number> {
-    return this.#db.prepare<[], { n: number }>("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM tlog_leaves").get()!.n;
+    return this.#size.get()!.n;
   }
 
   async nodes(ids: readonly NodeId[]): Promise<Map<string, Hash>> {
-    const get = this.#db.prepare<[number, number], { hash: Buffer }>("SELECT hash FROM tlog_nodes WHERE level = ? AND idx = ?");
+    const get = this.#node;
     const out = new Map<string, Hash>();
     for (const id of ids) {
       const row = get.get(id.level, id.index);
@@ -82,11 +88,11 @@ export class EmbeddedLogStore implements LogStore {
   }
 
   async indexOf(key: string): Promise<number | undefined> {
-    return this.#db.prepare<[string], { idx: number }>("SELECT idx FROM tlog_leaves WHERE key = ?").get(key)?.idx;
+    return this.#byKey.get(key)?.idx;
   }
 
   async latestCheckpoint(): Promise<StoredCheckpoint | undefined> {
-    return this.#db.prepare<[], StoredCheckpoint>("SELECT size, note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1").get();
+    return this.#latest.get();
   }
 
   async checkpoint(size: number): Promise<StoredCheckpoint | undefined> {
