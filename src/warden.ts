@@ -35,6 +35,8 @@ import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
+import { bundleStatement, openEmbeddedLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import type { TransparencyLog } from "./tlog/log.js";
 
 export interface WardenOptions {
   /** the private state directory (created 0700 when missing) */
@@ -59,6 +61,11 @@ export interface WardenOptions {
   readonly postgres?: PostgresNodeOptions;
   /** how often result retention runs (default: hourly, and at open) */
   readonly retentionIntervalMs?: number;
+  /**
+   * The transparency log (DESIGN.md "Transparency"): on by default on the embedded backend;
+   * `false` turns it off. Not yet kept on PostgreSQL.
+   */
+  readonly log?: LogOptions | false;
 }
 
 /**
@@ -120,6 +127,9 @@ export class Warden {
   readonly materializer: Materializer;
   readonly runner: Runner;
   readonly journals: JournalTap;
+  /** the node's transparency log, when it keeps one */
+  readonly log: TransparencyLog | undefined;
+  readonly #logFailures: () => number;
   /** agent processes an earlier, dead process on this home had left running, killed at open */
   readonly reapedAgents: Reaped;
   readonly #backend: NodeBackend;
@@ -146,7 +156,10 @@ export class Warden {
     bounds: { maxPromptBytes: number; maxTimeoutS: number };
     reaped: Reaped;
     retention: Retention;
+    log?: OpenedLog | undefined;
   }) {
+    this.log = parts.log?.log;
+    this.#logFailures = parts.log?.failures ?? (() => 0);
     this.reapedAgents = parts.reaped;
     this.#backend = parts.backend;
     this.home = parts.backend.home;
@@ -159,6 +172,11 @@ export class Warden {
     this.#agents = parts.agents;
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
+  }
+
+  /** Statements the log could not store (a failed append is counted, never fails a run or commit). */
+  get logFailures(): number {
+    return this.#logFailures();
   }
 
   /** True once `close` was called: new runs are refused. */
@@ -324,6 +342,8 @@ export class Warden {
     this.invocations.close();
     await this.#retention.stop();
     try {
+      // After the runs: their seals are in the log's last checkpoint.
+      await this.log?.close().catch(() => undefined);
       await this.delivery.close();
     } finally {
       await this.#backend.close();
@@ -395,13 +415,23 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     },
   };
   let delivery: Delivery | undefined;
+  let log: OpenedLog | undefined;
   try {
     delivery =
       "openDelivery" in backend ? await backend.openDelivery() : (await openEmbeddedDelivery(backend.home, { limits: backend.limits })).delivery;
     const journals = new JournalTap(backend.journals);
-    const invocations = new Invocations({ claims: backend.claims, journals, keys: backend.keys, limits: backend.limits });
     // The node publishes a key from its first start, so clients can verify before any run.
     await backend.keys.active();
+    log = options.log === false || options.postgres !== undefined ? undefined : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
+    const attest = log?.attest;
+    if (attest !== undefined) delivery.attestCommits((receipt) => attest(bundleStatement(receipt)));
+    const invocations = new Invocations({
+      claims: backend.claims,
+      journals,
+      keys: backend.keys,
+      limits: backend.limits,
+      ...(attest === undefined ? {} : { attest }),
+    });
     const profiles = resolveProfiles(options.providers ?? {});
     const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
     await materializer.sweep();
@@ -446,8 +476,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     });
     const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
     retention.start(options.retentionIntervalMs);
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention });
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log });
   } catch (error) {
+    await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);
     await backend.close().catch(() => undefined);
     throw error;

@@ -4,4 +4,5 @@ export * from "./problem.js";
 export * from "./delivery.js";
 export * from "./invocations.js";
 export * from "./runs.js";
+export * from "./log.js";
 export * from "./validation.js";

@@ -41,6 +41,8 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "inspect", load: async () => (await import("./commands/inspect.js")).registerInspectCommand },
   { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
   { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
+  { name: "log", load: async () => (await import("./commands/log.js")).registerLogCommands },
+  { name: "witness", load: async () => (await import("./commands/witness.js")).registerWitnessCommand },
   { name: "model-serve", load: async () => (await import("./commands/model-serve.js")).registerModelServeCommand },
 ];
 

@@ -19,6 +19,8 @@ import type {
   InvocationView,
   InvokeBody,
   KeyList,
+  LogStatusBody,
+  RunProofBody,
   MaterializationReply,
   RetirementReply,
   ProviderName,
@@ -194,6 +196,26 @@ export class WardenClient implements StageApi {
 
   async keys(): Promise<KeyList["keys"]> {
     return (await this.#http.json<KeyList>({ method: "GET", path: "/v1/keys" })).body.keys;
+  }
+
+  // ---- transparency log ----
+
+  /** The log's latest signed checkpoint (a C2SP signed note, with the witness cosignatures the node got). */
+  async logCheckpoint(): Promise<string> {
+    return (await this.#http.send({ method: "GET", path: "/v1/log/checkpoint", accept: "text/plain" })).text();
+  }
+
+  /** A run's logged seal, its inclusion proof and the checkpoint it proves into (verify with tlog/verify.ts). */
+  async logRunProof(runId: string): Promise<RunProofBody> {
+    return (await this.#http.json<RunProofBody>({ method: "GET", path: `/v1/log/runs/${seg(runId)}` })).body;
+  }
+
+  async logConsistency(oldSize: number, size: number): Promise<{ old: number; size: number; proof: string[] }> {
+    return (await this.#http.json<{ old: number; size: number; proof: string[] }>({ method: "GET", path: `/v1/log/proof/consistency/${oldSize}/${size}` })).body;
+  }
+
+  async logStatus(): Promise<LogStatusBody> {
+    return (await this.#http.json<LogStatusBody>({ method: "GET", path: "/v1/log" })).body;
   }
 
   // ---- operations ----

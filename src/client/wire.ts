@@ -21,6 +21,8 @@ export type {
   InvocationSummary,
   InvocationView,
   KeyList,
+  LogStatusBody,
+  RunProofBody,
   Manifest,
   MaterializationReply,
   RetirementReply,

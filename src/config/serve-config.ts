@@ -9,6 +9,7 @@ import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { checkAncestorsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { WardenOptions } from "../warden.js";
+import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
 import { DEFAULT_LISTEN, parseListen, type ListenAddress } from "./listen.js";
@@ -28,6 +29,8 @@ export interface ServeFlags {
   readonly logLevel?: string;
   /** `postgresql://…`: run on the shared PostgreSQL backend (else $WARDEN_POSTGRES_URL, else embedded) */
   readonly postgres?: string;
+  /** the transparency log's origin and witnesses (log-config.ts) */
+  readonly log?: LogFlags;
 }
 
 /** What the HTTP layer needs besides the Warden. */
@@ -109,6 +112,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(file.killGraceMs === undefined ? {} : { killGraceMs: file.killGraceMs }),
     ...(file.maxPromptBytes === undefined ? {} : { maxPromptBytes: file.maxPromptBytes }),
     ...postgresOf(flags, env),
+    ...(flags.log === undefined ? {} : { log: logOptionsOf(flags.log) }),
   };
   return {
     home,

@@ -99,6 +99,17 @@ export class Delivery {
   readonly #chunks: ChunkUpload;
   #recovery: RecoveryReport | undefined;
 
+  /** Told of each commit once it is durable (the transparency log); see attestCommits. */
+  #attest: ((receipt: CommitReceipt) => Promise<unknown>) | undefined;
+
+  /**
+   * Has `attest` called with each receipt after its commit is durable, and again when a commit is
+   * answered from the catalog (a crash between the two then heals on the client's retry).
+   */
+  attestCommits(attest: (receipt: CommitReceipt) => Promise<unknown>): void {
+    this.#attest = attest;
+  }
+
   constructor(backend: DeliveryBackend, options: DeliveryOptions = {}) {
     this.#backend = backend;
     this.limits = options.limits ?? DEFAULT_LIMITS;
@@ -273,6 +284,12 @@ export class Delivery {
    * restart.
    */
   async commit(stageId: string): Promise<CommitReceipt> {
+    const receipt = await this.#commit(stageId);
+    await this.#attest?.(receipt);
+    return receipt;
+  }
+
+  async #commit(stageId: string): Promise<CommitReceipt> {
     return guard(async () => {
       const id = parseStageId(stageId);
       const { catalog } = this.#backend;

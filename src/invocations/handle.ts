@@ -20,6 +20,7 @@ import { runCheckOf, type RunCheck } from "./run-check.js";
 import { sealOf } from "./seal.js";
 import type { EffectSpec, FinishOptions, FinishOutcome, ReleaseOptions, UnresolvedOutcome, UnresolvedReason } from "./types.js";
 import type { UnreleasedRuns } from "./unreleased.js";
+import type { Attest } from "../tlog/statements.js";
 
 /**
  * Thrown by an effect's function to say the effect definitely did not happen (it was refused,
@@ -45,6 +46,8 @@ export interface HandleContext {
   checkRun(bytes: Uint8Array, runId: string, expect?: Checkpoint): Promise<RunCheck>;
   /** Releases claims, and keeps trying those whose release could not be stored (unreleased.ts). */
   readonly unreleased: UnreleasedRuns;
+  /** logs the run's seal once its result is recorded */
+  readonly attest?: Attest;
 }
 
 export interface OwnedClaim {
@@ -223,6 +226,16 @@ export class InvocationHandle implements AsyncDisposable {
         status: 500,
       });
     }
+    await this.#ctx.attest?.({
+      v: 1,
+      type: "run.sealed",
+      run_id: this.run_id,
+      scope: this.scope,
+      id: this.id,
+      outcome: "recorded",
+      result_hash: hash,
+      ...verdict.seal,
+    });
     return {
       status: "recorded",
       audit: { run_id: this.run_id, agent: this.agent, journal: verdict.seal },

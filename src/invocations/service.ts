@@ -25,6 +25,7 @@ import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
 import { parseReceipt, parseReview, sameSubmission, signReceipt, snapshotHashOf, verifyReceipt } from "./reconciliation.js";
 import { UnreleasedRuns } from "./unreleased.js";
+import type { Attest, ReconciliationStatement } from "../tlog/statements.js";
 import type {
   Audit,
   ClaimSnapshot,
@@ -45,6 +46,13 @@ import type {
   UnresolvedOutcome,
 } from "./types.js";
 
+
+export type { Attest } from "../tlog/statements.js";
+
+function reconciliationStatement(key: ClaimKey, runId: string, operator: string, receipt: string): ReconciliationStatement {
+  return { v: 1, type: "run.reconciled", run_id: runId, scope: key.scope, id: key.id, operator, receipt_sha256: sha256Digest(receipt) };
+}
+
 export interface InvocationsOptions {
   readonly claims: ClaimStore;
   readonly journals: JournalStore;
@@ -56,6 +64,8 @@ export interface InvocationsOptions {
   readonly checker?: RunChecker;
   /** how often a release that could not be stored is tried again (default RELEASE_RETRY_MS) */
   readonly releaseRetryMs?: number;
+  /** told of each recorded seal and reconciliation once durable (the transparency log) */
+  readonly attest?: Attest;
 }
 
 const LIST_DEFAULT = 100;
@@ -77,6 +87,7 @@ export class Invocations {
   readonly #checker: RunChecker;
   readonly #replayChecks = new ReplayChecks();
   readonly #unreleased: UnreleasedRuns;
+  readonly #attest: Attest | undefined;
   #signingKey: Promise<SigningKey> | undefined;
   #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
 
@@ -95,7 +106,9 @@ export class Invocations {
       now: this.#now,
       checkRun: (bytes, runId, expect) => this.#checkRun(bytes, runId, expect),
       unreleased: this.#unreleased,
+      ...(options.attest === undefined ? {} : { attest: options.attest }),
     };
+    this.#attest = options.attest;
   }
 
   /**
@@ -251,7 +264,11 @@ export class Invocations {
         { v: 1, snapshot: inspection.snapshot, review: parsed, operator: who, recorded_at: journalTimestamp(this.#now()) },
         await this.#activeKey(),
       );
-      if (await this.#claims.attachReceipt(key, claim.claim_hash, canonicalJson(receipt))) return { receipt, replayed: false };
+      const stored = canonicalJson(receipt);
+      if (await this.#claims.attachReceipt(key, claim.claim_hash, stored)) {
+        await this.#attest?.(reconciliationStatement(key, claim.run_id, who, stored));
+        return { receipt, replayed: false };
+      }
       // Another reconciler (or a change to the claim) won the race: judge against what is stored now.
     }
     throw new ConflictError("reconciliation-conflict", `${scope}/${id} kept changing while it was reconciled`);

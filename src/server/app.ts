@@ -22,6 +22,7 @@ import { bundleRoutes } from "./routes/bundles.js";
 import { healthRoutes } from "./routes/health.js";
 import { invocationRoutes } from "./routes/invocations.js";
 import { runRoutes } from "./routes/runs.js";
+import { logRoutes } from "./routes/log.js";
 import { AllowedMethods } from "./allowed-methods.js";
 import { stageRoutes } from "./routes/stages.js";
 
@@ -214,6 +215,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   await app.register(bundleRoutes(ctx));
   await app.register(invocationRoutes(ctx));
   await app.register(runRoutes(ctx));
+  await app.register(logRoutes(ctx));
   // Public: it describes the API, holds no state, and clients fetch it before they have a token.
   app.get("/openapi.json", { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   return app;

@@ -17,6 +17,9 @@ interface VerifyFlags {
   home?: string;
   url?: string;
   json?: boolean;
+  policy?: string;
+  checkpoint?: string;
+  proof?: string;
 }
 
 const KEY_FILE_MAX_BYTES = 1024;
@@ -31,6 +34,9 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
     .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons, tail_hash, reconciliation?} as JSON")
+    .option("--policy <file>", "also check that the run's seal is in the node's transparency log: a C2SP tlog-policy file (the node's log key, the witnesses, the quorum)")
+    .option("--proof <file>", "with --policy: the run's log proof (the JSON of GET /v1/log/runs/{run_id}) instead of asking the node")
+    .option("--checkpoint <file>", "with --policy: prove into this checkpoint (a signed note) instead of the proof's own")
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
 }
 
@@ -95,7 +101,41 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
     if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
     if (reconciliation !== undefined) ctx.io.stdout(`${reconciliationText(reconciliation)}\n`);
   }
-  return report.ok && hasRunStarted(inspection) ? 0 : 1;
+  if (!(report.ok && hasRunStarted(inspection))) return 1;
+  if (flags.policy === undefined) return 0;
+  return (await loggedCommand(ctx, bytes, remote !== undefined ? file.toLowerCase() : runIdOf(bytes), flags)) ? 0 : 1;
+}
+
+/** The run id the journal's first entry names. */
+function runIdOf(bytes: Uint8Array): string {
+  const first = Buffer.from(bytes).toString("utf8").split("\n", 1)[0] ?? "";
+  const runId = (JSON.parse(first) as { entry?: { run_id?: unknown } }).entry?.run_id;
+  if (typeof runId !== "string") throw new ValidationError("journal-run-id-missing", "the journal's first line names no run");
+  return runId;
+}
+
+/**
+ * `--policy`: the journal is the run the log holds — its seal is a leaf included in a checkpoint
+ * the policy accepts (the node's key and a quorum of witnesses). Checked here, never by the node.
+ */
+async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, flags: VerifyFlags): Promise<boolean> {
+  const { parsePolicy } = await import("../../tlog/policy.js");
+  const { parseRunProof, verifyLoggedRun } = await import("../../tlog/verify.js");
+  const read = async (file: string, max: number): Promise<string> => (await readInputFile(resolve(ctx.io.cwd, file), max)).toString("utf8");
+  const policy = parsePolicy(await read(flags.policy!, 64 * 1024));
+  let document = flags.proof !== undefined ? parseRunProof(JSON.parse(await read(flags.proof, 1024 * 1024))) : await (await connect(ctx.io, flags)).logRunProof(runId);
+  if (flags.checkpoint !== undefined) document = { ...document, checkpoint: await read(flags.checkpoint, 64 * 1024) };
+  try {
+    const logged = verifyLoggedRun(bytes, runId, document, policy);
+    const cosigned = logged.checkpoint.cosigners.length === 0 ? "no witness" : logged.checkpoint.cosigners.join(", ");
+    if (flags.json !== true) ctx.io.stdout(`LOGGED run ${runId}: leaf ${logged.index} of ${logged.checkpoint.origin} at size ${logged.checkpoint.size}, cosigned by ${cosigned}\n`);
+    return true;
+  } catch (error) {
+    if (!isWardenError(error)) throw error;
+    if (flags.json !== true) ctx.io.stdout(`NOT LOGGED run ${runId}: ${error.code}: ${error.message}\n`);
+    else ctx.io.stdout(`${JSON.stringify({ logged: false, code: error.code, detail: error.message })}\n`);
+    return false;
+  }
 }
 
 /**

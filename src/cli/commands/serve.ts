@@ -13,6 +13,9 @@ interface ServeOptions {
   logLevel?: string;
   postgres?: string;
   json?: boolean;
+  logOrigin?: string;
+  witness: string[];
+  witnessKey: string[];
 }
 
 export function registerServeCommand(program: Command, ctx: CliContext): void {
@@ -26,6 +29,9 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option("--postgres <url>", "keep claims, journals, keys and bundles on this PostgreSQL database, shared by a fleet (default $WARDEN_POSTGRES_URL)")
     .option("--log-level <level>", "fatal, error, warn, info, debug, trace or silent (default info, or $WARDEN_LOG_LEVEL)")
     .option("--json", "print the listening line as JSON {url, pid, home}")
+    .option("--log-origin <origin>", "the transparency log's checkpoint origin (default warden.local/<first key id>)")
+    .option("--witness <name=url>", "submit each checkpoint to this C2SP tlog-witness (repeatable; needs --witness-key)", collect, [])
+    .option("--witness-key <vkey>", "a witness's cosignature/v1 verifier key, named as in --witness (repeatable)", collect, [])
     .action(async (options: ServeOptions) => {
       ctx.exitCode = await serve(ctx, options);
     });
@@ -39,6 +45,7 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
     ...(options.listen === undefined ? {} : { listen: options.listen }),
     ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
     ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
+    log: { witness: options.witness, witnessKey: options.witnessKey, ...(options.logOrigin === undefined ? {} : { logOrigin: options.logOrigin }) },
   };
   const [{ loadServeConfig, loadServeListen }, { reserveListenAddress }] = await Promise.all([
     import("../../config/serve-config.js"),

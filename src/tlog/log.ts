@@ -1,0 +1,354 @@
+/**
+ * The node's transparency log (DESIGN.md "Transparency"): statements appended in batches (one
+ * store transaction per batch, O(log n) node reads each), a checkpoint signed by the node's key at
+ * most every `checkpointIntervalMs` while leaves arrive and at close, each new checkpoint submitted
+ * to the configured witnesses in the background, and the reads the API serves: checkpoint, tiles,
+ * entry bundles, inclusion and consistency proofs.
+ */
+import type { SigningKey } from "../journal/types.js";
+import { NotFoundError, ValidationError } from "../core/errors.js";
+import { formatCheckpoint } from "./checkpoint.js";
+import {
+  consistencyProof,
+  inclusionProof,
+  nodeKey,
+  nodesRead,
+  treeHash,
+  type Hash,
+  type NodeReader,
+} from "./merkle.js";
+import { ed25519NoteSigner, formatVkey, SIG_ED25519, signNote } from "./note.js";
+import { leafOf, type Statement } from "./statements.js";
+import type { LogStore, StoredCheckpoint } from "./store.js";
+import { MAX_ENTRY_BYTES, TILE_HEIGHT, TILE_WIDTH, type TileRef } from "./tiles.js";
+import { submitCheckpoint, type WitnessConfig } from "./witness-client.js";
+
+export const DEFAULT_CHECKPOINT_INTERVAL_MS = 1000;
+
+export interface TransparencyLogOptions {
+  readonly store: LogStore;
+  /** the checkpoint origin line, also the note key name */
+  readonly origin: string;
+  /** the node's active signing key */
+  readonly key: () => Promise<SigningKey>;
+  readonly checkpointIntervalMs?: number;
+  readonly witnesses?: readonly WitnessConfig[];
+  /** called with a witness failure (down, refusing): the log goes on */
+  readonly onWitnessError?: (witness: string, error: unknown) => void;
+}
+
+export interface InclusionProof {
+  readonly index: number;
+  readonly size: number;
+  /** standard base64 of each hash, leaf side first */
+  readonly proof: readonly string[];
+}
+
+export interface RunProof extends InclusionProof {
+  /** the leaf's statement, exactly the logged bytes as UTF-8 */
+  readonly leaf: string;
+  /** the checkpoint of `size`, with the node's signature and every witness cosignature it got */
+  readonly checkpoint: string;
+}
+
+export interface WitnessStatus {
+  readonly name: string;
+  /** largest size the witness cosigned (0: none yet) */
+  readonly size: number;
+  /** leaves of the latest checkpoint it has not cosigned */
+  readonly behind: number;
+  readonly last_error?: string;
+}
+
+export interface LogStatus {
+  readonly origin: string;
+  readonly vkey: string;
+  readonly size: number;
+  readonly checkpoint_size: number;
+  readonly witnesses: readonly WitnessStatus[];
+}
+
+interface Pending {
+  readonly statement: Statement;
+  resolve(index: number): void;
+  reject(error: unknown): void;
+}
+
+export class TransparencyLog {
+  readonly origin: string;
+  readonly #store: LogStore;
+  readonly #key: () => Promise<SigningKey>;
+  readonly #interval: number;
+  readonly #witnesses: readonly WitnessConfig[];
+  readonly #onWitnessError: (witness: string, error: unknown) => void;
+  #queue: Pending[] = [];
+  #flushing: Promise<void> | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  /** checkpoints are made one at a time */
+  #checkpointing: Promise<StoredCheckpoint> = Promise.resolve({ size: -1, note: "" });
+  #witnessing: Promise<void> = Promise.resolve();
+  readonly #witnessErrors = new Map<string, string>();
+  #closed = false;
+
+  constructor(options: TransparencyLogOptions) {
+    this.origin = options.origin;
+    this.#store = options.store;
+    this.#key = options.key;
+    this.#interval = options.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
+    this.#witnesses = options.witnesses ?? [];
+    this.#onWitnessError = options.onWitnessError ?? (() => undefined);
+  }
+
+  /**
+   * At open: leaves appended after the last checkpoint (a crash between a leaf and its
+   * checkpoint) get one now, so no logged leaf stays unsigned; a new log signs its empty tree.
+   */
+  async open(): Promise<void> {
+    const latest = await this.checkpoint();
+    // Witnesses behind the latest checkpoint (down at our last run, or new) get it now, in the background.
+    if (this.#witnesses.length > 0) this.#witnessing = this.#witnessing.then(() => this.#witness(latest));
+  }
+
+  /** Appends `statement` (once per key) and resolves with its leaf index once it is durable. */
+  append(statement: Statement): Promise<number> {
+    if (this.#closed) return Promise.reject(new ValidationError("log-closed", "the transparency log is closed", { status: 503 }));
+    const body = leafOf(statement).body;
+    if (body.byteLength > MAX_ENTRY_BYTES) return Promise.reject(new ValidationError("log-entry-too-large", `a log entry has at most ${MAX_ENTRY_BYTES} bytes`));
+    return new Promise<number>((resolve, reject) => {
+      this.#queue.push({ statement, resolve, reject });
+      this.#flushing ??= this.#flush();
+    });
+  }
+
+  /** Statements queued while a batch is being stored go together as the next batch. */
+  async #flush(): Promise<void> {
+    await Promise.resolve();
+    while (this.#queue.length > 0) {
+      const batch = this.#queue;
+      this.#queue = [];
+      try {
+        const indexes = await this.#store.append(batch.map((p) => leafOf(p.statement)));
+        batch.forEach((p, i) => p.resolve(indexes[i]!));
+        this.#scheduleCheckpoint();
+      } catch (error) {
+        for (const p of batch) p.reject(error);
+      }
+    }
+    this.#flushing = undefined;
+  }
+
+  #scheduleCheckpoint(): void {
+    if (this.#timer !== undefined || this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      this.checkpoint().catch((error: unknown) => this.#onWitnessError("(checkpoint)", error));
+    }, this.#interval);
+    this.#timer.unref();
+  }
+
+  /** Signs a checkpoint of the log's current size unless the latest one has it; resolves with the latest. */
+  checkpoint(): Promise<StoredCheckpoint> {
+    const next = this.#checkpointing.catch(() => undefined).then(() => this.#checkpointNow());
+    this.#checkpointing = next;
+    return next;
+  }
+
+  async #checkpointNow(): Promise<StoredCheckpoint> {
+    const size = await this.#store.size();
+    const latest = await this.#store.latestCheckpoint();
+    if (latest !== undefined && latest.size >= size) return latest;
+    const root = await this.#rootOf(size);
+    const key = await this.#key();
+    const note = signNote(formatCheckpoint({ origin: this.origin, size, root }), [ed25519NoteSigner(this.origin, key)]);
+    await this.#store.saveCheckpoint({ size, note });
+    // On a shared store another node may have signed this size first: serve the stored one.
+    const stored = (await this.#store.checkpoint(size)) ?? { size, note };
+    if (this.#witnesses.length > 0) this.#witnessing = this.#witnessing.then(() => this.#witness(stored));
+    return stored;
+  }
+
+  /** Submits `checkpoint` to each witness that has not cosigned it; a failure is reported, never thrown. */
+  async #witness(checkpoint: StoredCheckpoint): Promise<void> {
+    const witnessed = await this.#store.witnessed();
+    await Promise.all(
+      this.#witnesses.map(async (witness) => {
+        try {
+          let old = witnessed.get(witness.name) ?? 0;
+          if (old >= checkpoint.size && old !== 0) return;
+          for (let attempt = 0; attempt < 3; attempt++) {
+            if (old > checkpoint.size) throw new Error(`the witness has size ${old}, larger than the checkpoint's ${checkpoint.size}`);
+            const proof = await this.#consistencyHashes(old, checkpoint.size);
+            const answer = await submitCheckpoint(witness, checkpoint.note, old, proof);
+            if (answer.ok) {
+              await this.#store.saveCosignature(checkpoint.size, witness.name, answer.lines);
+              this.#witnessErrors.delete(witness.name);
+              return;
+            }
+            if ("conflict" in answer) {
+              old = answer.conflict;
+              continue;
+            }
+            throw new Error(`HTTP ${answer.status}: ${answer.message}`);
+          }
+          throw new Error("the witness kept changing its size");
+        } catch (error) {
+          const message = error instanceof Error ? error.message : String(error);
+          this.#witnessErrors.set(witness.name, message);
+          this.#onWitnessError(witness.name, error);
+        }
+      }),
+    );
+  }
+
+  /** Resubmits the latest checkpoint to witnesses that are behind (a witness that was down catches up). */
+  async catchUpWitnesses(): Promise<void> {
+    const latest = await this.#store.latestCheckpoint();
+    if (latest === undefined) return;
+    this.#witnessing = this.#witnessing.then(() => this.#witness(latest));
+    await this.#witnessing;
+  }
+
+  /** Waits for the witness submissions started so far. */
+  async witnessed(): Promise<void> {
+    await this.#witnessing;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    while (this.#flushing !== undefined) await this.#flushing;
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    try {
+      await this.checkpoint();
+      await this.#witnessing;
+    } finally {
+      await this.#store.close();
+    }
+  }
+
+  // --- reads -------------------------------------------------------------------------------
+
+  async #reader(compute: (read: NodeReader) => unknown): Promise<NodeReader> {
+    const nodes = await this.#store.nodes(nodesRead(compute));
+    return (level, index) => {
+      const hash = nodes.get(nodeKey(level, index));
+      if (hash === undefined) throw new Error(`transparency log: stored node ${level}/${index} is missing`);
+      return hash;
+    };
+  }
+
+  /** The root hash of the log's tree of `size` leaves (0 ≤ size ≤ the log's size). */
+  async rootAt(size: number): Promise<Hash> {
+    if (!Number.isSafeInteger(size) || size < 0 || size > (await this.#store.size())) {
+      throw new ValidationError("log-size-invalid", `the log has no tree of size ${size}`, { details: { size } });
+    }
+    return this.#rootOf(size);
+  }
+
+  async #rootOf(size: number): Promise<Hash> {
+    return treeHash(size, await this.#reader((read) => treeHash(size, read)));
+  }
+
+  async #consistencyHashes(oldSize: number, newSize: number): Promise<Hash[]> {
+    return consistencyProof(oldSize, newSize, await this.#reader((read) => consistencyProof(oldSize, newSize, read)));
+  }
+
+  /** The latest checkpoint, with the cosignatures witnesses returned for it. */
+  async latestCheckpoint(): Promise<StoredCheckpoint> {
+    const latest = (await this.#store.latestCheckpoint()) ?? (await this.checkpoint());
+    return { size: latest.size, note: await this.#withCosignatures(latest) };
+  }
+
+  async #withCosignatures(checkpoint: StoredCheckpoint): Promise<string> {
+    const lines = [...(await this.#store.cosignatures(checkpoint.size)).values()].join("");
+    return checkpoint.note + lines;
+  }
+
+  async #checkpointSize(): Promise<number> {
+    return (await this.#store.latestCheckpoint())?.size ?? 0;
+  }
+
+  /** A tile or entry bundle the latest checkpoint covers, or undefined (never an empty or uncovered one). */
+  async tile(ref: TileRef): Promise<Buffer | undefined> {
+    const size = await this.#checkpointSize();
+    const level = ref.level === "entries" ? 0 : ref.level;
+    const width = ref.width ?? TILE_WIDTH;
+    const span = TILE_WIDTH ** level;
+    // The tile's last hash must be a complete node of the checkpointed tree.
+    if ((ref.index * TILE_WIDTH + width) * span > size) return undefined;
+    const first = ref.index * TILE_WIDTH;
+    if (ref.level === "entries") {
+      const leaves = await this.#store.leaves(first, first + width);
+      return Buffer.concat(leaves.flatMap((leaf) => [u16(leaf.byteLength), leaf]));
+    }
+    const ids = Array.from({ length: width }, (_, i) => ({ level: level * TILE_HEIGHT, index: first + i }));
+    const nodes = await this.#store.nodes(ids);
+    return Buffer.concat(ids.map((id) => nodes.get(nodeKey(id.level, id.index))!));
+  }
+
+  async inclusion(index: number, size?: number): Promise<InclusionProof> {
+    const treeSize = size ?? (await this.#checkpointSize());
+    if (!Number.isSafeInteger(index) || index < 0 || index >= treeSize || treeSize > (await this.#store.size())) {
+      throw new NotFoundError("log-leaf-not-found", `leaf ${index} is not in the log's tree of size ${treeSize}`, { details: { index, size: treeSize } });
+    }
+    const proof = inclusionProof(index, treeSize, await this.#reader((read) => inclusionProof(index, treeSize, read)));
+    return { index, size: treeSize, proof: proof.map((h) => h.toString("base64")) };
+  }
+
+  async consistency(oldSize: number, newSize: number): Promise<{ old: number; size: number; proof: string[] }> {
+    if (!Number.isSafeInteger(oldSize) || !Number.isSafeInteger(newSize) || oldSize < 0 || oldSize > newSize || newSize > (await this.#store.size())) {
+      throw new ValidationError("log-size-invalid", `no consistency proof from ${oldSize} to ${newSize}: sizes are 0 ≤ old ≤ new ≤ the log's size`, {
+        details: { old: oldSize, size: newSize },
+      });
+    }
+    return { old: oldSize, size: newSize, proof: (await this.#consistencyHashes(oldSize, newSize)).map((h) => h.toString("base64")) };
+  }
+
+  /**
+   * Everything a verifier needs offline to check that run `runId`'s seal is logged: the leaf, its
+   * inclusion proof, and the checkpoint it proves into — the one most witnesses cosigned.
+   */
+  async runProof(runId: string): Promise<RunProof> {
+    const index = await this.#store.indexOf(`run:${runId}`);
+    if (index === undefined) throw new NotFoundError("log-leaf-not-found", `no seal of run ${runId} is in the transparency log`, { details: { run_id: runId } });
+    const checkpoint = await this.#bestCheckpointFor(index);
+    const inclusion = await this.inclusion(index, checkpoint.size);
+    const [leaf] = await this.#store.leaves(index, index + 1);
+    return { ...inclusion, leaf: leaf!.toString("utf8"), checkpoint: await this.#withCosignatures(checkpoint) };
+  }
+
+  async #bestCheckpointFor(index: number): Promise<StoredCheckpoint> {
+    const latest = await this.checkpoint();
+    if (latest.size <= index) throw new NotFoundError("log-leaf-not-found", `leaf ${index} is not checkpointed yet`, { details: { index } });
+    // The largest size cosigned by the most witnesses, among those that contain the leaf.
+    const sizes = [...(await this.#store.witnessed()).values()].filter((s) => s > index);
+    const counts = new Map<number, number>();
+    for (const s of sizes) counts.set(s, (counts.get(s) ?? 0) + 1);
+    const best = [...counts.entries()].sort((a, b) => b[1] - a[1] || b[0] - a[0])[0]?.[0];
+    return (best === undefined ? undefined : await this.#store.checkpoint(best)) ?? latest;
+  }
+
+  async status(): Promise<LogStatus> {
+    const key = await this.#key();
+    const checkpointSize = await this.#checkpointSize();
+    const witnessed = await this.#store.witnessed();
+    return {
+      origin: this.origin,
+      vkey: formatVkey(this.origin, SIG_ED25519, key.public_key),
+      size: await this.#store.size(),
+      checkpoint_size: checkpointSize,
+      witnesses: this.#witnesses.map((w) => {
+        const size = witnessed.get(w.name) ?? 0;
+        const error = this.#witnessErrors.get(w.name);
+        return { name: w.name, size, behind: Math.max(0, checkpointSize - size), ...(error === undefined ? {} : { last_error: error }) };
+      }),
+    };
+  }
+}
+
+function u16(n: number): Buffer {
+  const b = Buffer.alloc(2);
+  b.writeUInt16BE(n);
+  return b;
+}

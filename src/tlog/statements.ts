@@ -1,0 +1,78 @@
+/**
+ * The statements a node logs (DESIGN.md "Transparency"): each leaf is the RFC 8785 canonical
+ * JSON of one of these objects. `key` says what a leaf is about, so each fact is logged once and
+ * a verifier can ask for a run's leaf by its run id.
+ */
+import { canonicalJson } from "../core/canonical.js";
+import type { Digest } from "../core/digest.js";
+import type { LeafInput } from "./store.js";
+
+/** A run's final seal, logged when its result is recorded. */
+export interface RunSealStatement {
+  readonly v: 1;
+  readonly type: "run.sealed";
+  readonly run_id: string;
+  readonly scope: string;
+  readonly id: string;
+  readonly outcome: "recorded";
+  readonly result_hash: Digest;
+  readonly entries: number;
+  readonly tail_hash: string;
+  readonly bytes: number;
+  readonly sha256: Digest;
+}
+
+/** An operator's reconciliation receipt for an unresolved run. */
+export interface ReconciliationStatement {
+  readonly v: 1;
+  readonly type: "run.reconciled";
+  readonly run_id: string;
+  readonly scope: string;
+  readonly id: string;
+  readonly operator: string;
+  /** sha256 of the receipt's canonical JSON, as stored with the claim */
+  readonly receipt_sha256: Digest;
+}
+
+/**
+ * A bundle's commit. An object, not the bare receipt, so that a later version can carry the
+ * bundle's `signatures` beside the receipt without changing what the receipt fields mean.
+ */
+export interface BundleCommitStatement {
+  readonly v: 1;
+  readonly type: "bundle.committed";
+  readonly bundle_id: string;
+  readonly revision: string;
+  readonly bundle_digest: Digest;
+  readonly manifest_digest: Digest;
+}
+
+/** A node key published (the first one at the node's first start, then each rotation). */
+export interface KeyStatement {
+  readonly v: 1;
+  readonly type: "key.published";
+  readonly key_id: string;
+  readonly public_key: string;
+}
+
+export type Statement = RunSealStatement | ReconciliationStatement | BundleCommitStatement | KeyStatement;
+
+/** Logs a statement; resolves once it is durable in the log. */
+export type Attest = (statement: Statement) => Promise<unknown>;
+
+export function statementKey(statement: Statement): string {
+  switch (statement.type) {
+    case "run.sealed":
+      return `run:${statement.run_id}`;
+    case "run.reconciled":
+      return `reconciled:${statement.run_id}`;
+    case "bundle.committed":
+      return `bundle:${statement.bundle_id}@${statement.revision}`;
+    case "key.published":
+      return `key:${statement.key_id}`;
+  }
+}
+
+export function leafOf(statement: Statement): LeafInput {
+  return { key: statementKey(statement), body: Buffer.from(canonicalJson(statement), "utf8") };
+}

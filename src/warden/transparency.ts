@@ -1,0 +1,71 @@
+/**
+ * Opens the node's transparency log for the facade (DESIGN.md "Transparency"): its store beside
+ * the node's other state, its origin, its witnesses, and the statements the node logs of itself
+ * (its public keys: the first at the first start, each rotation at the next).
+ */
+import { join } from "node:path";
+import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log-store.js";
+import type { KeyStore } from "../journal/types.js";
+import { TransparencyLog } from "../tlog/log.js";
+import type { Attest, Statement } from "../tlog/statements.js";
+import type { LogStore } from "../tlog/store.js";
+import type { WitnessConfig } from "../tlog/witness-client.js";
+import type { CommitReceipt } from "../delivery/manifest-types.js";
+
+export interface LogOptions {
+  /** the checkpoint origin line and note key name (default `warden.local/<first key id>`) */
+  readonly origin?: string;
+  /** at most one checkpoint per this many ms while leaves arrive (default 1000) */
+  readonly checkpointIntervalMs?: number;
+  readonly witnesses?: readonly WitnessConfig[];
+  /** a witness that failed (down, refusing): the log goes on; this hears about it */
+  readonly onWitnessError?: (witness: string, error: unknown) => void;
+}
+
+export interface OpenedLog {
+  readonly log: TransparencyLog;
+  /** appends, counting instead of throwing: a log failure never fails a run or a commit */
+  readonly attest: Attest;
+  readonly failures: () => number;
+}
+
+export async function openEmbeddedLog(home: string, keys: KeyStore, options: LogOptions): Promise<OpenedLog> {
+  return openLog(new EmbeddedLogStore(join(home, LOG_DATABASE)), keys, options);
+}
+
+export async function openLog(store: LogStore, keys: KeyStore, options: LogOptions): Promise<OpenedLog> {
+  try {
+    const published = await keys.publicKeys();
+    const origin = options.origin ?? `warden.local/${published[0]?.key_id ?? (await keys.active()).key_id}`;
+    const log = new TransparencyLog({
+      store,
+      origin,
+      key: () => keys.active(),
+      ...(options.checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs: options.checkpointIntervalMs }),
+      ...(options.witnesses === undefined ? {} : { witnesses: options.witnesses }),
+      ...(options.onWitnessError === undefined ? {} : { onWitnessError: options.onWitnessError }),
+    });
+    await Promise.all(published.map((k) => log.append({ v: 1, type: "key.published", key_id: k.key_id, public_key: k.public_key })));
+    await log.open();
+    let failures = 0;
+    const attest: Attest = (statement: Statement) =>
+      log.append(statement).catch(() => {
+        failures++;
+      });
+    return { log, attest, failures: () => failures };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+}
+
+export function bundleStatement(receipt: CommitReceipt): Statement {
+  return {
+    v: 1,
+    type: "bundle.committed",
+    bundle_id: receipt.bundle_id,
+    revision: receipt.revision,
+    bundle_digest: receipt.bundle_digest,
+    manifest_digest: receipt.manifest_digest,
+  };
+}
