@@ -1,0 +1,123 @@
+/**
+ * SSHSIG parsing and in-process verification against signatures the real `ssh-keygen -Y sign`
+ * made, for each key type; fingerprints as `ssh-keygen -l` prints them; an sk-ssh-ed25519
+ * signature built per PROTOCOL.u2f (no hardware token here) that OpenSSH itself accepts.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { isWardenError } from "../../src/core/errors.js";
+import { encodeArmor, parseSshsig, sshsigSignedData, verifySshsig } from "../../src/signing/sshsig.js";
+import { bundleStatement } from "../../src/signing/statement.js";
+import { SshWriter } from "../../src/signing/ssh-wire.js";
+import { makeKey, opensshVerifies, sshSignWith, tempDir } from "./ssh-fixtures.js";
+
+const subject = {
+  bundle_id: "review-tools",
+  revision: "r1",
+  bundle_digest: "sha256:ba71773aa731bdc2e460cbde965db223f9fa8d499a1b97acc8ceeb376dcc432a",
+  manifest_digest: "sha256:" + "1".repeat(64),
+};
+const statement = bundleStatement(subject);
+const message = Buffer.from(statement, "utf8");
+
+function code(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    if (isWardenError(error)) return error.code;
+    throw error;
+  }
+  return "no error";
+}
+
+describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
+  const dir = tempDir();
+  const cases = [
+    { name: "ed25519", type: "ed25519" as const, wire: "ssh-ed25519", sigType: "ssh-ed25519" },
+    { name: "ecdsa256", type: "ecdsa" as const, bits: 256, wire: "ecdsa-sha2-nistp256", sigType: "ecdsa-sha2-nistp256" },
+    { name: "ecdsa384", type: "ecdsa" as const, bits: 384, wire: "ecdsa-sha2-nistp384", sigType: "ecdsa-sha2-nistp384" },
+    { name: "ecdsa521", type: "ecdsa" as const, bits: 521, wire: "ecdsa-sha2-nistp521", sigType: "ecdsa-sha2-nistp521" },
+    { name: "rsa", type: "rsa" as const, bits: 3072, wire: "ssh-rsa", sigType: "rsa-sha2-512" },
+  ];
+  for (const c of cases) {
+    test(`${c.wire} (${c.sigType})`, () => {
+      const key = makeKey(dir, c.name, c.type, c.bits);
+      const armored = sshSignWith(key.path, statement);
+      const sig = parseSshsig(armored);
+      assert.equal(sig.publicKey.type, c.wire);
+      assert.equal(sig.namespace, "warden-bundle");
+      assert.equal(sig.publicKey.key.fingerprint, key.fingerprint, "fingerprint as ssh-keygen -l prints it");
+      const sigType = Buffer.from(sig.signature.subarray(4, 4 + sig.signature.readUInt32BE(0))).toString();
+      assert.equal(sigType, c.sigType);
+      verifySshsig(sig, message, "warden-bundle");
+      // Another revision, another digest, another namespace: refused.
+      assert.equal(code(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, revision: "r2" })), "warden-bundle")), "bundle-signature-invalid");
+      assert.equal(code(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, bundle_digest: "sha256:" + "0".repeat(64) })), "warden-bundle")), "bundle-signature-invalid");
+      assert.equal(code(() => verifySshsig(parseSshsig(sshSignWith(key.path, statement, "file")), message, "warden-bundle")), "bundle-signature-invalid");
+      // One flipped bit in the signature value.
+      const blob = Buffer.from(sig.blob);
+      blob[blob.length - 3]! ^= 0x01;
+      const flipped = code(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle"));
+      assert.ok(flipped === "bundle-signature-invalid" || flipped === "bundle-signature-malformed", flipped);
+    });
+  }
+
+  test("armor and blob damage is refused with a code", () => {
+    const key = makeKey(dir, "damage", "ed25519");
+    const armored = sshSignWith(key.path, statement);
+    assert.equal(code(() => parseSshsig(armored.slice(0, armored.length - 12))), "bundle-signature-malformed");
+    assert.equal(code(() => parseSshsig(armored.replace(/\n(.)/, "\n!"))), "bundle-signature-malformed");
+    assert.equal(code(() => parseSshsig("hello")), "bundle-signature-malformed");
+    assert.equal(code(() => parseSshsig(encodeArmor(Buffer.from("SSHSIG")))), "bundle-signature-malformed");
+    const blob = Buffer.from(parseSshsig(armored).blob);
+    assert.equal(code(() => parseSshsig(encodeArmor(blob.subarray(0, blob.length - 1)))), "bundle-signature-malformed");
+    const v2 = Buffer.from(blob);
+    v2.writeUInt32BE(2, 6);
+    assert.equal(code(() => parseSshsig(encodeArmor(v2))), "bundle-signature-malformed");
+    // A key type warden does not know.
+    const unknown = new SshWriter().raw("SSHSIG").uint32(1).string(new SshWriter().string("ssh-dss").string("x").bytes()).string("warden-bundle").string("").string("sha512").string("sig").bytes();
+    assert.equal(code(() => parseSshsig(encodeArmor(unknown))), "bundle-signature-key-unsupported");
+    assert.equal(code(() => parseSshsig("x".repeat(70_000))), "bundle-signature-malformed");
+  });
+});
+
+/** An sk-ssh-ed25519@openssh.com SSHSIG made the way a security key would (PROTOCOL.u2f), by a software key. */
+export function skEd25519Signature(text: string, options: { flags?: number; application?: string; namespace?: string } = {}): { armored: string; publicLine: string } {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+  const application = options.application ?? "ssh:";
+  const namespace = options.namespace ?? "warden-bundle";
+  const flags = options.flags ?? 0x01;
+  const counter = 7;
+  const keyBlob = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(raw).string(application).bytes();
+  const signed = sshsigSignedData(namespace, "sha512", Buffer.from(text, "utf8"));
+  const counterBytes = Buffer.alloc(4);
+  counterBytes.writeUInt32BE(counter);
+  const payload = Buffer.concat([createHash("sha256").update(application).digest(), Buffer.of(flags), counterBytes, createHash("sha256").update(signed).digest()]);
+  const value = cryptoSign(null, payload, privateKey);
+  const sigWire = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(value).byte(flags).uint32(counter).bytes();
+  const blob = new SshWriter().raw("SSHSIG").uint32(1).string(keyBlob).string(namespace).string("").string("sha512").string(sigWire).bytes();
+  return { armored: encodeArmor(blob), publicLine: `sk-ssh-ed25519@openssh.com ${keyBlob.toString("base64")}` };
+}
+
+test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in OpenSSH", () => {
+  const dir = tempDir();
+  const { armored, publicLine } = skEd25519Signature(statement);
+  const sig = parseSshsig(armored);
+  assert.equal(sig.publicKey.type, "sk-ssh-ed25519@openssh.com");
+  assert.deepEqual(verifySshsig(sig, message, "warden-bundle"), { flags: 1, counter: 7 });
+  assert.equal(code(() => verifySshsig(sig, Buffer.from("other"), "warden-bundle")), "bundle-signature-invalid");
+  const allowed = join(dir, "allowed_signers");
+  writeFileSync(allowed, `alice@example.com ${publicLine}\n`);
+  const openssh = opensshVerifies(allowed, "alice@example.com", statement, armored, dir);
+  assert.ok(openssh.ok, openssh.output);
+  // The application's hash is part of what the key signed: the same signature under another
+  // application does not verify.
+  const blob = Buffer.from(sig.blob);
+  const at = blob.indexOf("ssh:");
+  blob[at + 3] = ";".charCodeAt(0);
+  assert.equal(code(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle")), "bundle-signature-invalid");
+});
