@@ -3,9 +3,12 @@
  * verification by `ssh-keygen -Y verify` (an implementation warden did not write).
  */
 import { spawnSync } from "node:child_process";
+import { createHash, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { encodeArmor, sshsigSignedData } from "../../src/signing/sshsig.js";
+import { SshWriter } from "../../src/signing/ssh-wire.js";
 
 export function tempDir(prefix = "warden-sign-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -60,3 +63,40 @@ export function opensshVerifies(allowedSigners: string, principal: string, messa
   });
   return { ok: r.status === 0, output: `${r.stdout}${r.stderr}` };
 }
+
+/** A private ssh-agent for one test: its socket, and how to stop it. */
+export async function startAgent(dir: string): Promise<{ sock: string; env: NodeJS.ProcessEnv; stop: () => void }> {
+  const { spawn } = await import("node:child_process");
+  const { existsSync } = await import("node:fs");
+  const { waitFor } = await import("../support/wait.js");
+  const sock = join(dir, "agent.sock");
+  const child = spawn("ssh-agent", ["-D", "-a", sock], { stdio: "ignore" });
+  await waitFor("ssh-agent's socket", () => (existsSync(sock) ? true : undefined), 60_000);
+  const env = { ...process.env, SSH_AUTH_SOCK: sock };
+  return { sock, env, stop: () => child.kill() };
+}
+
+export function sshAdd(env: NodeJS.ProcessEnv, keyPath: string): void {
+  const r = spawnSync("ssh-add", ["-q", keyPath], { env, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`ssh-add failed: ${r.stderr}`);
+}
+
+/** An sk-ssh-ed25519@openssh.com SSHSIG made the way a security key would (PROTOCOL.u2f), by a software key. */
+export function skEd25519Signature(text: string, options: { flags?: number; application?: string; namespace?: string } = {}): { armored: string; publicLine: string } {
+  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
+  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
+  const application = options.application ?? "ssh:";
+  const namespace = options.namespace ?? "warden-bundle";
+  const flags = options.flags ?? 0x01;
+  const counter = 7;
+  const keyBlob = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(raw).string(application).bytes();
+  const signed = sshsigSignedData(namespace, "sha512", Buffer.from(text, "utf8"));
+  const counterBytes = Buffer.alloc(4);
+  counterBytes.writeUInt32BE(counter);
+  const payload = Buffer.concat([createHash("sha256").update(application).digest(), Buffer.of(flags), counterBytes, createHash("sha256").update(signed).digest()]);
+  const value = cryptoSign(null, payload, privateKey);
+  const sigWire = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(value).byte(flags).uint32(counter).bytes();
+  const blob = new SshWriter().raw("SSHSIG").uint32(1).string(keyBlob).string(namespace).string("").string("sha512").string(sigWire).bytes();
+  return { armored: encodeArmor(blob), publicLine: `sk-ssh-ed25519@openssh.com ${keyBlob.toString("base64")}` };
+}
+

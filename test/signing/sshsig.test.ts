@@ -5,14 +5,13 @@
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createHash, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isWardenError } from "../../src/core/errors.js";
-import { encodeArmor, parseSshsig, sshsigSignedData, verifySshsig } from "../../src/signing/sshsig.js";
+import { encodeArmor, parseSshsig, verifySshsig } from "../../src/signing/sshsig.js";
 import { bundleStatement } from "../../src/signing/statement.js";
 import { SshWriter } from "../../src/signing/ssh-wire.js";
-import { makeKey, opensshVerifies, sshSignWith, tempDir } from "./ssh-fixtures.js";
+import { makeKey, opensshVerifies, skEd25519Signature, sshSignWith, tempDir } from "./ssh-fixtures.js";
 
 const subject = {
   bundle_id: "review-tools",
@@ -50,7 +49,8 @@ describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
       assert.equal(sig.publicKey.type, c.wire);
       assert.equal(sig.namespace, "warden-bundle");
       assert.equal(sig.publicKey.key.fingerprint, key.fingerprint, "fingerprint as ssh-keygen -l prints it");
-      const sigType = Buffer.from(sig.signature.subarray(4, 4 + sig.signature.readUInt32BE(0))).toString();
+      const wire = Buffer.from(sig.signature);
+      const sigType = wire.subarray(4, 4 + wire.readUInt32BE(0)).toString();
       assert.equal(sigType, c.sigType);
       verifySshsig(sig, message, "warden-bundle");
       // Another revision, another digest, another namespace: refused.
@@ -83,25 +83,6 @@ describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
     assert.equal(code(() => parseSshsig("x".repeat(70_000))), "bundle-signature-malformed");
   });
 });
-
-/** An sk-ssh-ed25519@openssh.com SSHSIG made the way a security key would (PROTOCOL.u2f), by a software key. */
-export function skEd25519Signature(text: string, options: { flags?: number; application?: string; namespace?: string } = {}): { armored: string; publicLine: string } {
-  const { publicKey, privateKey } = generateKeyPairSync("ed25519");
-  const raw = Buffer.from(publicKey.export({ format: "jwk" }).x!, "base64url");
-  const application = options.application ?? "ssh:";
-  const namespace = options.namespace ?? "warden-bundle";
-  const flags = options.flags ?? 0x01;
-  const counter = 7;
-  const keyBlob = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(raw).string(application).bytes();
-  const signed = sshsigSignedData(namespace, "sha512", Buffer.from(text, "utf8"));
-  const counterBytes = Buffer.alloc(4);
-  counterBytes.writeUInt32BE(counter);
-  const payload = Buffer.concat([createHash("sha256").update(application).digest(), Buffer.of(flags), counterBytes, createHash("sha256").update(signed).digest()]);
-  const value = cryptoSign(null, payload, privateKey);
-  const sigWire = new SshWriter().string("sk-ssh-ed25519@openssh.com").string(value).byte(flags).uint32(counter).bytes();
-  const blob = new SshWriter().raw("SSHSIG").uint32(1).string(keyBlob).string(namespace).string("").string("sha512").string(sigWire).bytes();
-  return { armored: encodeArmor(blob), publicLine: `sk-ssh-ed25519@openssh.com ${keyBlob.toString("base64")}` };
-}
 
 test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in OpenSSH", () => {
   const dir = tempDir();
