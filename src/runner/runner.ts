@@ -27,7 +27,7 @@ import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
 import { expandPromptArgs, resolveProfiles, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
-import type { BundleRef, Materialization, ProviderName } from "../providers/types.js";
+import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
@@ -152,11 +152,13 @@ export class Runner {
   async start(input: InvokeInput): Promise<StartOutcome> {
     const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
     const cwd = this.#workspaceOf(request);
+    let signers: readonly BundleSigner[] = [];
     if (request.bundle !== undefined) {
       if (this.#materializer === undefined) {
         throw new ValidationError("invoke-bundles-unavailable", "this runner has no materializer; requests cannot name a bundle", { status: 422 });
       }
-      await this.#materializer.check(request.provider, request.bundle);
+      // Before the claim: a revision the trust policy no longer lets run is refused with the id still free.
+      signers = await this.#materializer.check(request.provider, request.bundle);
     }
     const command = this.#profiles[request.provider].command;
     if (findCommand(command, this.#env, cwd) === undefined) {
@@ -167,7 +169,15 @@ export class Runner {
     }
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
-      ...(request.bundle === undefined ? {} : { bundle: { bundle_id: request.bundle.bundle_id, revision: request.bundle.revision } }),
+      ...(request.bundle === undefined
+        ? {}
+        : {
+            bundle: {
+              bundle_id: request.bundle.bundle_id,
+              revision: request.bundle.revision,
+              ...(signers.length === 0 ? {} : { signers: signers.map((s) => ({ ...s, principals: [...s.principals] })) }),
+            },
+          }),
     });
     if (opened.status !== "fresh") return opened;
     const handle = opened.handle;
