@@ -38,6 +38,8 @@ export const SignerView = Type.Object({
   fingerprint: Type.String(),
   key_type: Type.String(),
   signed_at: Timestamp,
+  /** the armored SSHSIG (in catalog views): check it with `ssh-keygen -Y verify -n warden-bundle` */
+  signature: Type.Optional(Type.String()),
 });
 export type SignerView = Static<typeof SignerView>;
 

@@ -29,6 +29,7 @@ export type {
   ReconciliationReceipt,
   Review,
   RevisionView,
+  SignerView,
   StageBegun,
   StageCommitted,
   StageStatus,

@@ -72,7 +72,7 @@ export function revisionView(entry: CatalogEntry): RevisionView {
     retired: entry.retired_at !== null,
     ...(entry.retired_at !== null ? { retired_at: new Date(entry.retired_at).toISOString() } : {}),
     receipt: entry.receipt,
-    signatures: entry.signatures.map(signerView),
+    signatures: entry.signatures.map((s) => signerView(s, true)),
   };
 }
 

@@ -52,10 +52,18 @@ export interface SignerView {
   readonly fingerprint: string;
   readonly key_type: string;
   readonly signed_at: string;
+  /** the armored SSHSIG, so anyone can check it with `ssh-keygen -Y verify` (catalog views only) */
+  readonly signature?: string;
 }
 
-export function signerView(s: BundleSignature): SignerView {
-  return { principals: s.principals, fingerprint: s.fingerprint, key_type: s.key_type, signed_at: new Date(s.signed_at).toISOString() };
+export function signerView(s: BundleSignature, withSignature = false): SignerView {
+  return {
+    principals: s.principals,
+    fingerprint: s.fingerprint,
+    key_type: s.key_type,
+    signed_at: new Date(s.signed_at).toISOString(),
+    ...(withSignature ? { signature: s.signature } : {}),
+  };
 }
 
 interface Rule {
