@@ -88,7 +88,7 @@ export function catalogEntryOf(row: CommitRow, manifests: ManifestCache, signatu
 /** A receipt naming the signers that came with the commit (none: the receipt as before signatures existed). */
 export function withSigners(receipt: CommitReceipt, signatures: readonly StoredSignature[]): CommitReceipt {
   const atCommit = signatures.filter((s) => s.at_commit);
-  return atCommit.length === 0 ? receipt : { ...receipt, signers: atCommit.map(signerView) };
+  return atCommit.length === 0 ? receipt : { ...receipt, signers: atCommit.map((s) => signerView(s)) };
 }
 
 /**

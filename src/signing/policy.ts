@@ -154,7 +154,7 @@ export class TrustPolicy {
    */
   checkAtUse(subject: StatementSubject, stored: readonly BundleSignature[]): SignerView[] {
     const rule = this.#ruleFor(subject.bundle_id);
-    if (rule === undefined) return stored.map(signerView);
+    if (rule === undefined) return stored.map((s) => signerView(s));
     const statement = bundleStatement(subject);
     const allowed = this.#allowed(rule.config.allowed_signers);
     const standings = new Map<string, SignerStanding>();
