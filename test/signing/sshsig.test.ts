@@ -102,3 +102,10 @@ test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in Op
   blob[at + 3] = ";".charCodeAt(0);
   assert.equal(code(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle")), "bundle-signature-invalid");
 });
+
+test("the statement is byte for byte DESIGN.md's vector", () => {
+  assert.equal(
+    bundleStatement({ ...subject, manifest_digest: "sha256:" + "0".repeat(64) }),
+    '{"bundle_digest":"sha256:ba71773aa731bdc2e460cbde965db223f9fa8d499a1b97acc8ceeb376dcc432a","bundle_id":"review-tools","manifest_digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","revision":"r1","v":1}',
+  );
+});
