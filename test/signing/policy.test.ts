@@ -12,7 +12,7 @@ import { isWardenError } from "../../src/core/errors.js";
 import { parseAllowedSigners } from "../../src/signing/allowed-signers.js";
 import { TrustPolicy, type TrustRuleConfig } from "../../src/signing/policy.js";
 import { bundleStatement } from "../../src/signing/statement.js";
-import { certify, makeKey, opensshVerifies, skEd25519Signature, sshAdd, sshSignWith, startAgent, tempDir, type TestKey } from "./ssh-fixtures.js";
+import { certify, codeOf, makeKey, opensshVerifies, skEd25519Signature, sshAdd, sshSignWith, startAgent, tempDir, type TestKey } from "./ssh-fixtures.js";
 
 const subject = (revision = "r1") => ({
   bundle_id: "team-tools",
@@ -21,15 +21,7 @@ const subject = (revision = "r1") => ({
   manifest_digest: "sha256:" + "b".repeat(64),
 });
 
-function refusal(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (error) {
-    if (isWardenError(error)) return error.code;
-    throw error;
-  }
-  return "accepted";
-}
+const refusal = codeOf;
 
 describe("trust policy", () => {
   const dir = tempDir();

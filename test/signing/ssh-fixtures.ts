@@ -7,6 +7,7 @@ import { createHash, generateKeyPairSync, sign as cryptoSign } from "node:crypto
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { isWardenError } from "../../src/core/errors.js";
 import { encodeArmor, sshsigSignedData } from "../../src/signing/sshsig.js";
 import { SshWriter } from "../../src/signing/ssh-wire.js";
 
@@ -100,3 +101,14 @@ export function skEd25519Signature(text: string, options: { flags?: number; appl
   return { armored: encodeArmor(blob), publicLine: `sk-ssh-ed25519@openssh.com ${keyBlob.toString("base64")}` };
 }
 
+
+/** The code of the WardenError `fn` throws, or "accepted"; any other exception fails the test. */
+export function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    if (isWardenError(error)) return error.code;
+    throw error;
+  }
+  return "accepted";
+}

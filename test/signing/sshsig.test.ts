@@ -7,11 +7,10 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { isWardenError } from "../../src/core/errors.js";
 import { encodeArmor, parseSshsig, verifySshsig } from "../../src/signing/sshsig.js";
 import { bundleStatement } from "../../src/signing/statement.js";
 import { SshWriter } from "../../src/signing/ssh-wire.js";
-import { makeKey, opensshVerifies, skEd25519Signature, sshSignWith, tempDir } from "./ssh-fixtures.js";
+import { codeOf, makeKey, opensshVerifies, skEd25519Signature, sshSignWith, tempDir } from "./ssh-fixtures.js";
 
 const subject = {
   bundle_id: "review-tools",
@@ -22,15 +21,6 @@ const subject = {
 const statement = bundleStatement(subject);
 const message = Buffer.from(statement, "utf8");
 
-function code(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (error) {
-    if (isWardenError(error)) return error.code;
-    throw error;
-  }
-  return "no error";
-}
 
 describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
   const dir = tempDir();
@@ -54,13 +44,13 @@ describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
       assert.equal(sigType, c.sigType);
       verifySshsig(sig, message, "warden-bundle");
       // Another revision, another digest, another namespace: refused.
-      assert.equal(code(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, revision: "r2" })), "warden-bundle")), "bundle-signature-invalid");
-      assert.equal(code(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, bundle_digest: "sha256:" + "0".repeat(64) })), "warden-bundle")), "bundle-signature-invalid");
-      assert.equal(code(() => verifySshsig(parseSshsig(sshSignWith(key.path, statement, "file")), message, "warden-bundle")), "bundle-signature-invalid");
+      assert.equal(codeOf(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, revision: "r2" })), "warden-bundle")), "bundle-signature-invalid");
+      assert.equal(codeOf(() => verifySshsig(sig, Buffer.from(bundleStatement({ ...subject, bundle_digest: "sha256:" + "0".repeat(64) })), "warden-bundle")), "bundle-signature-invalid");
+      assert.equal(codeOf(() => verifySshsig(parseSshsig(sshSignWith(key.path, statement, "file")), message, "warden-bundle")), "bundle-signature-invalid");
       // One flipped bit in the signature value.
       const blob = Buffer.from(sig.blob);
       blob[blob.length - 3]! ^= 0x01;
-      const flipped = code(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle"));
+      const flipped = codeOf(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle"));
       assert.ok(flipped === "bundle-signature-invalid" || flipped === "bundle-signature-malformed", flipped);
     });
   }
@@ -68,19 +58,19 @@ describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
   test("armor and blob damage is refused with a code", () => {
     const key = makeKey(dir, "damage", "ed25519");
     const armored = sshSignWith(key.path, statement);
-    assert.equal(code(() => parseSshsig(armored.slice(0, armored.length - 12))), "bundle-signature-malformed");
-    assert.equal(code(() => parseSshsig(armored.replace(/\n(.)/, "\n!"))), "bundle-signature-malformed");
-    assert.equal(code(() => parseSshsig("hello")), "bundle-signature-malformed");
-    assert.equal(code(() => parseSshsig(encodeArmor(Buffer.from("SSHSIG")))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(armored.slice(0, armored.length - 12))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(armored.replace(/\n(.)/, "\n!"))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig("hello")), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(encodeArmor(Buffer.from("SSHSIG")))), "bundle-signature-malformed");
     const blob = Buffer.from(parseSshsig(armored).blob);
-    assert.equal(code(() => parseSshsig(encodeArmor(blob.subarray(0, blob.length - 1)))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(encodeArmor(blob.subarray(0, blob.length - 1)))), "bundle-signature-malformed");
     const v2 = Buffer.from(blob);
     v2.writeUInt32BE(2, 6);
-    assert.equal(code(() => parseSshsig(encodeArmor(v2))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(encodeArmor(v2))), "bundle-signature-malformed");
     // A key type warden does not know.
     const unknown = new SshWriter().raw("SSHSIG").uint32(1).string(new SshWriter().string("ssh-dss").string("x").bytes()).string("warden-bundle").string("").string("sha512").string("sig").bytes();
-    assert.equal(code(() => parseSshsig(encodeArmor(unknown))), "bundle-signature-key-unsupported");
-    assert.equal(code(() => parseSshsig("x".repeat(70_000))), "bundle-signature-malformed");
+    assert.equal(codeOf(() => parseSshsig(encodeArmor(unknown))), "bundle-signature-key-unsupported");
+    assert.equal(codeOf(() => parseSshsig("x".repeat(70_000))), "bundle-signature-malformed");
   });
 });
 
@@ -90,7 +80,7 @@ test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in Op
   const sig = parseSshsig(armored);
   assert.equal(sig.publicKey.type, "sk-ssh-ed25519@openssh.com");
   assert.deepEqual(verifySshsig(sig, message, "warden-bundle"), { flags: 1, counter: 7 });
-  assert.equal(code(() => verifySshsig(sig, Buffer.from("other"), "warden-bundle")), "bundle-signature-invalid");
+  assert.equal(codeOf(() => verifySshsig(sig, Buffer.from("other"), "warden-bundle")), "bundle-signature-invalid");
   const allowed = join(dir, "allowed_signers");
   writeFileSync(allowed, `alice@example.com ${publicLine}\n`);
   const openssh = opensshVerifies(allowed, "alice@example.com", statement, armored, dir);
@@ -100,7 +90,7 @@ test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in Op
   const blob = Buffer.from(sig.blob);
   const at = blob.indexOf("ssh:");
   blob[at + 3] = ";".charCodeAt(0);
-  assert.equal(code(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle")), "bundle-signature-invalid");
+  assert.equal(codeOf(() => verifySshsig(parseSshsig(encodeArmor(blob)), message, "warden-bundle")), "bundle-signature-invalid");
 });
 
 test("the statement is byte for byte DESIGN.md's vector", () => {
