@@ -43,5 +43,5 @@ export function policyRefusal(code: SigningErrorCode, message: string, details: 
 
 /** The operator's allowed_signers file cannot be used: the policy fails closed. */
 export function allowedSignersInvalid(path: string, line: number, reason: string): WardenError {
-  return new WardenError("allowed-signers-invalid", `${path}:${line}: ${reason}`, 500, { details: { path, line, reason } });
+  return new WardenError("allowed-signers-invalid", `allowed_signers ${path}${line > 0 ? `:${line}` : ""}: ${reason}`, 500, { details: { path, line, reason } });
 }
