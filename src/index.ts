@@ -16,6 +16,8 @@ export {
   type KnownOutcome,
   type RunVerification,
   type CloseOptions,
+  type ShutdownEvent,
+  type RunningRun,
 } from "./warden.js";
 export {
   Delivery,

@@ -12,7 +12,7 @@ import type { Limits } from "./core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
 import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
-import { openPostgresNodeBackend, type PostgresNodeBackend, type PostgresNodeOptions } from "./backends/postgres/node.js";
+import type { PostgresNodeBackend, PostgresNodeOptions } from "./backends/postgres/node.js";
 import type { Delivery } from "./delivery/service.js";
 import { Invocations, type ExistingOutcome } from "./invocations/index.js";
 import type { RunInspection } from "./journal/inspect.js";
@@ -28,7 +28,7 @@ import { resolveProfiles, type ProviderProfile } from "./providers/profiles.js";
 import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
-import { AgentGroups } from "./warden/agent-groups.js";
+import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
 import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
 import { PROC, procStat } from "./runner/proc-stat.js";
@@ -87,7 +87,25 @@ export interface RunVerification {
 export interface CloseOptions {
   /** how long running agents may take to finish before their process groups are killed */
   readonly graceMs?: number;
+  /** told what the shutdown waits for and what it killed (`warden serve` prints it) */
+  readonly onProgress?: (event: ShutdownEvent) => void;
 }
+
+/** A run of this node that a shutdown waits for. */
+export interface RunningRun {
+  readonly run_id: string;
+  readonly scope: string;
+  readonly id: string;
+}
+
+/**
+ * What a shutdown is doing: `waiting` (once, when runs are active: which, and for how long at
+ * most), then `killed` if some outlived the grace (their agents' pids by run, and whether the
+ * stop was recorded for `inspect`, as an orphan's is).
+ */
+export type ShutdownEvent =
+  | { readonly type: "waiting"; readonly runs: readonly RunningRun[]; readonly grace_ms: number }
+  | { readonly type: "killed"; readonly runs: readonly KilledGroup[]; readonly recorded: boolean };
 
 const DEFAULT_MAX_PROMPT_BYTES = 100_000;
 const DEFAULT_MAX_TIMEOUT_S = 24 * 3600;
@@ -110,7 +128,7 @@ export class Warden {
   readonly #agents: AgentGroups;
   readonly #retention: Retention;
   /** scope\0id → run id of the runs this process is executing */
-  readonly #active = new Map<string, { run_id: string; done: Promise<unknown> }>();
+  readonly #active = new Map<string, RunningRun & { done: Promise<unknown> }>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
   #starting = 0;
   /** sessions `materialize` made and not yet released */
@@ -194,7 +212,7 @@ export class Warden {
       this.#agents.prune();
     });
     done.catch(() => undefined);
-    this.#active.set(key, { run_id: started.run_id, done });
+    this.#active.set(key, { run_id: started.run_id, scope, id: id.toLowerCase(), done });
     return { status: "started", run_id: started.run_id, done: started.done };
   }
 
@@ -292,13 +310,16 @@ export class Warden {
    * closes the stores. Idempotent.
    */
   close(options: CloseOptions = {}): Promise<void> {
-    this.#closing ??= this.#shutdown(options.graceMs ?? DEFAULT_GRACE_MS);
+    this.#closing ??= this.#shutdown(options.graceMs ?? DEFAULT_GRACE_MS, options.onProgress ?? (() => undefined));
     return this.#closing;
   }
 
-  async #shutdown(graceMs: number): Promise<void> {
+  async #shutdown(graceMs: number, onProgress: (event: ShutdownEvent) => void): Promise<void> {
+    const running = [...this.#active.values()].map(({ run_id, scope, id }) => ({ run_id, scope, id }));
+    if (running.length > 0) onProgress({ type: "waiting", runs: running, grace_ms: graceMs });
     if (!(await settledWithin(this.#runs(), graceMs))) {
-      this.#agents.killAll();
+      const killed = this.#agents.killAll();
+      if (killed.length > 0) onProgress({ type: "killed", runs: killed, recorded: this.#recordOwnKills(killed) });
       await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
     }
     this.invocations.close();
@@ -307,6 +328,23 @@ export class Warden {
       await this.delivery.close();
     } finally {
       await this.#backend.close();
+    }
+  }
+
+  /**
+   * Records the agents this node killed at its shutdown as it records an orphan's (at open), so
+   * that `inspect` says the agent is gone and who stopped it. False when it could not be written:
+   * the shutdown goes on, and the operator checks the pid as for any run without a record.
+   */
+  #recordOwnKills(killed: readonly KilledGroup[]): boolean {
+    const self = procStat(PROC, "self");
+    if (self === undefined) return false;
+    try {
+      const runs = killed.map((k) => ({ ...k, node_pid: process.pid }));
+      recordAgentStops(this.home, runs, { pid: process.pid, startTicks: self.startTicks }, new Date(), "shutdown");
+      return true;
+    } catch {
+      return false;
     }
   }
 
@@ -333,7 +371,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     opened =
       options.postgres === undefined
         ? await openEmbeddedBackend({ home: options.home, ...limits })
-        : await openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+        : // Loaded only for a fleet node: pg is some forty modules an embedded node's start would read.
+          await (await import("./backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
     homeLock.release();
     throw error;
@@ -405,9 +444,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...bounds,
       hooks: {
         ...userHooks,
-        afterLaunch: async (pid: number) => {
-          agents.add(pid);
-          await userHooks.afterLaunch?.(pid);
+        afterLaunch: async (pid: number, runId: string) => {
+          agents.add(pid, runId);
+          await userHooks.afterLaunch?.(pid, runId);
         },
       },
     });

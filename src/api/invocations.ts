@@ -176,12 +176,16 @@ export const JournalReport = Type.Object({
   agent_process: Type.Optional(Type.Object({ pid: Count, host: Type.String() })),
 });
 
-/** A run's agent processes a node killed at its start, because the node that had started them was gone. */
+/**
+ * A run's agent processes a node killed: at its start, because the node that had started them was
+ * gone; or, with `reason: "shutdown"`, at its own shutdown, because they outlived the grace period.
+ */
 export const AgentStop = Type.Object({
   at: Timestamp,
   killed: List(Type.Integer({ minimum: 1 })),
   by: Type.Object({ pid: Type.Integer({ minimum: 1 }), host: Type.String() }),
   node_pid: Type.Optional(Type.Integer({ minimum: 1 })),
+  reason: Type.Optional(Type.Literal("shutdown")),
 });
 
 export const Inspection = Type.Object({
@@ -190,7 +194,7 @@ export const Inspection = Type.Object({
   report: Type.Object({
     status: ListStatus,
     journal: JournalReport,
-    /** recorded on the home of the node that killed them (the one that restarted after the run's node died) */
+    /** recorded on the home of the node that killed them (the one that restarted after the run's node died, or the run's own node at shutdown) */
     agent_stopped: Type.Optional(List(AgentStop)),
   }),
 });

@@ -45,3 +45,17 @@ export function errorMessage(error: unknown): string {
 export function describeError(error: unknown): string {
   return `${errorMessage(error)} (${errorCode(error)})`;
 }
+
+/**
+ * A failure that names several problems (a review's: the node checks every rule at once) prints
+ * one more line per problem under its first line, `  - <detail> (<code>)`, so an operator fixes
+ * them all in one go. Nothing when there are fewer than two: the first line already says it.
+ */
+export function problemLines(error: unknown): string[] {
+  const listed: unknown = isWardenError(error) ? (error.details.problems ?? (error as { problem?: { problems?: unknown } }).problem?.problems) : undefined;
+  if (!Array.isArray(listed) || listed.length < 2) return [];
+  return listed.map((item: unknown) => {
+    const { detail, code } = (typeof item === "object" && item !== null ? item : {}) as { detail?: unknown; code?: unknown };
+    return `  - ${typeof detail === "string" ? detail : JSON.stringify(item)}${typeof code === "string" ? ` (${code})` : ""}`;
+  });
+}

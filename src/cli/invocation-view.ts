@@ -5,11 +5,13 @@ import { table } from "./format.js";
 import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
 
 /**
- * A recorded run ended well only if its agent exited 0; a recorded failure is still a failure, and
- * so is a run an operator reconciled as `failed`.
+ * A recorded run ended well only if its agent exited 0; a recorded failure is still a failure. A
+ * reconciled run is 1 whatever the review's outcome: it has no recorded result, and never will (a
+ * retry of its id is refused `reconciled`, also exit 1); the review's outcome is printed, and is
+ * in `--json`, for a script that needs it.
  */
 export function exitCodeOfInvocation(view: InvocationView): number {
-  if (view.status === "reconciled") return view.receipt?.review.outcome === "failed" ? EXIT_FAILED : EXIT_OK;
+  if (view.status === "reconciled") return EXIT_FAILED;
   if (view.status !== "recorded") return exitCodeOfStatus(view.status);
   if (view.expired === true || view.result === undefined) return EXIT_OK;
   const result = view.result;

@@ -1,22 +1,61 @@
 /**
  * The `warden` command line: builds the program from one module per command group, runs it and
  * returns the exit code instead of exiting, so tests and embedders can call it.
+ *
+ * Start-up is loading: every module a command imports is read and compiled before it can answer,
+ * and the heavy ones (SQLite, pg, fastify, the runner, the schemas) cost a client command most of
+ * a second. So the CLI loads only what the command it runs needs:
+ *   - `COMMANDS` below names each top-level command and loads its registration module only when
+ *     that command runs (all of them for help, none for `--version`);
+ *   - a registration module (`commands/<name>.ts`) imports at its top only commander, types
+ *     (`import type`) and the light `src/cli/*` helpers (context, parse, node, outcome, format);
+ *   - whatever else an action needs (the client comes through `connect`, the server, a backend,
+ *     the journal checks, cli-progress) is `await import(...)`ed inside the action.
+ * A new command: write `commands/<name>.ts` that way and add one line to `COMMANDS`.
+ * test/cli/lazy-load.test.ts fails when `--version`, `--help` or a client command loads
+ * better-sqlite3, pg, fastify, typebox or the runner.
  */
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Command, CommanderError } from "commander";
-import { registerJournalCommands } from "./commands/journal.js";
-import { registerServeCommand } from "./commands/serve.js";
-import { registerPushCommand } from "./commands/push.js";
-import { registerBundlesCommands } from "./commands/bundles.js";
-import { registerMaterializeCommand } from "./commands/materialize.js";
-import { registerInvokeCommand } from "./commands/invoke.js";
-import { registerInvocationsCommands } from "./commands/invocations.js";
-import { registerInspectCommand } from "./commands/inspect.js";
-import { registerReconcileCommand } from "./commands/reconcile.js";
 import { processIo, type CliContext, type CliIo } from "./context.js";
 import { reportFailure } from "./outcome.js";
+
+/** Adds one command group to the program. */
+export type RegisterCommand = (program: Command, ctx: CliContext) => void;
+
+interface CommandEntry {
+  readonly name: string;
+  readonly load: () => Promise<RegisterCommand>;
+}
+
+/** Every top-level command, in the order help lists them. */
+const COMMANDS: readonly CommandEntry[] = [
+  { name: "serve", load: async () => (await import("./commands/serve.js")).registerServeCommand },
+  { name: "push", load: async () => (await import("./commands/push.js")).registerPushCommand },
+  { name: "bundles", load: async () => (await import("./commands/bundles.js")).registerBundlesCommands },
+  { name: "materialize", load: async () => (await import("./commands/materialize.js")).registerMaterializeCommand },
+  { name: "invoke", load: async () => (await import("./commands/invoke.js")).registerInvokeCommand },
+  { name: "invocations", load: async () => (await import("./commands/invocations.js")).registerInvocationsCommands },
+  { name: "inspect", load: async () => (await import("./commands/inspect.js")).registerInspectCommand },
+  { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
+  { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
+];
+
+const VERSION_FLAGS = new Set(["-V", "--version"]);
+
+/**
+ * The commands `argv` (process.argv: node, script, args…) can run: the one it names, none when it
+ * asks for the version, and all of them otherwise (help, usage errors and their suggestions).
+ */
+function commandsFor(argv: readonly string[] | undefined): readonly CommandEntry[] {
+  const first = argv?.[2];
+  if (first === undefined) return COMMANDS;
+  if (VERSION_FLAGS.has(first)) return [];
+  const named = COMMANDS.find((c) => c.name === first);
+  return named === undefined ? COMMANDS : [named];
+}
 
 /** The package version, found by walking up from this module (src/ and dist/src/ sit at different depths). */
 function packageVersion(): string {
@@ -33,7 +72,9 @@ function packageVersion(): string {
   return "0.0.0";
 }
 
-export function buildProgram(ctx: CliContext): Command {
+/** The program with the commands `argv` can run registered (every command when argv is not given). */
+export async function buildProgram(ctx: CliContext, argv?: readonly string[]): Promise<Command> {
+  const registrars = await Promise.all(commandsFor(argv).map((c) => c.load()));
   const program = new Command()
     .name("warden")
     .description("crash-safe node for coding agents: bundle delivery, exactly-once invocations, signed run journals")
@@ -43,22 +84,14 @@ export function buildProgram(ctx: CliContext): Command {
     .exitOverride()
     // Usage errors are printed by main() like every other failure: `warden: <message> (<code>)`.
     .configureOutput({ writeOut: (s) => ctx.io.stdout(s), writeErr: (s) => ctx.io.stderr(s), outputError: () => undefined });
-  registerServeCommand(program, ctx);
-  registerPushCommand(program, ctx);
-  registerBundlesCommands(program, ctx);
-  registerMaterializeCommand(program, ctx);
-  registerInvokeCommand(program, ctx);
-  registerInvocationsCommands(program, ctx);
-  registerInspectCommand(program, ctx);
-  registerReconcileCommand(program, ctx);
-  registerJournalCommands(program, ctx);
+  for (const register of registrars) register(program, ctx);
   return program;
 }
 
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const ctx: CliContext = { io, exitCode: 0 };
   try {
-    await buildProgram(ctx).parseAsync(argv);
+    await (await buildProgram(ctx, argv)).parseAsync(argv);
     return ctx.exitCode;
   } catch (error) {
     // Help and version are already printed (help on stderr with exit 1 when a command group was given no subcommand).

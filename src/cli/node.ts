@@ -9,9 +9,8 @@ import { join } from "node:path";
 import type { Command } from "commander";
 import { ValidationError, errnoCode } from "../core/errors.js";
 import { readPrivateFileSync } from "../storage/secure-fs.js";
-import { FileLock } from "../storage/lock.js";
 import { HOME_LOCK_FILE } from "../warden/home-files.js";
-import { WardenClient } from "../client/client.js";
+import type { WardenClient } from "../client/client.js";
 import { resolveHome, type CliIo } from "./context.js";
 
 export interface NodeFlags {
@@ -78,7 +77,7 @@ function sameOrigin(a: string, b: string): boolean {
   }
 }
 
-export function resolveNode(io: CliIo, flags: NodeFlags): NodeTarget {
+export async function resolveNode(io: CliIo, flags: NodeFlags): Promise<NodeTarget> {
   const home = resolveHome(io, flags.home);
   const remote = nonEmpty(flags.url) ?? nonEmpty(io.env.WARDEN_URL);
   // Without a URL the local node is the target; with one, it is only asked whether it is the local node.
@@ -98,7 +97,7 @@ export function resolveNode(io: CliIo, flags: NodeFlags): NodeTarget {
   // The local operator token goes only to the local node: never to another URL.
   const ownNode = local !== undefined && sameOrigin(url, local);
   // node.json's URL is only the node's while a node serves the home; no token goes to it otherwise.
-  if (ownNode) checkNodeServes(home, url);
+  if (ownNode) await checkNodeServes(home, url);
   const token = nonEmpty(io.env.WARDEN_TOKEN) ?? (ownNode ? readStateFile(join(home, TOKEN_FILE))?.trim() : undefined);
   return { url, token: token === "" ? undefined : token, source };
 }
@@ -108,7 +107,9 @@ export function resolveNode(io: CliIo, flags: NodeFlags): NodeTarget {
  * the loopback port it names once it is free: the home's token goes there only while a node
  * holds the home (it holds its lock for its whole life), never on the file's word alone.
  */
-function checkNodeServes(home: string, url: string): void {
+async function checkNodeServes(home: string, url: string): Promise<void> {
+  // Loaded here: the lock is a native addon that only a command talking to a local node needs.
+  const { FileLock } = await import("../storage/lock.js");
   if (!FileLock.isFree(join(home, HOME_LOCK_FILE))) return;
   throw new ValidationError(
     "node-not-running",
@@ -116,8 +117,10 @@ function checkNodeServes(home: string, url: string): void {
   );
 }
 
-export function connect(io: CliIo, flags: NodeFlags): WardenClient {
-  const target = resolveNode(io, flags);
+/** The client of the node `flags` name; the client is loaded here, so that registering a command costs nothing. */
+export async function connect(io: CliIo, flags: NodeFlags): Promise<WardenClient> {
+  const target = await resolveNode(io, flags);
+  const { WardenClient } = await import("../client/client.js");
   return new WardenClient({ url: target.url, ...(target.token !== undefined ? { token: target.token } : {}) });
 }
 

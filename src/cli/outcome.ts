@@ -6,7 +6,7 @@
 import { isWardenError } from "../core/errors.js";
 import { WardenHttpError } from "../client/errors.js";
 import type { CliContext } from "./context.js";
-import { describeError, errorCode, errorMessage } from "./errors.js";
+import { describeError, errorCode, errorMessage, problemLines } from "./errors.js";
 
 export const EXIT_OK = 0;
 export const EXIT_FAILED = 1;
@@ -42,10 +42,10 @@ function errorJson(error: unknown): Record<string, unknown> {
   return { code: errorCode(error), detail: errorMessage(error) };
 }
 
-/** Prints a failure: one line on stderr, and with `--json` the problem as JSON on stdout. */
+/** Prints a failure: one line on stderr (and one per problem, when it lists several), and with `--json` the problem as JSON on stdout. */
 export function reportFailure(ctx: CliContext, json: boolean, error: unknown): void {
   if (json) printJson(ctx, { error: errorJson(error) });
-  ctx.io.stderr(`warden: ${describeError(error)}\n`);
+  ctx.io.stderr(`warden: ${describeError(error)}\n${problemLines(error).map((line) => `${line}\n`).join("")}`);
 }
 
 /** Runs a command body, mapping its result or its failure to the exit code and output. */

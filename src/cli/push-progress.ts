@@ -8,6 +8,8 @@ import type { PushProgress } from "../client/push.js";
 import { formatBytes, formatRate } from "./format.js";
 
 export interface ProgressSink {
+  /** true when it redraws in place (a bar hiding the cursor), which an interrupt must undo */
+  readonly redraws: boolean;
   update(progress: PushProgress): void;
   stop(): void;
 }
@@ -29,6 +31,7 @@ class RateMeter {
 }
 
 export class BarProgress implements ProgressSink {
+  readonly redraws = true;
   readonly #bar: cliProgress.SingleBar;
   readonly #meter = new RateMeter();
   #started = false;
@@ -71,6 +74,7 @@ export class BarProgress implements ProgressSink {
 const LINES_FROM_BYTES = 1024 * 1024;
 
 export class LineProgress implements ProgressSink {
+  readonly redraws = false;
   readonly #write: (line: string) => void;
   readonly #meter = new RateMeter();
   #detailed = false;

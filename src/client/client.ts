@@ -5,7 +5,7 @@
  */
 import type { Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";
-import { pushDirectory, type PushOptions, type PushResult, type StageApi } from "./push.js";
+import type { PushOptions, PushResult, StageApi } from "./push.js";
 import { readEvents, type RunEvent } from "./sse.js";
 import { Transport, type TransportOptions } from "./transport.js";
 import type {
@@ -146,7 +146,10 @@ export class WardenClient implements StageApi {
   }
 
   /** Compiles `dir`, uploads only what the node is missing (resuming from its offsets) and commits. */
-  push(dir: string, options: PushOptions = {}): Promise<PushResult> {
+  async push(dir: string, options: PushOptions = {}): Promise<PushResult> {
+    // Loaded on first use: compiling a bundle brings the manifest schemas, which every other
+    // request (and every CLI command but `push`) would otherwise pay for at start.
+    const { pushDirectory } = await import("./push.js");
     return pushDirectory(this, dir, options);
   }
 

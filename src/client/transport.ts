@@ -15,7 +15,7 @@ export interface TransportOptions {
   readonly token?: string;
   /** how requests are sent (default: node:http(s) with keep-alive, see node-fetch.ts) */
   readonly fetch?: FetchFn;
-  /** extra attempts after a transient failure (network error, 502/503/504); default 3 */
+  /** extra attempts after a transient failure (see `isTransient`); default 3 */
   readonly retries?: number;
   /** first backoff delay in ms, doubled per attempt up to 2 s; default 100 */
   readonly backoffMs?: number;
@@ -37,19 +37,29 @@ export interface RequestSpec {
 }
 
 const MAX_BACKOFF_MS = 2000;
-const TRANSIENT_STATUSES = new Set([502, 503, 504]);
+/** A gateway's answers: the node behind it may answer the next request. */
+const GATEWAY_STATUSES = new Set([502, 504]);
+/**
+ * The 503s that name a passing state: the node's database is unreachable, slow or busy, or the
+ * node is shutting down (a restarted one answers). Every other 503 is a state someone must change
+ * — `provider-unavailable` stays until an operator installs the agent's CLI — and a 503 with no
+ * problem code of the node's (`http-503`) is a proxy's, which may pass.
+ */
+const TRANSIENT_503_CODES = new Set(["storage-unavailable", "storage-timeout", "storage-busy", "node-shutting-down", "not-ready", "http-503"]);
 /** Problem documents are small; a larger error body is not one. */
 const MAX_PROBLEM_BYTES = 64 * 1024;
 
 /**
- * Failures worth trying again: the connection failed, or a gateway or the node said it could not
- * answer now (502/503/504; the node answers 503 while its storage is unreachable). Every other
- * 5xx is an answer: 507 capacity-exhausted stays true until an operator makes room, and a 500
- * names a damaged record or a bug. Retrying those only delays the error the caller must see.
+ * Failures worth trying again: the connection failed, a gateway could not reach the node, or the
+ * node said it could not answer now for a reason that passes by itself (TRANSIENT_503_CODES).
+ * Every other error is an answer: a configuration error stays until an operator changes it, 507
+ * capacity-exhausted until one makes room, and a 500 names a damaged record or a bug. Retrying
+ * those only delays the error the caller must see.
  */
 export function isTransient(error: unknown): boolean {
   if (error instanceof WardenConnectionError) return true;
-  return error instanceof WardenHttpError && TRANSIENT_STATUSES.has(error.status);
+  if (!(error instanceof WardenHttpError)) return false;
+  return GATEWAY_STATUSES.has(error.status) || (error.status === 503 && TRANSIENT_503_CODES.has(error.code));
 }
 
 /** Delay before retry number `attempt` (0-based): exponential with full jitter, capped. */

@@ -113,7 +113,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
   };
   return {
     home,
-    listen: parseListen(flags.listen ?? file.listen ?? `${DEFAULT_LISTEN.host}:${DEFAULT_LISTEN.port}`),
+    listen: listenOf(flags, file),
     warden,
     server: {
       tokens: loaded.tokens,
@@ -124,6 +124,19 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     shutdownGraceMs: (file.shutdownGraceS ?? DEFAULT_SHUTDOWN_GRACE_S) * 1000,
     ...(loaded.generated === undefined ? {} : { generatedToken: loaded.generated }),
   };
+}
+
+/**
+ * The address `serve` will listen on, read without creating or writing anything: `serve` takes it
+ * before `loadServeConfig` creates the home and its token, so a start that cannot listen (the port
+ * is taken) leaves a new home as it found it.
+ */
+export function loadServeListen(flags: ServeFlags, env: Readonly<Record<string, string | undefined>>, cwd: string): ListenAddress {
+  return listenOf(flags, readConfigFile(join(resolveServeHome(flags.home, env, cwd), CONFIG_FILE)));
+}
+
+function listenOf(flags: ServeFlags, file: ConfigFile): ListenAddress {
+  return parseListen(flags.listen ?? file.listen ?? `${DEFAULT_LISTEN.host}:${DEFAULT_LISTEN.port}`);
 }
 
 /** The fleet database, from `--postgres` or $WARDEN_POSTGRES_URL; none means the embedded backend. */

@@ -41,7 +41,9 @@ export function sha256Digest(data: Uint8Array | string): Digest {
 }
 
 /** The digest of no bytes (an empty blob, an empty output, a journal with no lines). */
-export const EMPTY_SHA256: Digest = sha256Digest(new Uint8Array(0));
+// Written out, not hashed at load: the first hash initialises OpenSSL's digests, a cost every
+// importer (the CLI at start among them) would pay for a constant. test/core/core.test.ts checks it.
+export const EMPTY_SHA256: Digest = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
 export function digestHex(digest: Digest): string {
   return digest.slice("sha256:".length);

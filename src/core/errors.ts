@@ -4,8 +4,10 @@
  * them; the `code` says exactly which rule was broken. Codes are part of the public contract: never
  * rename one, add a new one instead.
  */
-/** Extra members of an error (a problem document's, over HTTP): scalars, or a list of strings. */
-export type ErrorDetails = Readonly<Record<string, string | number | boolean | null | undefined | readonly string[]>>;
+/** Extra members of an error (a problem document's, over HTTP): scalars, a list of strings, or a list of items (e.g. every problem of a review). */
+export type ErrorDetails = Readonly<Record<string, string | number | boolean | null | undefined | readonly string[] | readonly ErrorItem[]>>;
+/** One item of a list in an error's details: named strings. */
+export type ErrorItem = Readonly<Record<string, string>>;
 
 export interface WardenErrorOptions {
   readonly details?: ErrorDetails;

@@ -3,7 +3,7 @@
  * one place, and `guard`: every failure leaves the service as a WardenError.
  */
 import type { Digest } from "../core/digest.js";
-import { ConflictError, IntegrityError, LimitError, NotFoundError, StorageError, isStorageFull, isWardenError, storageFull } from "../core/errors.js";
+import { ConflictError, IntegrityError, LimitError, NotFoundError, StorageError, ValidationError, isStorageFull, isWardenError, storageFull } from "../core/errors.js";
 import { missingOf, type StageBlob, type StageRecord } from "./stage.js";
 
 /** A raw error from a backend (an fs errno, a database error) means the store failed; the caller may retry. */
@@ -29,6 +29,27 @@ function asWardenError(error: unknown): Error {
   if (isStorageFull(error)) return storageFull("store delivery data", error);
   const message = error instanceof Error ? error.message : String(error);
   return new StorageError("delivery-storage-failed", `delivery storage failed: ${message}`, { cause: error });
+}
+
+/**
+ * A chunk's body that failed as it was read (over HTTP: the client went away mid-chunk, "aborted",
+ * or stalled until the node cut it off) is the sender's failure, never the store's: it must not
+ * read as `delivery-storage-failed`, which an operator would chase as a disk problem. Nothing of
+ * the chunk is kept (the partial is cut back to its acknowledged offset).
+ */
+export async function* senderBody(source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> {
+  try {
+    yield* source;
+  } catch (error) {
+    throw chunkBodyAborted(error);
+  }
+}
+
+export function chunkBodyAborted(cause: unknown): ValidationError {
+  const why = cause instanceof Error ? cause.message : String(cause);
+  return new ValidationError("chunk-body-aborted", `the chunk's body ended before it was whole (${why}); nothing of it was kept: resume from the stage's offset`, {
+    cause,
+  });
 }
 
 /** A blob's received bytes are gone (`why`); the stage asks for the blob again from offset 0. */

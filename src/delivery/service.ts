@@ -19,6 +19,7 @@ import {
   chunkTooLarge,
   guard,
   guardStream,
+  senderBody,
   outOfOrder,
   overflow,
   revisionConflict,
@@ -232,7 +233,8 @@ export class Delivery {
    * checked against the blob's digest. A chunk that replays bytes already received is accepted
    * without writing.
    */
-  async putChunk(stageId: string, digest: string, offset: number, body: ByteSource): Promise<ChunkAccepted> {
+  async putChunk(stageId: string, digest: string, offset: number, source: ByteSource): Promise<ChunkAccepted> {
+    const body = source instanceof Uint8Array ? source : senderBody(source);
     return guard(async () => {
       const id = parseStageId(stageId);
       const blobDigest = parseDigest(digest, "blob digest");

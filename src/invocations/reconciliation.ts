@@ -22,24 +22,18 @@ const REVIEW_OUTCOMES: readonly ReviewOutcome[] = ["completed", "failed", "no_ef
 
 type Fields = Record<string, unknown>;
 
-function fieldsOf(value: unknown, code: string, what: string, required: readonly string[]): Fields {
+function isPlainObject(value: unknown): value is Fields {
   const proto: unknown = typeof value === "object" && value !== null ? Object.getPrototypeOf(value) : undefined;
-  if (Array.isArray(value) || (proto !== Object.prototype && proto !== null)) {
-    throw new ValidationError(code, `${what} must be a JSON object`);
-  }
-  const fields = value as Fields;
-  for (const name of Object.keys(fields)) {
+  return !Array.isArray(value) && (proto === Object.prototype || proto === null);
+}
+
+function fieldsOf(value: unknown, code: string, what: string, required: readonly string[]): Fields {
+  if (!isPlainObject(value)) throw new ValidationError(code, `${what} must be a JSON object`);
+  for (const name of Object.keys(value)) {
     if (!required.includes(name)) throw new ValidationError("review-unknown-field", `${what}: unknown field ${JSON.stringify(name)}`);
   }
   for (const name of required) {
-    if (!Object.hasOwn(fields, name)) throw new ValidationError(code, `${what}: missing field ${name}`);
-  }
-  return fields;
-}
-
-function textWithin(value: unknown, max: number, code: string, what: string): string {
-  if (typeof value !== "string" || value.length === 0 || Buffer.byteLength(value, "utf8") > max) {
-    throw new ValidationError(code, `${what} must be 1–${max} bytes of text`);
+    if (!Object.hasOwn(value, name)) throw new ValidationError(code, `${what}: missing field ${name}`);
   }
   return value;
 }
@@ -50,38 +44,126 @@ function textWithin(value: unknown, max: number, code: string, what: string): st
  */
 export const TEMPLATE_RATIONALE = "what was checked, and why this outcome is right";
 
-/** Validates a review exactly; unknown fields anywhere are refused. Returns a clean copy. */
-export function parseReview(value: unknown): Review {
-  const review = fieldsOf(value, "review-invalid", "review", ["snapshot_hash", "outcome", "rationale", "evidence", "effects_stopped"]);
-  if (!isDigest(review.snapshot_hash)) {
-    throw new ValidationError("review-invalid-snapshot-hash", "review.snapshot_hash must be the sha256: digest inspect returned");
+/** sha256 of zero bytes: the digest of an empty file, which is no evidence of anything. */
+const EMPTY_INPUT_SHA256 = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+/**
+ * The node never sees the evidence, so it cannot check that a digest is the digest of what was
+ * checked. What it can refuse is a digest that is plainly not one of evidence: a placeholder
+ * (64 of one hex digit, e.g. all zeros) or the digest of an empty file.
+ */
+export function isPlaceholderEvidenceDigest(digest: Digest): boolean {
+  const hex = digest.slice("sha256:".length);
+  return digest === EMPTY_INPUT_SHA256 || hex.split("").every((c) => c === hex[0]);
+}
+
+/** One broken rule of a review: its own stable code, the field, and what to do. */
+export interface ReviewProblem {
+  readonly code: string;
+  readonly field: string;
+  readonly detail: string;
+}
+
+/**
+ * A review with broken rules, all of them at once (an operator fixes the file once, not once per
+ * rule): the code is the problem's own when there is one, `review-invalid` when there are several;
+ * `problems` lists each, which the problem document carries over HTTP.
+ */
+export function reviewRefused(problems: readonly ReviewProblem[]): ValidationError {
+  const only = problems.length === 1 ? problems[0] : undefined;
+  const message = only?.detail ?? `the review has ${problems.length} problems: ${problems.map((p) => p.field).join(", ")}`;
+  return new ValidationError(only?.code ?? "review-invalid", message, { details: { problems: problems.map((p) => ({ ...p })) } });
+}
+
+/**
+ * Validates a review exactly; unknown fields anywhere are refused. Returns a clean copy.
+ * `stored`: a review inside a receipt already signed, which is held to the rules it was signed
+ * under: placeholder evidence digests were accepted before they were refused, and such a receipt
+ * must keep verifying.
+ */
+export function parseReview(value: unknown, options: { readonly stored?: boolean } = {}): Review {
+  if (!isPlainObject(value)) throw new ValidationError("review-invalid", "review must be a JSON object");
+  const review = value;
+  const problems: ReviewProblem[] = [];
+  const refuse = (code: string, field: string, detail: string): void => void problems.push({ code, field, detail });
+  const expected = ["snapshot_hash", "outcome", "rationale", "evidence", "effects_stopped"];
+  for (const name of Object.keys(review)) {
+    if (!expected.includes(name)) refuse("review-unknown-field", name, `review: unknown field ${JSON.stringify(name)}`);
   }
-  if (typeof review.outcome !== "string" || !REVIEW_OUTCOMES.includes(review.outcome as ReviewOutcome)) {
-    throw new ValidationError("review-invalid-outcome", `review.outcome must be one of ${REVIEW_OUTCOMES.join(", ")}`);
+  for (const name of expected) {
+    if (!Object.hasOwn(review, name)) refuse("review-invalid", name, `review: missing field ${name}`);
   }
-  const rationale = textWithin(review.rationale, RATIONALE_MAX_BYTES, "review-invalid-rationale", "review.rationale");
-  if (rationale.trim() === TEMPLATE_RATIONALE) {
-    throw new ValidationError("review-invalid-rationale", "review.rationale is still the template's: say what was checked, and why this outcome is right");
+  const present = (name: string): boolean => Object.hasOwn(review, name);
+  if (present("snapshot_hash") && !isDigest(review.snapshot_hash)) {
+    refuse("review-invalid-snapshot-hash", "snapshot_hash", "review.snapshot_hash must be the sha256: digest inspect returned");
   }
-  if (!Array.isArray(review.evidence) || review.evidence.length < 1 || review.evidence.length > EVIDENCE_MAX_ITEMS) {
-    throw new ValidationError("review-invalid-evidence", `review.evidence must list 1–${EVIDENCE_MAX_ITEMS} items`);
+  if (present("outcome") && (typeof review.outcome !== "string" || !REVIEW_OUTCOMES.includes(review.outcome as ReviewOutcome))) {
+    refuse("review-invalid-outcome", "outcome", `review.outcome must be one of ${REVIEW_OUTCOMES.join(", ")}`);
   }
-  const evidence: Evidence[] = review.evidence.map((item: unknown, i: number) => {
-    const e = fieldsOf(item, "review-invalid-evidence", `review.evidence[${i}]`, ["reference", "sha256"]);
-    const reference = textWithin(e.reference, EVIDENCE_REFERENCE_MAX_BYTES, "review-invalid-evidence", `review.evidence[${i}].reference`);
-    if (!isDigest(e.sha256)) throw new ValidationError("review-invalid-evidence", `review.evidence[${i}].sha256 must be a sha256: digest`);
-    return { reference, sha256: e.sha256 };
-  });
-  if (review.effects_stopped !== true) {
-    throw new ValidationError("review-effects-not-stopped", "review.effects_stopped must be true: reconcile only once the run's effects have stopped");
+  if (present("rationale")) {
+    const rationale = review.rationale;
+    if (typeof rationale !== "string" || rationale.length === 0 || Buffer.byteLength(rationale, "utf8") > RATIONALE_MAX_BYTES) {
+      refuse("review-invalid-rationale", "rationale", `review.rationale must be 1–${RATIONALE_MAX_BYTES} bytes of text`);
+    } else if (rationale.trim() === TEMPLATE_RATIONALE) {
+      refuse("review-invalid-rationale", "rationale", "review.rationale is still the template's: say what was checked, and why this outcome is right");
+    }
   }
+  const evidence: Evidence[] = [];
+  if (present("evidence")) {
+    if (!Array.isArray(review.evidence) || review.evidence.length < 1 || review.evidence.length > EVIDENCE_MAX_ITEMS) {
+      refuse("review-invalid-evidence", "evidence", `review.evidence must list 1–${EVIDENCE_MAX_ITEMS} items`);
+    } else {
+      review.evidence.forEach((item: unknown, i: number) => {
+        const found = evidenceProblems(item, i, options.stored === true);
+        if (found.length === 0) evidence.push({ reference: (item as Evidence).reference, sha256: (item as Evidence).sha256 });
+        problems.push(...found);
+      });
+    }
+  }
+  if (present("effects_stopped") && review.effects_stopped !== true) {
+    refuse("review-effects-not-stopped", "effects_stopped", "review.effects_stopped must be true: reconcile only once the run's effects have stopped");
+  }
+  if (problems.length > 0) throw reviewRefused(problems);
   return {
-    snapshot_hash: review.snapshot_hash,
+    snapshot_hash: review.snapshot_hash as Digest,
     outcome: review.outcome as ReviewOutcome,
-    rationale,
+    rationale: review.rationale as string,
     evidence,
     effects_stopped: true,
   };
+}
+
+/** The broken rules of one evidence item (none when it is valid). */
+function evidenceProblems(item: unknown, i: number, stored: boolean): ReviewProblem[] {
+  const field = `evidence[${i}]`;
+  if (!isPlainObject(item)) {
+    return [{ code: "review-invalid-evidence", field, detail: `review.${field} must be a JSON object {reference, sha256}` }];
+  }
+  const e = item;
+  const problems: ReviewProblem[] = [];
+  for (const name of Object.keys(e)) {
+    if (name !== "reference" && name !== "sha256") problems.push({ code: "review-unknown-field", field: `${field}.${name}`, detail: `review.${field}: unknown field ${JSON.stringify(name)}` });
+  }
+  const reference = e.reference;
+  if (typeof reference !== "string" || reference.length === 0 || Buffer.byteLength(reference, "utf8") > EVIDENCE_REFERENCE_MAX_BYTES) {
+    problems.push({ code: "review-invalid-evidence", field: `${field}.reference`, detail: `review.${field}.reference must be 1–${EVIDENCE_REFERENCE_MAX_BYTES} bytes of text` });
+  }
+  if (!isDigest(e.sha256)) {
+    problems.push({
+      code: "review-invalid-evidence",
+      field: `${field}.sha256`,
+      detail: `review.${field}.sha256 must be "sha256:" and the 64 lowercase hex digits of the evidence file's sha256 (\`warden inspect --review-template --evidence FILE\` computes it)`,
+    });
+  } else if (!stored && isPlaceholderEvidenceDigest(e.sha256)) {
+    problems.push({
+      code: "review-evidence-placeholder",
+      field: `${field}.sha256`,
+      detail:
+        `review.${field}.sha256 is a placeholder (one digit repeated, or the digest of an empty file), not the digest of evidence: ` +
+        "the node cannot read the evidence, so it records the digest you give for anyone holding the file to check",
+    });
+  }
+  return problems;
 }
 
 export function snapshotHashOf(snapshot: ClaimSnapshot): Digest {
@@ -156,7 +238,7 @@ export function parseReceipt(value: unknown): ReconciliationReceipt {
   if (!isJournalTimestamp(r.recorded_at)) throw malformed("recorded_at must be an RFC 3339 UTC timestamp");
   if (!isKeyId(r.key_id) || typeof r.sig !== "string") throw malformed("key_id and sig are required");
   const snapshot = parseSnapshot(r.snapshot);
-  const review = parseReview(r.review);
+  const review = parseReview(r.review, { stored: true });
   return {
     v: 1,
     snapshot,

@@ -172,7 +172,10 @@ export interface InspectionReport {
   readonly agent_stopped?: readonly AgentStop[];
 }
 
-/** A run's agent processes a node killed at its start, because the node that started them was gone. */
+/**
+ * A run's agent processes a node killed: at its start, because the node that started them was
+ * gone; or (`reason: "shutdown"`) at its own shutdown, because they outlived the grace period.
+ */
 export interface AgentStop {
   /** RFC 3339 UTC, when they were killed */
   readonly at: string;
@@ -180,8 +183,10 @@ export interface AgentStop {
   readonly killed: readonly number[];
   /** the node that killed them (it opened on the home after the other died) */
   readonly by: { readonly pid: number; readonly host: string };
-  /** the pid of the dead node that had started them, when their tag said */
+  /** the pid of the node that had started them (the dead one, when their tag said; the killer itself at shutdown) */
   readonly node_pid?: number;
+  /** absent: the node that started them had died; "shutdown": that node killed them as it shut down */
+  readonly reason?: "shutdown";
 }
 
 export interface Inspection {

@@ -40,8 +40,8 @@ import type { LaunchRecords } from "./launch-records.js";
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
   afterMaterialize?(materialization: Materialization): void | Promise<void>;
-  /** Right after the agent process started. */
-  afterLaunch?(pid: number): void | Promise<void>;
+  /** Right after the agent process started (the leader of its own process group). */
+  afterLaunch?(pid: number, runId: string): void | Promise<void>;
 }
 
 export interface RunnerOptions {
@@ -309,7 +309,7 @@ export class Runner {
       // Where to look for the agent: a run whose node died or lost its database reads unresolved
       // while the agent may still be at work, and a pid alone does not say on which machine.
       tools.append({ type: "note", process: { pid: agent.pid, host: hostname() } });
-      await this.#hooks.afterLaunch?.(agent.pid);
+      await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exit = await agent.exited();
     // The agent's process group was killed when it exited: there is nothing left to find.

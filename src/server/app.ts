@@ -164,8 +164,12 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   app.setErrorHandler((error, request, reply) => {
     const spec = problemOf(error, request.routeOptions.config?.bodyCodes);
     // A client that went away before its body ended (a push cut off, a killed curl) is no failure
-    // of this node, whatever the store reading that body then said: nothing of it was kept.
-    if (request.raw.destroyed && !request.raw.complete) request.log.info({ code: spec.code }, "client went away mid-request");
+    // of this node, whatever the store reading that body then said: nothing of it was kept. It is
+    // counted apart, so that an alert on 5xx or on storage failures never fires for it.
+    if ((request.raw.destroyed && !request.raw.complete) || spec.code === "chunk-body-aborted") {
+      ctx.metrics.requestsAborted.inc({ route: request.routeOptions.url ?? "unmatched" });
+      request.log.info({ code: spec.code, detail: spec.detail }, "client went away mid-request");
+    }
     // 503 is a state the node is in (its database is away, it is shutting down), said once per
     // request: a warning with its code, not an error with a stack trace for every caller.
     else if (spec.status === 503 && isWardenError(error)) request.log.warn({ code: spec.code, detail: spec.detail }, "request refused: not available now");
@@ -197,7 +201,10 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
         title: "warden node",
         version: options.version ?? "1",
         description: "HTTP API v1 of a warden node: bundle delivery, exactly-once invocations, signed run journals.",
+        license: { name: "Apache-2.0", identifier: "Apache-2.0" },
       },
+      // Relative: the node this document was fetched from (it knows no name a client reaches it by).
+      servers: [{ url: "/", description: "the node serving this document" }],
       components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
       security: [{ bearer: [] }],
     },

@@ -87,6 +87,7 @@ export interface NodeMetrics {
   readonly invocations: Counter;
   readonly stages: Counter;
   readonly runs: Counter;
+  readonly requestsAborted: Counter;
 }
 
 export interface GaugeSources {
@@ -105,6 +106,10 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
     invocations: registry.counter("warden_invocations_total", "Invocation requests by outcome"),
     stages: registry.counter("warden_stages_total", "Stage operations by event (begun, resumed, committed, aborted)"),
     runs: registry.counter("warden_runs_total", "Runs started over HTTP that ended, by outcome (recorded, unresolved, error)"),
+    requestsAborted: registry.counter(
+      "warden_http_requests_aborted_total",
+      "Requests whose client went away before the request ended (a push cut off mid-chunk), by route: the client's doing, not a failure of the node",
+    ),
   };
   registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);

@@ -8,29 +8,44 @@
 import type { AddressInfo } from "node:net";
 import type { ServeConfig } from "../config/serve-config.js";
 import { urlOf } from "../config/listen.js";
-import { openWarden, type Warden } from "../warden.js";
+import { openWarden, type ShutdownEvent, type Warden } from "../warden.js";
 import { createServer, type CreateServerOptions } from "./app.js";
 import type { App } from "./context.js";
+import type { ListenReservation } from "./listen-reservation.js";
 import { removeNodeFile, writeNodeFile } from "./node-file.js";
 
 export interface RunningNode {
   readonly url: string;
   readonly warden: Warden;
   readonly app: App;
-  close(): Promise<void>;
+  /** `onProgress` is told what the shutdown waits for (running agents, the grace) and what it killed. */
+  close(onProgress?: (event: ShutdownEvent) => void): Promise<void>;
 }
 
-export async function startNode(config: ServeConfig, options: CreateServerOptions = {}): Promise<RunningNode> {
-  const warden = await openWarden(config.warden);
+export interface StartNodeOptions extends CreateServerOptions {
+  /** the listening address, held since before the home was touched; freed just before listening */
+  readonly reservation?: ListenReservation;
+}
+
+export async function startNode(config: ServeConfig, options: StartNodeOptions = {}): Promise<RunningNode> {
+  const { reservation, ...serverOptions } = options;
+  let warden: Warden;
+  try {
+    warden = await openWarden(config.warden);
+  } catch (error) {
+    await reservation?.release();
+    throw error;
+  }
   let app: App | undefined;
   try {
-    app = await createServer(warden, config.server, options);
+    app = await createServer(warden, config.server, serverOptions);
     const reaped = warden.reapedAgents;
     if (reaped.killed.length > 0) {
       app.log.warn({ pids: reaped.killed }, `killed ${reaped.killed.length} agent process(es) an earlier node on this home left running when it died`);
     } else if (!reaped.supported) {
       app.log.info("agents orphaned by a crashed node cannot be found on this platform (no /proc); after a crash, check for agents still running");
     }
+    await reservation?.release();
     await app.listen({ host: config.listen.host, port: config.listen.port });
     const address = app.server.address() as AddressInfo;
     const url = urlOf({ host: config.listen.host, port: address.port });
@@ -41,13 +56,13 @@ export async function startNode(config: ServeConfig, options: CreateServerOption
       url,
       warden,
       app: served,
-      close() {
+      close(onProgress) {
         closing ??= (async () => {
           try {
             await served.close();
           } finally {
             try {
-              await warden.close({ graceMs: config.shutdownGraceMs });
+              await warden.close({ graceMs: config.shutdownGraceMs, ...(onProgress === undefined ? {} : { onProgress }) });
             } finally {
               removeNodeFile(config.home);
             }
@@ -57,6 +72,7 @@ export async function startNode(config: ServeConfig, options: CreateServerOption
       },
     };
   } catch (error) {
+    await reservation?.release();
     await app?.close().catch(() => undefined);
     await warden.close({ graceMs: 0 }).catch(() => undefined);
     throw error;

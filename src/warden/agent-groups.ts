@@ -1,29 +1,40 @@
 /**
  * The process groups of agents this node launched (the runner starts each agent as the leader of
- * its own group). At shutdown, agents still running past the grace period are killed as whole
- * groups: their runs then end `unresolved` instead of doing work nobody will journal.
+ * its own group), each with its run. At shutdown, agents still running past the grace period are
+ * killed as whole groups: their runs then end `unresolved` instead of doing work nobody will
+ * journal, and the node records which runs' agents it killed (warden/stopped-agents.ts).
  */
-export class AgentGroups {
-  readonly #pids = new Set<number>();
+export interface KilledGroup {
+  readonly run_id: string;
+  readonly pids: readonly number[];
+}
 
-  add(pid: number): void {
-    this.#pids.add(pid);
+export class AgentGroups {
+  /** group leader pid → its run */
+  readonly #groups = new Map<number, string>();
+
+  add(pid: number, runId: string): void {
+    this.#groups.set(pid, runId);
   }
 
   /** Forgets groups that no longer exist (their agent exited and the runner killed the rest). */
   prune(): void {
-    for (const pid of this.#pids) if (!groupAlive(pid)) this.#pids.delete(pid);
+    for (const pid of this.#groups.keys()) if (!groupAlive(pid)) this.#groups.delete(pid);
   }
 
-  killAll(): void {
-    for (const pid of this.#pids) {
+  /** Kills every group still alive; returns those it signalled, by run. */
+  killAll(): KilledGroup[] {
+    const killed = new Map<string, number[]>();
+    for (const [pid, runId] of this.#groups) {
       try {
         process.kill(-pid, "SIGKILL");
+        killed.set(runId, [...(killed.get(runId) ?? []), pid]);
       } catch {
         // already gone
       }
     }
-    this.#pids.clear();
+    this.#groups.clear();
+    return [...killed].map(([run_id, pids]) => ({ run_id, pids }));
   }
 }
 

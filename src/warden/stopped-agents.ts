@@ -1,6 +1,7 @@
 /**
  * What a node did about the agents a dead predecessor on its home left running (runner/orphans.ts
- * kills them at open): one file per run and killing node under `<home>/stopped-agents/`, so that
+ * kills them at open), and about its own agents that outlived the grace period of its shutdown
+ * (`reason: "shutdown"`): one file per run and killing node under `<home>/stopped-agents/`, so that
  * `inspect` can tell the operator who is about to sign `effects_stopped` that the run's agent is
  * gone and who stopped it — also after further restarts. The journal cannot carry it: its run's
  * writer is dead (its last line may be partial), and DESIGN's format has one writer per run.
@@ -23,8 +24,14 @@ export const STOPPED_AGENTS_DIR = "stopped-agents";
 const RECORD_RE = new RegExp(`^(${RUN_ID_PATTERN})\\.[1-9][0-9]{0,9}\\.[0-9]{1,20}$`);
 const RECORD_MAX_BYTES = 64 * 1024;
 
-/** Records, durably, the runs whose agents this node (pid, start ticks) killed at open. */
-export function recordAgentStops(home: string, runs: readonly ReapedRun[], self: { pid: number; startTicks: string }, now = new Date()): void {
+/** Records, durably, the runs whose agents this node (pid, start ticks) killed: at open, or at its shutdown. */
+export function recordAgentStops(
+  home: string,
+  runs: readonly ReapedRun[],
+  self: { pid: number; startTicks: string },
+  now = new Date(),
+  reason?: "shutdown",
+): void {
   // The run id comes from a process's environment, which the agent could set: only a UUID names a file.
   const named = runs.filter((run) => isRunId(run.run_id));
   if (named.length === 0) return;
@@ -36,6 +43,7 @@ export function recordAgentStops(home: string, runs: readonly ReapedRun[], self:
       killed: [...run.pids].sort((a, b) => a - b),
       by: { pid: self.pid, host: hostname() },
       ...(run.node_pid === undefined ? {} : { node_pid: run.node_pid }),
+      ...(reason === undefined ? {} : { reason }),
     };
     publishNewFileSync(join(dir, `${run.run_id}.${self.pid}.${self.startTicks}`), canonicalJson({ v: 1, run_id: run.run_id, ...stop }));
   }
@@ -64,10 +72,17 @@ function parseStop(text: string, runId: string): AgentStop | undefined {
     return undefined;
   }
   if (typeof value !== "object" || value === null) return undefined;
-  const r = value as { v?: unknown; run_id?: unknown; at?: unknown; killed?: unknown; by?: { pid?: unknown; host?: unknown }; node_pid?: unknown };
+  const r = value as { v?: unknown; run_id?: unknown; at?: unknown; killed?: unknown; by?: { pid?: unknown; host?: unknown }; node_pid?: unknown; reason?: unknown };
   const pid = (n: unknown): n is number => Number.isSafeInteger(n) && (n as number) > 0;
   if (r.v !== 1 || r.run_id !== runId || typeof r.at !== "string" || !Array.isArray(r.killed) || !r.killed.every(pid)) return undefined;
   if (typeof r.by !== "object" || r.by === null || !pid(r.by.pid) || typeof r.by.host !== "string") return undefined;
   if (r.node_pid !== undefined && !pid(r.node_pid)) return undefined;
-  return { at: r.at, killed: r.killed, by: { pid: r.by.pid, host: r.by.host }, ...(r.node_pid === undefined ? {} : { node_pid: r.node_pid }) };
+  if (r.reason !== undefined && r.reason !== "shutdown") return undefined;
+  return {
+    at: r.at,
+    killed: r.killed,
+    by: { pid: r.by.pid, host: r.by.host },
+    ...(r.node_pid === undefined ? {} : { node_pid: r.node_pid }),
+    ...(r.reason === undefined ? {} : { reason: r.reason }),
+  };
 }

@@ -103,7 +103,7 @@ for (const backend of backendsUnderTest()) {
         snapshot_hash: inspection.snapshot_hash,
         outcome: "completed",
         rationale: "the deploy log shows v2 live",
-        evidence: [{ reference: "deploy.log", sha256: `sha256:${"b".repeat(64)}` }],
+        evidence: [{ reference: "deploy.log", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }],
         effects_stopped: true,
       };
       const receipt = await second.invocations.reconcile(SCOPE, abandoned, review, "alice");

@@ -34,7 +34,7 @@ function faultyFetch(decide: (method: string, url: string, n: number) => Fault):
     const method = init?.method ?? "GET";
     const action = decide(method, url, n++);
     if (action === "drop-before") throw new TypeError("fetch failed", { cause: Object.assign(new Error("socket hang up"), { code: "ECONNRESET" }) });
-    if (action === "503") return problemResponse(503, "injected-unavailable");
+    if (action === "503") return problemResponse(503, "storage-unavailable");
     if (typeof action === "object" && "status" in action) return problemResponse(action.status, action.code);
     if (typeof action === "object") {
       const headers = { ...(init?.headers as Record<string, string>), "upload-offset": String(action.offset) };

@@ -80,6 +80,30 @@ describe("client transport", () => {
     client.close();
   });
 
+  it("retries only the 503s that pass by themselves, never one a configuration causes", async () => {
+    const problem503 = (code: string): Handler => (_req, res) =>
+      res.writeHead(503, { "content-type": "application/problem+json" }).end(JSON.stringify({ code, status: 503, detail: code }));
+    const client = new WardenClient({ url, token: "x", retries: 3, backoffMs: 1 });
+    // A provider CLI that is not installed stays missing until an operator installs it.
+    for (const code of ["provider-unavailable", "delivery-storage-failed", "storage-io"]) {
+      reset(problem503(code));
+      await assert.rejects(client.listBundles(), (e: unknown) => e instanceof WardenHttpError && e.code === code);
+      assert.equal(seen.length, 1, `${code} is answered at once`);
+    }
+    for (const code of ["storage-unavailable", "storage-timeout", "storage-busy", "node-shutting-down"]) {
+      reset(problem503(code));
+      await assert.rejects(client.listBundles(), (e: unknown) => e instanceof WardenHttpError && e.code === code);
+      assert.equal(seen.length, 4, `${code} is tried again`);
+    }
+    // A proxy's 503 (no problem of the node's) and a gateway's 502/504 may pass.
+    for (const status of [502, 503, 504]) {
+      reset((_req, res, n) => (n === 0 ? res.writeHead(status, { "content-type": "text/html" }).end("<html>busy</html>") : res.writeHead(200).end('{"bundles":[]}')));
+      assert.deepEqual(await client.listBundles(), []);
+      assert.equal(seen.length, 2, `a gateway's ${status} is tried again`);
+    }
+    client.close();
+  });
+
   it("names the status when an error reply is not a problem document (a proxy's HTML page)", async () => {
     reset((_req, res) => res.writeHead(502, { "content-type": "text/html" }).end("<html>Bad Gateway</html>"));
     const client = new WardenClient({ url, token: "x", retries: 0 });

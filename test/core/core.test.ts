@@ -13,6 +13,7 @@ import {
   ValidationError,
   WardenError,
 } from "../../src/core/index.js";
+import { EMPTY_SHA256 } from "../../src/core/digest.js";
 
 describe("digests", () => {
   test("sha256: form and DESIGN.md's blob vector", () => {
@@ -22,6 +23,10 @@ describe("digests", () => {
       assert.equal(isDigest(bad), false, String(bad));
       assert.throws(() => parseDigest(bad), (e: unknown) => e instanceof ValidationError && e.code === "invalid-digest");
     }
+  });
+
+  test("EMPTY_SHA256, written out in the source, is the digest of no bytes", () => {
+    assert.equal(EMPTY_SHA256, sha256Digest(new Uint8Array(0)));
   });
 
   test("streaming digest equals one-shot digest and counts bytes", () => {

@@ -3,11 +3,12 @@
  * reference's chunk tests and extended to what warden adds: append-only partials, streamed
  * bodies, limits with their own codes, and failures at each I/O step.
  */
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Digest } from "../../src/core/digest.js";
+import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery-backend.js";
 import {
   buildManifest,
   bytesOf,
@@ -104,14 +105,19 @@ test("replays of a blob another bundle stored meanwhile are compared with the st
   await delivery.commit(stageB.stage_id);
 });
 
-test("a partial only grows by appends: earlier bytes and the file itself are never rewritten", async (t) => {
-  const opened = await openStore(t, tempHome(t));
-  const { delivery } = opened;
-  const big = bytesOf(1, 200_000);
-  const { manifest } = buildManifest([{ path: "data/big.bin", content: big }]);
-  const begun = await delivery.begin(manifest);
+/** A store with a stage of one blob (`size` bytes of `seed`), whose first `first` bytes it received. */
+async function oneBlobStage(t: TestContext, seed: number, size: number, first: number, options: EmbeddedDeliveryOptions = {}) {
+  const opened = await openStore(t, tempHome(t), options);
+  const data = bytesOf(seed, size);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
+  const begun = await opened.delivery.begin(manifest);
   const digest = begun.missing[0]!.digest;
-  await delivery.putChunk(begun.stage_id, digest, 0, big.subarray(0, 70_000));
+  await opened.delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, first));
+  return { opened, delivery: opened.delivery, data, begun, digest };
+}
+
+test("a partial only grows by appends: earlier bytes and the file itself are never rewritten", async (t) => {
+  const { opened, delivery, data: big, begun, digest } = await oneBlobStage(t, 1, 200_000, 70_000);
   const partial = opened.layout.partialPath(begun.stage_id, digest);
   const before = fs.statSync(partial);
   await delivery.putChunk(begun.stage_id, digest, 70_000, streamOf(big.subarray(70_000, 100_000), big.subarray(100_000, 140_000)));
@@ -238,13 +244,7 @@ for (const point of ["chunk-written", "activity-record"] as const) {
     const fault = failOnceAt(point);
     // Activity is written at most once a second: this clock makes every chunk write it.
     let now = 1_000_000;
-    const opened = await openStore(t, tempHome(t), { faults: fault.faults, clock: () => (now += 2000) });
-    const { delivery } = opened;
-    const data = bytesOf(4, 30_000);
-    const { manifest } = buildManifest([{ path: "data/a.bin", content: data }]);
-    const begun = await delivery.begin(manifest);
-    const digest = begun.missing[0]!.digest;
-    await delivery.putChunk(begun.stage_id, digest, 0, data.subarray(0, 10_000));
+    const { opened, delivery, data, begun, digest } = await oneBlobStage(t, 4, 30_000, 10_000, { faults: fault.faults, clock: () => (now += 2000) });
     fault.arm();
     await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000, 20_000)), "delivery-storage-failed");
     assert.ok(fault.fired());
@@ -378,4 +378,18 @@ test("a commit that meets a full database is refused as exhausted capacity (507)
   assert.deepEqual((await delivery.status(begun.stage_id)).missing, [], "a refused commit asks for no acknowledged byte again");
   await delivery.commit(begun.stage_id);
   for (const f of files) assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(sha256Digest(f.content)))), f.content);
+});
+
+test("a chunk body that fails as it is read is the sender's abort (chunk-body-aborted, 400), not a storage failure; nothing of it is kept", async (t) => {
+  const { opened, delivery, data, begun, digest } = await oneBlobStage(t, 5, 30_000, 10_000);
+  async function* cutOff(): AsyncIterable<Uint8Array> {
+    yield data.subarray(10_000, 15_000);
+    throw Object.assign(new Error("aborted"), { code: "ECONNRESET" });
+  }
+  const error = await rejectsWith(delivery.putChunk(begun.stage_id, digest, 10_000, cutOff()), "chunk-body-aborted");
+  assert.equal(error.status, 400);
+  assert.match(error.message, /\(aborted\)/);
+  assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
+  assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the aborted chunk's bytes are gone");
+  assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000))).next_offset, 30_000);
 });

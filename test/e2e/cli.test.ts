@@ -7,7 +7,9 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, randomUUID } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFile } from "node:child_process";
 import { createServer } from "node:http";
+import { promisify } from "node:util";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { hostname } from "node:os";
@@ -227,7 +229,7 @@ describe("warden CLI against a real node", () => {
     const reviewFile = join(scratch, "running-review.json");
     writeFileSync(
       reviewFile,
-      JSON.stringify({ snapshot_hash, outcome: "no_effects", rationale: "too early", evidence: [{ reference: "OPS-0", sha256: `sha256:${"0".repeat(64)}` }], effects_stopped: true }),
+      JSON.stringify({ snapshot_hash, outcome: "no_effects", rationale: "too early", evidence: [{ reference: "OPS-0", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }], effects_stopped: true }),
     );
     const early = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
     assertOneErrorLine(early, 2, "invocation-not-unresolved");
@@ -255,7 +257,17 @@ describe("warden CLI against a real node", () => {
     const bare = await warden(["inspect", "api:operator", id, "--review-template"]);
     assert.equal(bare.code, 0, bare.stderr);
     writeFileSync(reviewFile, bare.stdout);
-    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    // One answer names every problem of the template, each on a line of its own with its code.
+    const bareRefused = await warden(["reconcile", "api:operator", id, "--review", reviewFile]);
+    assert.equal(bareRefused.code, 1, bareRefused.stderr);
+    assert.deepEqual(bareRefused.stderr.trimEnd().split("\n").map((line) => /\(([a-z-]+)\)$/.exec(line)?.[1]), [
+      "review-invalid",
+      "review-invalid-outcome",
+      "review-invalid-rationale",
+      "review-invalid-evidence",
+      "review-effects-not-stopped",
+    ]);
+    assert.match(bareRefused.stderr, /^warden: the review has 4 problems: outcome, rationale, evidence\[0\]\.sha256, effects_stopped \(review-invalid\)\n/);
     const evidence = "operator checked the workspace: unchanged\n";
     const notes = join(scratch, "notes.txt");
     writeFileSync(notes, evidence);
@@ -266,7 +278,12 @@ describe("warden CLI against a real node", () => {
     assert.equal(template.snapshot_hash, snapshot_hash);
     // Even with real evidence the template is refused unedited: its outcome must be chosen.
     writeFileSync(reviewFile, JSON.stringify(template));
-    assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-field-invalid");
+    const templateRefused = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
+    assert.equal(templateRefused.code, 1);
+    assert.deepEqual(
+      json<{ error: { problems: { field: string; code: string }[] } }>(templateRefused).error.problems.map((p) => `${p.field} ${p.code}`),
+      ["outcome review-invalid-outcome", "rationale review-invalid-rationale", "effects_stopped review-effects-not-stopped"],
+    );
     const review = { ...template, outcome: "no_effects", rationale: "the agent was killed after one read; nothing was written", effects_stopped: true };
     writeFileSync(reviewFile, JSON.stringify(review));
     const reconciled = await warden(["reconcile", "api:operator", id, "--review", reviewFile, "--json"]);
@@ -280,7 +297,8 @@ describe("warden CLI against a real node", () => {
 
     assertOneErrorLine(await warden(args), 1, "reconciled");
     const shown = await warden(["invocations", "show", "api:operator", id]);
-    assert.equal(shown.code, 0);
+    // Reconciled has one exit code, whatever the review's outcome (here no_effects; failed below).
+    assert.equal(shown.code, 1);
     assert.match(shown.stdout, /^reconciled api:operator/);
     const closed = await warden(["inspect", "api:operator", id]);
     assert.match(closed.stdout, /^reconciled api:operator /);
@@ -291,7 +309,7 @@ describe("warden CLI against a real node", () => {
     assertOneErrorLine(await warden(["reconcile", "api:operator", id, "--review", reviewFile]), 1, "review-json-invalid");
   });
 
-  it("an invocation an operator reconciled as failed shows exit 1, like a recorded failure", async () => {
+  it("an invocation an operator reconciled shows exit 1 (no recorded result), as failed as no_effects, and journal verify shows the receipt", async () => {
     const id = randomUUID();
     assertOneErrorLine(await warden(["invoke", "--id", id, "--provider", "claude", "--workspace", "demo", "--", "break it #kill"]), 2, "unresolved");
     const { snapshot_hash } = json<{ snapshot_hash: string }>(await warden(["inspect", "api:operator", id, "--json"]));
@@ -302,6 +320,14 @@ describe("warden CLI against a real node", () => {
     const shown = await wardenProcess(["invocations", "show", "api:operator", id]);
     assert.equal(shown.code, 1, shown.stdout + shown.stderr);
     assert.match(shown.stdout, /^reconciled api:operator .*\n(.*\n)*\s+reconciled\s+failed by operator/);
+    // The journal still requires reconciliation (it is append-only, its writer gone); verify says it had one.
+    const runId = json<{ run_id: string }>(await warden(["invocations", "show", "api:operator", id, "--json"])).run_id;
+    const [verified, verifiedJson] = await Promise.all([warden(["journal", "verify", runId]), warden(["journal", "verify", runId, "--json"])]);
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, /^requires reconciliation: /m);
+    assert.match(verified.stdout, /^reconciled: failed by operator at \d{4}-\d\d-\d\dT[\d:.]+Z; its signed receipt covers this journal$/m);
+    const report = json<{ reconciliation?: { outcome: string; operator: string; receipt_ok: boolean } }>(verifiedJson);
+    assert.deepEqual({ ...report.reconciliation, recorded_at: undefined }, { outcome: "failed", operator: "operator", recorded_at: undefined, receipt_ok: true });
   });
 
   it("materialize copies the provider's tree into a new private --dir and points the launch at it", async () => {
@@ -324,6 +350,28 @@ describe("warden CLI against a real node", () => {
     const session = json<{ session: string }>(run).session;
     assert.equal(existsSync(join(node.home, "materializations", session)), false);
     assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "claude", "--dir", dir]), 1, "target-exists");
+    // The check line it prints is pasted as is into a shell, with the real claude (the pinned
+    // devDependency), offline: it validates the plugin, not the directory above it.
+    const pasted = await warden(["materialize", "review-plugin", "--provider", "claude", "--dir", join(scratch, "materialized to paste")]);
+    assert.equal(pasted.code, 0, pasted.stderr);
+    const check = /^\s*check\s+(.+)$/m.exec(pasted.stdout)?.[1];
+    assert.equal(check, `claude plugin validate '${join(scratch, "materialized to paste", "bundle")}'`);
+    assert.match(pasted.stdout, /^\s*launch\s+claude --plugin-dir '.*\/materialized to paste\/bundle'$/m);
+    const offline = "http://127.0.0.1:9";
+    const validated = await promisify(execFile)("sh", ["-c", check!], {
+      cwd: scratch,
+      env: {
+        PATH: `${join(repo, "node_modules", ".bin")}:${process.env.PATH ?? "/usr/bin:/bin"}`,
+        HOME: scratch,
+        ANTHROPIC_BASE_URL: offline,
+        HTTPS_PROXY: offline,
+        HTTP_PROXY: offline,
+        DISABLE_AUTOUPDATER: "1",
+        DISABLE_TELEMETRY: "1",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+      },
+    });
+    assert.match(validated.stdout, /Validation passed/);
     // A bundle a provider cannot consume is refused before anything is created: Codex has no
     // place for the README, a plain file outside skills/.
     const refused = join(scratch, "refused");

@@ -8,13 +8,9 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
-import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { isAlive } from "../support/processes.js";
-import { httpCall, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
-import { startClaudeNode, waitFor } from "./operator-after-crash-support.js";
+import { httpCall, type CliRun, type NodeProcess } from "../client/harness.js";
+import { operatorScene, waitFor, type OperatorScene } from "./operator-after-crash-support.js";
 
 const TOKEN = "after-crash-operator-token-0123456789ab";
 
@@ -28,42 +24,18 @@ interface Inspected {
 
 
 describe("operator after a crash: inspection says the orphaned agent was killed, and by whom", { skip: process.platform !== "linux" }, () => {
-  const root = tempDir("after-crash-inspect");
-  const home = join(root, "home");
-  const workspace = join(root, "workspace");
-  const starts = join(root, "starts.log");
+  let scene: OperatorScene;
   let node: NodeProcess | undefined;
-
-  const start = (): Promise<NodeProcess> => startClaudeNode(home, TOKEN, ["--workspace", `main=${workspace}`], { WARDEN_FIXTURE_STARTS: starts });
-  const warden = async (args: readonly string[]): Promise<CliRun> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_HOME: home, WARDEN_TOKEN: TOKEN }, cwd: root };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, signal: null, stdout, stderr };
-  };
-  const startedPids = (kind: string): number[] =>
-    (existsSync(starts) ? readFileSync(starts, "utf8") : "")
-      .split("\n")
-      .filter(Boolean)
-      .map((l) => JSON.parse(l) as { provider: string; pid: number })
-      .filter((s) => s.provider === kind)
-      .map((s) => s.pid);
+  const start = (): Promise<NodeProcess> => scene.start();
+  const warden = (args: readonly string[]): Promise<CliRun> => scene.warden(args);
+  const startedPids = (kind: string): number[] => scene.startedPids(kind);
 
   before(() => {
-    mkdirSync(home, { mode: 0o700 });
-    mkdirSync(workspace);
+    scene = operatorScene("after-crash-inspect", TOKEN);
   });
   after(async () => {
     await node?.kill();
-    for (const pid of [...startedPids("claude"), ...startedPids("grandchild")]) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // gone, as it should be
-      }
-    }
-    rmSync(root, { recursive: true, force: true });
+    scene.remove();
   });
 
   it("names the killed pids, the node that killed them and the dead node, and keeps saying it after another restart", async () => {

@@ -1,6 +1,9 @@
-/** Shared by the operator-after-crash*.test.ts files: a node with the fixture claude, and polling. */
+/** Shared by the operator-after-*.test.ts files: a node with the fixture claude, the CLI on its home, and polling. */
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { fixtureAgents, startNode, type NodeProcess } from "../client/harness.js";
+import { main } from "../../src/cli/main.js";
+import type { CliIo } from "../../src/cli/context.js";
+import { fixtureAgents, startNode, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
 
 export { waitFor } from "../support/wait.js";
 
@@ -11,4 +14,57 @@ export function startClaudeNode(home: string, token: string, args: readonly stri
     args: ["--provider", `claude=${join(fixtureAgents, "claude.mjs")}`, "--log-level", "warn", ...args],
     env: { WARDEN_TOKEN: token, ...env },
   });
+}
+
+/**
+ * An operator's scene on one home: a node with the fixture claude and a workspace `main`, the
+ * agents' start log (pids by kind: `claude`, `grandchild`), and the CLI run in-process on it.
+ */
+export interface OperatorScene {
+  readonly root: string;
+  readonly home: string;
+  start(): Promise<NodeProcess>;
+  warden(args: readonly string[]): Promise<CliRun>;
+  startedPids(kind: string): number[];
+  /** kills what the agents started, whatever a failed test left running, and removes the scene */
+  remove(): void;
+}
+
+export function operatorScene(area: string, token: string): OperatorScene {
+  const root = tempDir(area);
+  const home = join(root, "home");
+  const workspace = join(root, "workspace");
+  const starts = join(root, "starts.log");
+  mkdirSync(home, { mode: 0o700 });
+  mkdirSync(workspace);
+  const startedPids = (kind: string): number[] =>
+    (existsSync(starts) ? readFileSync(starts, "utf8") : "")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { provider: string; pid: number })
+      .filter((s) => s.provider === kind)
+      .map((s) => s.pid);
+  return {
+    root,
+    home,
+    start: () => startClaudeNode(home, token, ["--workspace", `main=${workspace}`], { WARDEN_FIXTURE_STARTS: starts }),
+    warden: async (args) => {
+      let stdout = "";
+      let stderr = "";
+      const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_HOME: home, WARDEN_TOKEN: token }, cwd: root };
+      const code = await main(["node", "warden", ...args], io);
+      return { code, signal: null, stdout, stderr };
+    },
+    startedPids,
+    remove: () => {
+      for (const pid of [...startedPids("claude"), ...startedPids("grandchild")]) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // gone, as it should be
+        }
+      }
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
 }

@@ -115,7 +115,7 @@ describe("operator: a day against a real node", () => {
     writeFileSync(file, JSON.stringify(review));
     const run = await warden(["reconcile", "api:operator", id, "--review", file]);
     assert.equal(run.code, 1);
-    assert.match(run.stderr, /^warden: "outcome" must be one of "completed", "failed", "no_effects" \(review-field-invalid\)\n$/);
+    assert.match(run.stderr, /^warden: review\.outcome must be one of completed, failed, no_effects \(review-invalid-outcome\)\n$/);
   });
 
   it("a push refused for want of an upload stage names the open stage and how to drop it", async () => {

@@ -195,7 +195,7 @@ describe("warden serve (child process, HTTP only)", () => {
       snapshot_hash: inspection.body.snapshot_hash,
       outcome: "no_effects",
       rationale: "hung before any tool call; the process group was killed at the timeout",
-      evidence: [{ reference: `journal ${runId}`, sha256: `sha256:${"3".repeat(64)}` }],
+      evidence: [{ reference: `journal ${runId}`, sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }],
       effects_stopped: true,
     };
     const reconciled = await call("POST", `/v1/invocations/api:operator/${hangKey}/reconciliation`, { body: review });

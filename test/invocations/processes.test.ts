@@ -106,7 +106,7 @@ test("kill -9 of the owner mid-effect: unresolved with its audit, never fresh, r
     snapshot_hash: inspection.snapshot_hash,
     outcome: "failed",
     rationale: "the job was killed before it wrote anything; checked the target directory",
-    evidence: [{ reference: "ticket OPS-1", sha256: `sha256:${"a".repeat(64)}` }],
+    evidence: [{ reference: "ticket OPS-1", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }],
     effects_stopped: true,
   };
   const { receipt, replayed } = await env.invocations.reconcile(SCOPE, id, review, "operator-alice");

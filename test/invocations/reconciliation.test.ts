@@ -1,10 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ConflictError, IntegrityError, NotFoundError, ValidationError } from "../../src/core/errors.js";
-import { claimHashOf, TEMPLATE_RATIONALE, verifyReceipt, type ClaimRecord } from "../../src/invocations/index.js";
+import { claimHashOf, TEMPLATE_RATIONALE, verifyReceipt, type ClaimRecord, type Review } from "../../src/invocations/index.js";
+import { signReceipt } from "../../src/invocations/reconciliation.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { freshHandle, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
 import { claimRow, editClaim } from "./fixtures/tamper.js";
@@ -24,7 +25,7 @@ function reviewFor(snapshot_hash: string, rationale = "checked the deployment lo
     snapshot_hash,
     outcome: "completed",
     rationale,
-    evidence: [{ reference: "deploy-log-2024-06-01.txt", sha256: `sha256:${"b".repeat(64)}` }],
+    evidence: [{ reference: "deploy-log-2024-06-01.txt", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }],
     effects_stopped: true,
   };
 }
@@ -135,6 +136,10 @@ test("reviews are validated strictly: each broken rule has its own code", async 
     [{ ...good, effects_stopped: false }, "review-effects-not-stopped"],
     [[good], "review-invalid"],
     [{ ...good, outcome: undefined }, "review-invalid-outcome"],
+    // The node cannot read the evidence; it refuses only what is plainly no digest of any.
+    [{ ...good, evidence: [{ ...evidence, sha256: `sha256:${"0".repeat(64)}` }] }, "review-evidence-placeholder"],
+    [{ ...good, evidence: [{ ...evidence, sha256: `sha256:${"f".repeat(64)}` }] }, "review-evidence-placeholder"],
+    [{ ...good, evidence: [{ ...evidence, sha256: `sha256:${createHash("sha256").update("").digest("hex")}` }] }, "review-evidence-placeholder"],
   ];
   const before = stateDigest(env.home);
   for (const [review, code] of cases) {
@@ -149,6 +154,57 @@ test("reviews are validated strictly: each broken rule has its own code", async 
   // The limits themselves are accepted.
   const edge = { ...good, rationale: "é".repeat(4096), evidence: Array(32).fill(evidence) };
   assert.equal((await env.invocations.reconcile(SCOPE, id, edge, "alice")).replayed, false);
+});
+
+test("a review with several broken rules is refused once, naming every one of them", async (t) => {
+  const env = await setup(t);
+  const { id } = await unresolvedClaim(env);
+  const { snapshot_hash } = await env.invocations.inspect(SCOPE, id);
+  // What `warden inspect --review-template` prints, submitted unedited, plus a stray field.
+  const template = {
+    snapshot_hash,
+    outcome: "<completed|failed|no_effects>",
+    rationale: TEMPLATE_RATIONALE,
+    evidence: [{ reference: "notes.txt", sha256: "sha256:<64 hex digits of the evidence>" }, { reference: "ticket", sha256: `sha256:${"0".repeat(64)}` }],
+    effects_stopped: false,
+    note: "x",
+  };
+  const before = stateDigest(env.home);
+  await assert.rejects(env.invocations.reconcile(SCOPE, id, template, "alice"), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.equal(e.code, "review-invalid");
+    assert.deepEqual(
+      (e.details.problems as { field: string; code: string }[]).map((p) => `${p.field} ${p.code}`),
+      [
+        "note review-unknown-field",
+        "outcome review-invalid-outcome",
+        "rationale review-invalid-rationale",
+        "evidence[0].sha256 review-invalid-evidence",
+        "evidence[1].sha256 review-evidence-placeholder",
+        "effects_stopped review-effects-not-stopped",
+      ],
+    );
+    assert.match(e.message, /^the review has 6 problems: note, outcome, rationale, evidence\[0\]\.sha256, evidence\[1\]\.sha256, effects_stopped$/);
+    return true;
+  });
+  // One problem alone keeps its own code, and still lists itself.
+  await assert.rejects(env.invocations.reconcile(SCOPE, id, { ...reviewFor(snapshot_hash), effects_stopped: false }, "alice"), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.equal(e.code, "review-effects-not-stopped");
+    assert.equal((e.details.problems as unknown[]).length, 1);
+    return true;
+  });
+  assert.equal(stateDigest(env.home), before);
+});
+
+test("a receipt signed before placeholder evidence was refused still verifies", async (t) => {
+  const env = await setup(t);
+  const { id } = await unresolvedClaim(env);
+  const inspection = await env.invocations.inspect(SCOPE, id);
+  const { key } = generateSigningKey();
+  const review = { ...reviewFor(inspection.snapshot_hash), evidence: [{ reference: "OPS-0", sha256: `sha256:${"0".repeat(64)}` }] } as Review;
+  const receipt = signReceipt({ v: 1, snapshot: inspection.snapshot, review, operator: "alice", recorded_at: new Date().toISOString() }, key);
+  assert.deepEqual(verifyReceipt(receipt, [{ key_id: key.key_id, public_key: key.public_key }], inspection.snapshot), { ok: true });
 });
 
 test("editing the journal or the claim after reconciliation makes the receipt fail verification", async (t) => {

@@ -188,10 +188,10 @@ describe("bad input over HTTP", () => {
     { name: "bad run id", request: () => ({ method: "GET", url: "/v1/runs/not-a-uuid/journal", headers: OPERATOR }), status: 400, code: "run-id-invalid" },
     { name: "unknown run", request: () => ({ method: "GET", url: `/v1/runs/${randomUUID()}/verification`, headers: OPERATOR }), status: 404, code: "run-not-found" },
     {
-      name: "review with an unknown field",
+      name: "review with an unknown field and every other field wrong or missing",
       request: () => ({ method: "POST", url: `/v1/invocations/api:alice/${randomUUID()}/reconciliation`, headers: OPERATOR, payload: { snapshot_hash: "x", extra: 1 } }),
       status: 400,
-      code: "review-unknown-field",
+      code: "review-invalid",
     },
   ];
 

@@ -187,7 +187,13 @@ describe("a client that goes away mid-chunk", () => {
       const gone = lines.find((l) => l.msg === "client went away mid-request");
       assert.ok(gone !== undefined, `no line for the client that left among: ${log.text()}`);
       assert.equal(gone.level, 30);
-      assert.deepEqual(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], "no error was logged");
+      // Reported as what it is: the chunk's body was aborted, not a storage failure (503).
+      assert.equal(gone.code, "chunk-body-aborted");
+      assert.deepEqual(lines.filter((l) => l.level >= 40).map((l) => l.msg), [], "no warning or error was logged");
+      assert.ok(!log.text().includes("delivery-storage-failed"), log.text());
+      const metrics = (await node.app.inject({ url: "/metrics", headers: OPERATOR })).payload;
+      assert.match(metrics, /^warden_http_requests_aborted_total\{route="\/v1\/stages\/:stage_id\/blobs\/:digest"\} 1$/m);
+      assert.doesNotMatch(metrics, /^warden_http_requests_total\{[^}]*status="5\d\d"[^}]*\}/m, "no 5xx was counted");
       const offset = (status.missing as { digest: string; offset: number }[]).find((m) => m.digest === blob.digest)?.offset;
       assert.equal(offset, 0, "nothing of the cut chunk was kept");
     } finally {

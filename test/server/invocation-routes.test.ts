@@ -138,7 +138,7 @@ describe("invocation routes", () => {
       snapshot_hash: snapshotHash,
       outcome: "no_effects",
       rationale: "the agent hung before any tool call; its process group is gone",
-      evidence: [{ reference: "journal", sha256: `sha256:${"1".repeat(64)}` }],
+      evidence: [{ reference: "journal", sha256: "sha256:452b7b642e325cb2b5b20ac28536ada8b0ad312217a98ab7ff23330603b63126" }],
       effects_stopped: true,
     };
     const stale = await node.app.inject({
@@ -149,6 +149,20 @@ describe("invocation routes", () => {
     });
     assert.equal(stale.statusCode, 409);
     assert.equal(json(stale.payload).code, "snapshot-stale");
+    // A review with several broken rules: one problem document lists every one of them.
+    const broken = await node.app.inject({
+      method: "POST",
+      url: `/v1/invocations/api:alice/${key}/reconciliation`,
+      headers: OPERATOR,
+      payload: { ...review, outcome: "done", evidence: [{ reference: "journal", sha256: `sha256:${"0".repeat(64)}` }], effects_stopped: false },
+    });
+    assert.equal(broken.statusCode, 400);
+    const problem = json(broken.payload);
+    assert.equal(problem.code, "review-invalid");
+    assert.deepEqual(
+      (problem.problems as { field: string; code: string }[]).map((p) => `${p.field} ${p.code}`),
+      ["outcome review-invalid-outcome", "evidence[0].sha256 review-evidence-placeholder", "effects_stopped review-effects-not-stopped"],
+    );
     const observerTry = await node.app.inject({ method: "POST", url: `/v1/invocations/api:alice/${key}/reconciliation`, headers: OBSERVER, payload: review });
     assert.equal(observerTry.statusCode, 403);
     const signed = await node.app.inject({ method: "POST", url: `/v1/invocations/api:alice/${key}/reconciliation`, headers: OPERATOR, payload: review });

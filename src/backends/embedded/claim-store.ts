@@ -78,7 +78,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #count: SqliteStatement<[], number>;
   readonly #addCount: SqliteStatement<[number]>;
   readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
-  readonly #pruneCandidates: SqliteStatement<[number, string, string], { scope: string; id: string }>;
+  readonly #pruneCandidates: SqliteStatement<[number, number, string, string], { scope: string; id: string; recorded_at: number }>;
   readonly #dataVersion: SqliteStatement<[], number>;
   readonly #totalChanges: SqliteStatement<[], number>;
   /** Settled rows read while the database stood at #settledAt; see `get`. */
@@ -109,8 +109,8 @@ export class EmbeddedClaimStore implements ClaimStore {
       reconciled: page("receipt IS NOT NULL AND", "INDEXED BY claims_reconciled"),
     };
     this.#pruneCandidates = db.prepare(
-      "SELECT scope, id FROM claims WHERE result IS NOT NULL AND recorded_at < ? " +
-        "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT " +
+      "SELECT scope, id, recorded_at FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at < ? " +
+        "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT " +
         PRUNE_CHUNK,
     );
     this.#dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
@@ -221,13 +221,14 @@ export class EmbeddedClaimStore implements ClaimStore {
   async pruneResults(olderThan: number, now: number): Promise<number> {
     this.#assertOpen();
     let pruned = 0;
-    let after: Key = ["", ""];
+    // Every recorded_at is at least 0 and "" sorts before every scope: no cursor is "from the start".
+    let after: [number, string, string] = [-1, "", ""];
     for (;;) {
-      const keys = this.#pruneCandidates.all(olderThan, after[0], after[1]);
+      const keys = this.#pruneCandidates.all(olderThan, after[0], after[1], after[2]);
       if (keys.length === 0) return pruned;
       pruned += await this.#writes.prune(keys, now);
       const last = keys[keys.length - 1]!;
-      after = [last.scope, last.id];
+      after = [last.recorded_at, last.scope, last.id];
       await yieldToLoop();
     }
   }

@@ -57,7 +57,7 @@ async function sign(ctx: CliContext, text: string, flags: SignFlags): Promise<nu
   if (ref.revision === undefined) throw new ValidationError("bundle-ref-revision-required", `name the revision to sign: ${ref.bundle_id}@<revision>`);
   const signWith = signWithOf(flags.key === undefined ? undefined : resolve(ctx.io.cwd, flags.key), flags.agent, "--key", "--agent");
   if (signWith === undefined) throw new ValidationError("sign-key-required", "give --key <file> or --agent");
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const revision = (await client.getBundle(ref.bundle_id)).revisions.find((r) => r.revision === ref.revision);
   if (revision === undefined) throw new ValidationError("revision-not-found", `${ref.bundle_id} has no revision ${JSON.stringify(ref.revision)}`, { status: 404 });
   const [{ sshSign }, { bundleStatement }] = await Promise.all([import("../../client/ssh-sign.js"), import("../../signing/statement.js")]);
@@ -72,7 +72,7 @@ async function retire(ctx: CliContext, text: string, flags: BundlesFlags): Promi
   const ref = splitBundleRef(text);
   // Retiring the latest revision by default would be one typo away from the wrong one.
   if (ref.revision === undefined) throw new ValidationError("bundle-ref-revision-required", `name the revision to retire: ${ref.bundle_id}@<revision>`);
-  const reply = await connect(ctx.io, flags).retireRevision(ref.bundle_id, ref.revision);
+  const reply = await (await connect(ctx.io, flags)).retireRevision(ref.bundle_id, ref.revision);
   if (flags.json === true) printJson(ctx, reply);
   else ctx.io.stdout(`retired ${reply.bundle_id}@${reply.revision}; ${reply.collected_blobs} blob(s) no longer referenced were deleted\n`);
   return EXIT_OK;
@@ -83,7 +83,7 @@ function bytesOf(view: BundleView["revisions"][number]): number {
 }
 
 async function list(ctx: CliContext, flags: BundlesFlags): Promise<number> {
-  const bundles = await connect(ctx.io, flags).listBundles();
+  const bundles = await (await connect(ctx.io, flags)).listBundles();
   if (flags.json === true) {
     printJson(ctx, { bundles });
     return EXIT_OK;
@@ -102,7 +102,7 @@ async function list(ctx: CliContext, flags: BundlesFlags): Promise<number> {
 }
 
 async function show(ctx: CliContext, id: string, flags: BundlesFlags): Promise<number> {
-  const bundle = await connect(ctx.io, flags).getBundle(id);
+  const bundle = await (await connect(ctx.io, flags)).getBundle(id);
   if (flags.json === true) {
     printJson(ctx, bundle);
     return EXIT_OK;

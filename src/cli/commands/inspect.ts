@@ -3,7 +3,6 @@ import type { Command } from "commander";
 import { resolve } from "node:path";
 import { ConflictError, ValidationError } from "../../core/errors.js";
 import type { Inspection, Review } from "../../client/wire.js";
-import { TEMPLATE_RATIONALE } from "../../invocations/reconciliation.js";
 import type { CliContext } from "../context.js";
 import { table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
@@ -37,13 +36,13 @@ export function registerInspectCommand(program: Command, ctx: CliContext): void 
  * unless it was given (each file named with its sha256), and states that the run's effects have
  * stopped. Refused as printed: an unedited template can never sign an outcome.
  */
-export function reviewTemplate(inspection: Inspection, evidence: readonly Evidence[] = []): Record<string, unknown> {
+export function reviewTemplate(inspection: Inspection, rationale: string, evidence: readonly Evidence[] = []): Record<string, unknown> {
   return {
     snapshot_hash: inspection.snapshot_hash,
     // No default: a review submitted unedited must be refused, not sign "no_effects" for a run
     // whose journal shows a started process (the schema refuses anything but the three outcomes).
     outcome: "<completed|failed|no_effects>",
-    rationale: TEMPLATE_RATIONALE,
+    rationale,
     evidence: evidence.length > 0 ? evidence : [{ reference: "where the evidence is kept", sha256: "sha256:<64 hex digits of the evidence>" }],
     // The operator's own statement, once checked: the agent may outlive its node (README).
     effects_stopped: false,
@@ -60,17 +59,24 @@ function needsReview({ report }: Inspection): string {
 
 /**
  * Whether the run's agent is known to be gone: a node that started after the run's node died
- * records the agent processes it killed. Without such a record nothing here says the agent
+ * records the agent processes it killed, and so does a node that killed its own agents at
+ * shutdown after the grace period. Without such a record nothing here says the agent
  * stopped, and the operator must check its pid on its host before stating `effects_stopped`.
  */
 function agentStoppedRows({ report }: Inspection): [string, string][] {
   const stops = report.agent_stopped ?? [];
   if (stops.length > 0) {
-    return stops.map((s) => [
-      "agent stopped",
-      `killed ${s.at} (pid${s.killed.length === 1 ? "" : "s"} ${s.killed.join(", ")}) by the node that started next on this home ` +
-        `(pid ${s.by.pid} on ${s.by.host}), as the node that ran it${s.node_pid === undefined ? "" : ` (pid ${s.node_pid})`} had died`,
-    ]);
+    return stops.map((s) => {
+      const killed = `killed ${s.at} (pid${s.killed.length === 1 ? "" : "s"} ${s.killed.join(", ")})`;
+      if (s.reason === "shutdown") {
+        return ["agent stopped", `${killed} by the node that ran it (pid ${s.by.pid} on ${s.by.host}), at its shutdown, when the agent outlived the grace period`];
+      }
+      return [
+        "agent stopped",
+        `${killed} by the node that started next on this home ` +
+          `(pid ${s.by.pid} on ${s.by.host}), as the node that ran it${s.node_pid === undefined ? "" : ` (pid ${s.node_pid})`} had died`,
+      ];
+    });
   }
   if (report.journal.agent_process === undefined || report.status !== "unresolved") return [];
   return [["agent stopped", "no node recorded stopping it: check that the pid above is gone on its host"]];
@@ -81,13 +87,15 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
   // Evidence is hashed first: a file that cannot be read fails before anything is asked of the node.
   const evidence: Evidence[] = [];
   for (const file of flags.evidence) evidence.push({ reference: file, sha256: await digestInputFile(resolve(ctx.io.cwd, file)) });
-  const inspection = await connect(ctx.io, flags).inspect(scope, id);
+  const inspection = await (await connect(ctx.io, flags)).inspect(scope, id);
+  // The node refuses this very text as a rationale: it comes from the module that checks reviews.
+  const { TEMPLATE_RATIONALE } = await import("../../invocations/reconciliation.js");
   if (flags.reviewTemplate === true) {
     const needed = needsReview(inspection);
     if (needed !== "yes") {
       throw new ConflictError("invocation-not-unresolved", `${scope} ${id} is ${inspection.report.status}; it needs no review (${needed})`);
     }
-    printJson(ctx, reviewTemplate(inspection, evidence));
+    printJson(ctx, reviewTemplate(inspection, TEMPLATE_RATIONALE, evidence));
     return EXIT_OK;
   }
   if (flags.json === true) {
@@ -115,7 +123,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
       (report.status === "unresolved"
         ? `to close it, write a review (e.g. the template below; \`--review-template --evidence FILE\` prints it alone, with the evidence's digests) ` +
           `and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +
-          JSON.stringify(reviewTemplate(inspection), null, 2) +
+          JSON.stringify(reviewTemplate(inspection, TEMPLATE_RATIONALE), null, 2) +
           "\n"
         : ""),
   );

@@ -54,7 +54,7 @@ function row(item: InvocationSummary): string {
 }
 
 async function list(ctx: CliContext, flags: ListFlags): Promise<number> {
-  const page = await connect(ctx.io, flags).listInvocations({
+  const page = await (await connect(ctx.io, flags)).listInvocations({
     ...(flags.status !== undefined ? { status: flags.status } : {}),
     ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
     ...(flags.cursor !== undefined ? { cursor: flags.cursor } : {}),
@@ -74,7 +74,7 @@ async function list(ctx: CliContext, flags: ListFlags): Promise<number> {
 }
 
 async function show(ctx: CliContext, scope: string, id: string, flags: ShowFlags): Promise<number> {
-  const view = await connect(ctx.io, flags).getInvocation(scope, id);
+  const view = await (await connect(ctx.io, flags)).getInvocation(scope, id);
   if (flags.json === true) printJson(ctx, view);
   else printInvocation(ctx, view);
   return exitCodeOfInvocation(view);

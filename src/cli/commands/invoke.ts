@@ -1,8 +1,8 @@
 /** `warden invoke --id <uuid> --provider … -- <prompt>`: run an agent exactly once under an idempotency id. */
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Command } from "commander";
 import { ValidationError } from "../../core/errors.js";
 import { WardenHttpError } from "../../client/errors.js";
-import { sleep } from "../../client/transport.js";
 import type { InvokeBody, ProviderName } from "../../client/wire.js";
 import { resolveBundleRef } from "../bundle-ref.js";
 import type { CliContext } from "../context.js";
@@ -42,7 +42,7 @@ export function registerInvokeCommand(program: Command, ctx: CliContext): void {
 
 async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Promise<number> {
   if (!isUuid(flags.id)) throw new ValidationError("invocation-id-invalid", `--id must be a UUID (e.g. from \`uuidgen\`), not ${JSON.stringify(flags.id)}`);
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const body: InvokeBody = {
     provider: flags.provider,
     prompt,

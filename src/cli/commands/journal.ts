@@ -3,16 +3,14 @@ import { join, resolve } from "node:path";
 import type { Command } from "commander";
 import { ValidationError, isWardenError } from "../../core/errors.js";
 import { resolveLimits } from "../../core/limits.js";
-import { EmbeddedKeyStore } from "../../backends/embedded/key-store.js";
-import { publicKeyRecord } from "../../journal/keys.js";
-import { inspectRun, type RunInspection } from "../../journal/inspect.js";
-import { verifyJournal } from "../../journal/verify.js";
+import type { RunInspection } from "../../journal/inspect.js";
+import type { VerifyReport } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
 import { resolveHome, type CliContext } from "../context.js";
 import { runCommand } from "../outcome.js";
 import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
-import { fetchRunJournal, isRunIdArgument } from "../remote-journal.js";
+import { fetchRunJournal, isRunIdArgument, summarizeReceipt, type ReconciliationSummary, type RemoteJournal } from "../remote-journal.js";
 
 interface VerifyFlags {
   key?: string;
@@ -32,7 +30,7 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--key <file>", "trust this public key (file holding standard base64 of the raw 32-byte Ed25519 key)")
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
-    .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons} as JSON")
+    .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons, tail_hash, reconciliation?} as JSON")
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
 }
 
@@ -40,6 +38,7 @@ async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () =>
   if (flags.key !== undefined) {
     const path = resolve(ctx.io.cwd, flags.key);
     const text = (await readInputFile(path, KEY_FILE_MAX_BYTES)).toString("utf8").trim();
+    const { publicKeyRecord } = await import("../../journal/keys.js");
     try {
       return [publicKeyRecord(text)];
     } catch (error) {
@@ -50,8 +49,9 @@ async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () =>
   if (nodeKeys !== undefined) return nodeKeys();
   // A node named outright (--url, $WARDEN_URL): its published keys, as for a run id. A fleet keeps
   // its keys in its database, so no home holds them.
-  if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return connect(ctx.io, flags).keys();
+  if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return (await connect(ctx.io, flags)).keys();
   const dir = join(resolveHome(ctx.io, flags.home), "keys");
+  const { EmbeddedKeyStore } = await import("../../backends/embedded/key-store.js");
   const keys = await new EmbeddedKeyStore(dir).publicKeys();
   if (keys.length === 0) {
     throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE, --home DIR, or --url URL to trust that node's published keys`);
@@ -65,8 +65,10 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   const maxBytes = resolveLimits().journalBytes;
   // One byte past the limit lets the verifier name the line that crosses it.
   const bytes = remote?.bytes ?? (await readInputFile(resolve(ctx.io.cwd, file), maxBytes + 1));
+  const [{ verifyJournal }, { inspectRun }] = await Promise.all([import("../../journal/verify.js"), import("../../journal/inspect.js")]);
   const report = verifyJournal(bytes, keys, { maxBytes, ...(remote !== undefined ? { runId: file.toLowerCase() } : {}) });
   const inspection = inspectRun(report);
+  const reconciliation = remote !== undefined && inspection.requires_reconciliation ? await reconciliationOf(remote, report, keys) : undefined;
   if (flags.json === true) {
     ctx.io.stdout(
       JSON.stringify({
@@ -76,6 +78,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
         requires_reconciliation: inspection.requires_reconciliation,
         reasons: inspection.reasons,
         tail_hash: report.tail_hash,
+        ...(reconciliation === undefined ? {} : { reconciliation }),
       }) + "\n",
     );
   } else if (report.first_error !== undefined) {
@@ -90,8 +93,27 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   } else {
     ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
     if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
+    if (reconciliation !== undefined) ctx.io.stdout(`${reconciliationText(reconciliation)}\n`);
   }
   return report.ok && hasRunStarted(inspection) ? 0 : 1;
+}
+
+/**
+ * The node's reconciliation of the run, when it has one: a run that requires reconciliation may
+ * well have had it, and the journal (append-only, its writer gone) never says so.
+ */
+async function reconciliationOf(remote: RemoteJournal, report: VerifyReport, keys: readonly PublicKeyRecord[]): Promise<ReconciliationSummary | undefined> {
+  const first = report.valid[0];
+  if (first === undefined || first.event.type !== "run.started") return undefined;
+  const { scope, id } = first.event.invocation;
+  const receipt = await remote.receipt(scope, id);
+  if (receipt === undefined) return undefined;
+  return summarizeReceipt(receipt, keys, { run_id: first.run_id, entries: report.entries, tail_hash: report.tail_hash });
+}
+
+function reconciliationText(r: ReconciliationSummary): string {
+  const verdict = r.receipt_ok ? "its signed receipt covers this journal" : `its receipt does NOT verify: ${r.reason ?? "?"}`;
+  return `reconciled: ${r.outcome} by ${r.operator} at ${r.recorded_at}; ${verdict}`;
 }
 
 function reasonsText(inspection: RunInspection): string {

@@ -30,7 +30,7 @@ export function registerMaterializeCommand(program: Command, ctx: CliContext): v
       .argument("<bundle>", "<bundle-id> (latest live revision) or <bundle-id>@<revision>")
       .requiredOption("--provider <name>", PROVIDERS_TEXT, parseProvider)
       .option("--dir <dir>", "copy the tree into this new directory (the node must run on this machine); default: leave it in the node's state directory")
-      .option("--json", "print {bundle_id, revision, provider, session, root, args, env} as JSON"),
+      .option("--json", "print {bundle_id, revision, provider, session, root, args, env, commands: {launch, check?}} as JSON"),
   ).action((bundle: string, flags: MaterializeFlags) => runCommand(ctx, flags, () => materialize(ctx, bundle, flags)));
 }
 
@@ -59,9 +59,34 @@ async function copyOut(reply: MaterializationReply, dir: string): Promise<Materi
   };
 }
 
+/** A word a POSIX shell reads back as itself. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+function commandLine(env: Readonly<Record<string, string>>, argv: readonly string[]): string {
+  return [...Object.entries(env).map(([k, v]) => `${k}=${shellWord(v)}`), ...argv.map(shellWord)].join(" ");
+}
+
+/**
+ * The command lines to paste: launch the provider's CLI on the tree, and check the tree with that
+ * CLI where it has a check (DESIGN.md "Providers"). Claude's plugin is the `--plugin-dir`, not the
+ * root above it, which `claude plugin validate <root>` would refuse with "No manifest found".
+ */
+export function providerCommands(provider: ProviderName, reply: Pick<MaterializationReply, "args" | "env">): { launch: string; check?: string } {
+  const launch = commandLine(reply.env, [provider, ...reply.args]);
+  if (provider === "claude") {
+    const at = reply.args.indexOf("--plugin-dir");
+    const pluginDir = at >= 0 ? reply.args[at + 1] : undefined;
+    return pluginDir === undefined ? { launch } : { launch, check: commandLine({}, ["claude", "plugin", "validate", pluginDir]) };
+  }
+  if (provider === "codex") return { launch, check: commandLine(reply.env, ["codex", "mcp", "list"]) };
+  return { launch };
+}
+
 async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFlags): Promise<number> {
   const provider = flags.provider;
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const ref = await resolveBundleRef(client, bundle);
   const dir = flags.dir === undefined ? undefined : resolve(ctx.io.cwd, flags.dir);
   if (dir !== undefined) {
@@ -86,8 +111,9 @@ async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFl
       });
     }
   }
+  const commands = providerCommands(provider, result);
   if (flags.json === true) {
-    printJson(ctx, { bundle_id: ref.bundle_id, revision: ref.revision, provider, ...result });
+    printJson(ctx, { bundle_id: ref.bundle_id, revision: ref.revision, provider, ...result, commands });
     return EXIT_OK;
   }
   const env = Object.entries(result.env).map(([k, v]) => `${k}=${v}`);
@@ -101,6 +127,8 @@ async function materialize(ctx: CliContext, bundle: string, flags: MaterializeFl
         ["root", result.root],
         ["args", result.args.length > 0 ? result.args.join(" ") : "(none)"],
         ["env", env.length > 0 ? env.join(" ") : "(none)"],
+        ["launch", commands.launch],
+        ...(commands.check === undefined ? [] : [["check", commands.check] as const]),
       ]) +
       kept,
   );

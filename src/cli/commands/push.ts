@@ -8,7 +8,7 @@ import type { CliContext } from "../context.js";
 import { formatBytes, table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
-import { BarProgress, LineProgress, type ProgressSink } from "../push-progress.js";
+import type { ProgressSink } from "../push-progress.js";
 import { parsePositiveInt } from "../parse.js";
 import { signersText, signWithOf } from "../signing.js";
 
@@ -38,23 +38,24 @@ export function registerPushCommand(program: Command, ctx: CliContext): void {
   nodeOptions(command).action((dir: string, flags: PushFlags) => runCommand(ctx, flags, () => push(ctx, dir, flags)));
 }
 
-function progressSink(ctx: CliContext, flags: PushFlags): ProgressSink | undefined {
+async function progressSink(ctx: CliContext, flags: PushFlags): Promise<ProgressSink | undefined> {
   if (flags.json === true || flags.progress === false) return undefined;
+  const { BarProgress, LineProgress } = await import("../push-progress.js");
   // The bar redraws in place, which only a terminal understands; pipes and logs get plain lines.
   return process.stderr.isTTY === true ? new BarProgress(process.stderr) : new LineProgress((line) => ctx.io.stdout(line));
 }
 
 async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<number> {
-  const client = connect(ctx.io, flags);
+  const client = await connect(ctx.io, flags);
   const path = resolve(ctx.io.cwd, dir);
-  const progress = progressSink(ctx, flags);
+  const progress = await progressSink(ctx, flags);
   // On a terminal the bar hides the cursor: Ctrl-C must give it back, and say how to go on.
   const onInterrupt = (): void => {
     progress?.stop();
     ctx.io.stderr("warden: interrupted; run the same push again to resume: acknowledged bytes are kept\n");
     process.exit(130);
   };
-  if (progress instanceof BarProgress) process.once("SIGINT", onInterrupt);
+  if (progress?.redraws === true) process.once("SIGINT", onInterrupt);
   const signWith = signWithOf(flags.sign === undefined ? undefined : resolve(ctx.io.cwd, flags.sign), flags.signAgent, "--sign", "--sign-agent");
   let result: PushResult;
   try {

@@ -45,7 +45,7 @@ async function readReview(ctx: CliContext, file: string): Promise<Review> {
 
 async function reconcile(ctx: CliContext, scope: string, id: string, flags: ReconcileFlags): Promise<number> {
   const review = await readReview(ctx, flags.review);
-  const { receipt, created } = await connect(ctx.io, flags).reconcile(scope, id, review);
+  const { receipt, created } = await (await connect(ctx.io, flags)).reconcile(scope, id, review);
   if (flags.json === true) {
     printJson(ctx, { receipt, created });
     return EXIT_OK;

@@ -1,7 +1,8 @@
 /** `warden serve`: run the node until SIGINT/SIGTERM, then shut down gracefully. */
 import type { Command } from "commander";
-import { loadServeConfig, type ServeFlags } from "../../config/serve-config.js";
+import type { ServeConfig, ServeFlags } from "../../config/serve-config.js";
 import type { CliContext } from "../context.js";
+import type { ShutdownEvent } from "../../warden.js";
 import { collect } from "../parse.js";
 
 interface ServeOptions {
@@ -39,7 +40,19 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
     ...(options.logLevel === undefined ? {} : { logLevel: options.logLevel }),
     ...(options.postgres === undefined ? {} : { postgres: options.postgres }),
   };
-  const config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
+  const [{ loadServeConfig, loadServeListen }, { reserveListenAddress }] = await Promise.all([
+    import("../../config/serve-config.js"),
+    import("../../server/listen-reservation.js"),
+  ]);
+  // The address first: a start that cannot listen there must not have created the home or its token.
+  const reservation = await reserveListenAddress(loadServeListen(flags, ctx.io.env, ctx.io.cwd));
+  let config: ServeConfig;
+  try {
+    config = loadServeConfig(flags, ctx.io.env, ctx.io.cwd);
+  } catch (error) {
+    await reservation.release();
+    throw error;
+  }
   if (config.generatedToken !== undefined) {
     ctx.io.stderr(`warden: no token was configured; an operator token was written to ${config.generatedToken}\n`);
   }
@@ -49,12 +62,30 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
   const stop = waitForSignal();
   // Loaded here, not at the top: fastify and the server cost every other command ~1 s to import.
   const { startNode } = await import("../../server/node.js");
-  const node = await startNode(config, { logStream: process.stderr });
+  const node = await startNode(config, { logStream: process.stderr, reservation });
   ctx.io.stdout(options.json === true ? `${JSON.stringify({ url: node.url, pid: process.pid, home: config.home })}\n` : `warden listening on ${node.url}\n`);
   const signal = await stop;
   ctx.io.stderr(`warden: ${signal}: shutting down\n`);
-  await node.close();
+  await node.close((event) => ctx.io.stderr(shutdownLine(event, signal)));
   return 0;
+}
+
+/** What a shutdown waits for, and what it killed: without it a node with a running agent says nothing for the whole grace. */
+export function shutdownLine(event: ShutdownEvent, signal: string): string {
+  if (event.type === "waiting") {
+    const runs = event.runs.map((r) => `run ${r.run_id} (${r.scope} ${r.id})`).join(", ");
+    const again = signal === "SIGINT" ? "Ctrl-C again" : `${signal} again`;
+    return (
+      `warden: waiting up to ${Math.ceil(event.grace_ms / 1000)} s for ${event.runs.length} running agent${event.runs.length === 1 ? "" : "s"} to finish: ${runs}; ` +
+      `then ${event.runs.length === 1 ? "it is" : "they are"} killed (${again} exits at once and leaves ${event.runs.length === 1 ? "it" : "them"} to the next start)\n`
+    );
+  }
+  const runs = event.runs.map((r) => `run ${r.run_id} (pid${r.pids.length === 1 ? "" : "s"} ${r.pids.join(", ")})`).join(", ");
+  return (
+    `warden: the grace ran out: killed the agent${event.runs.length === 1 ? "" : "s"} of ${runs}; ` +
+    `${event.runs.length === 1 ? "its run reads" : "their runs read"} unresolved (\`warden inspect\`` +
+    `${event.recorded ? " says this node stopped it" : "; the stop could not be recorded, check the pids are gone"})\n`
+  );
 }
 
 /** Resolves with the first SIGINT/SIGTERM; a second one exits at once. */

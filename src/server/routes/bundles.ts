@@ -19,13 +19,13 @@ export function bundleRoutes(ctx: RouteContext) {
   const { warden } = ctx;
 
   return async function bundlesPlugin(app: App): Promise<void> {
-    app.get("/v1/bundles", { schema: { summary: "Committed bundles with their revisions and receipts", response: { 200: BundleList } } }, async () => ({
+    app.get("/v1/bundles", { schema: { operationId: "listBundles", summary: "Committed bundles with their revisions and receipts", response: { 200: BundleList, "4xx": ProblemResponse } } }, async () => ({
       bundles: await warden.delivery.list(),
     }));
 
     app.get(
       "/v1/bundles/:bundle_id",
-      { schema: { summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
+      { schema: { operationId: "getBundle", summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
       async (request) => warden.delivery.show(request.params.bundle_id),
     );
 
@@ -34,7 +34,7 @@ export function bundleRoutes(ctx: RouteContext) {
       {
         config: { bodyCodes: "materialization" },
         schema: {
-          summary: "Materialize a committed revision for a provider",
+          operationId: "materializeRevision", summary: "Materialize a committed revision for a provider",
           params: RevisionParams,
           body: MaterializationBody,
           response: { 201: MaterializationReply, "4xx": ProblemResponse },
@@ -51,6 +51,7 @@ export function bundleRoutes(ctx: RouteContext) {
       {
         config: { bodyCodes: "signature" },
         schema: {
+          operationId: "addSignature",
           summary: "Add a signature to a committed revision (a second signer, a release manager)",
           params: RevisionParams,
           body: SignatureBody,
@@ -64,7 +65,7 @@ export function bundleRoutes(ctx: RouteContext) {
       "/v1/bundles/:bundle_id/:revision/retirement",
       {
         schema: {
-          summary: "Retire a revision (refused to new sessions, still listed) and delete the blobs nothing live references any more",
+          operationId: "retireRevision", summary: "Retire a revision (refused to new sessions, still listed) and delete the blobs nothing live references any more",
           params: RevisionParams,
           response: { 200: RetirementReply, "4xx": ProblemResponse },
         },
@@ -82,7 +83,7 @@ export function bundleRoutes(ctx: RouteContext) {
       "/v1/materializations/:session",
       {
         schema: {
-          summary: "Remove a materialized tree no longer used (the node keeps limits.materializations at once)",
+          operationId: "releaseMaterialization", summary: "Remove a materialized tree no longer used (the node keeps limits.materializations at once)",
           params: MaterializationParams,
           response: { 204: NoContent, "4xx": ProblemResponse },
         },

@@ -24,6 +24,7 @@ import type { ExistingOutcome } from "../../invocations/index.js";
 import type { KnownOutcome } from "../../warden.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
+import { validatorCompiler } from "../validation.js";
 
 export function invocationRoutes(ctx: RouteContext) {
   const { warden, metrics, settings } = ctx;
@@ -44,7 +45,7 @@ export function invocationRoutes(ctx: RouteContext) {
       {
         config: { bodyCodes: "invoke-request" },
         schema: {
-          summary: "Run an agent exactly once under an Idempotency-Key",
+          operationId: "invoke", summary: "Run an agent exactly once under an Idempotency-Key",
           headers: InvokeHeaders,
           body: InvokeBody,
           response: { 200: InvocationView, 202: InvocationView, "4xx": ProblemResponse },
@@ -89,13 +90,13 @@ export function invocationRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/invocations",
-      { schema: { summary: "Page through invocations", querystring: InvocationListQuery, response: { 200: InvocationList, "4xx": ProblemResponse } } },
+      { schema: { operationId: "listInvocations", summary: "Page through invocations", querystring: InvocationListQuery, response: { 200: InvocationList, "4xx": ProblemResponse } } },
       async (request) => warden.invocations.list(request.query),
     );
 
     app.get(
       "/v1/invocations/:scope/:id",
-      { schema: { summary: "An invocation's state (never creates a claim)", params: InvocationParams, response: { 200: InvocationView, "4xx": ProblemResponse } } },
+      { schema: { operationId: "getInvocation", summary: "An invocation's state (never creates a claim)", params: InvocationParams, response: { 200: InvocationView, "4xx": ProblemResponse } } },
       async (request) => {
         const { scope, id } = request.params;
         const outcome = await warden.lookup(scope, id);
@@ -106,7 +107,7 @@ export function invocationRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/invocations/:scope/:id/inspection",
-      { schema: { summary: "Snapshot and journal report an operator reviews", params: InvocationParams, response: { 200: Inspection, "4xx": ProblemResponse } } },
+      { schema: { operationId: "inspectInvocation", summary: "Snapshot and journal report an operator reviews", params: InvocationParams, response: { 200: Inspection, "4xx": ProblemResponse } } },
       async (request) => warden.inspect(request.params.scope, request.params.id),
     );
 
@@ -114,8 +115,11 @@ export function invocationRoutes(ctx: RouteContext) {
       "/v1/invocations/:scope/:id/reconciliation",
       {
         config: { bodyCodes: "review" },
+        // The schema documents the body; the review's own parser checks it, so that one answer
+        // lists every problem of a review (a schema check would stop at its first finding).
+        validatorCompiler: (route) => (route.httpPart === "body" ? () => true : validatorCompiler(route)),
         schema: {
-          summary: "Close an unresolved invocation with a signed review",
+          operationId: "reconcileInvocation", summary: "Close an unresolved invocation with a signed review",
           params: InvocationParams,
           body: Review,
           response: { 200: ReconcileReply, 201: ReconcileReply, "4xx": ProblemResponse },

@@ -13,7 +13,7 @@ export function runRoutes(ctx: RouteContext) {
   return async function runsPlugin(app: App): Promise<void> {
     app.get(
       "/v1/runs/:run_id/journal",
-      { schema: { summary: "The run's signed journal, one entry per line", params: RunParams, produces: [JOURNAL_CONTENT_TYPE], response: { 200: JournalBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "getRunJournal", summary: "The run's signed journal, one entry per line", params: RunParams, produces: [JOURNAL_CONTENT_TYPE], response: { 200: JournalBody, "4xx": ProblemResponse } } },
       async (request, reply) => {
         const bytes = await warden.readJournal(request.params.run_id.toLowerCase());
         return reply.type(JOURNAL_CONTENT_TYPE).send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
@@ -22,13 +22,13 @@ export function runRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/runs/:run_id/verification",
-      { schema: { summary: "Verify the run's journal with the node's keys", params: RunParams, response: { 200: Verification, "4xx": ProblemResponse } } },
+      { schema: { operationId: "verifyRun", summary: "Verify the run's journal with the node's keys", params: RunParams, response: { 200: Verification, "4xx": ProblemResponse } } },
       async (request) => warden.verifyRun(request.params.run_id.toLowerCase()),
     );
 
     app.get(
       "/v1/runs/:run_id/events",
-      { schema: { summary: "The run's journal entries as they are appended (SSE)", params: RunParams, produces: [EVENTS_CONTENT_TYPE], response: { 200: EventStreamBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "streamRunEvents", summary: "The run's journal entries as they are appended (SSE)", params: RunParams, produces: [EVENTS_CONTENT_TYPE], response: { 200: EventStreamBody, "4xx": ProblemResponse } } },
       async (request, reply) => {
         const runId = request.params.run_id.toLowerCase();
         const limit = warden.limits.eventStreams;
@@ -65,6 +65,6 @@ export function runRoutes(ctx: RouteContext) {
       },
     );
 
-    app.get("/v1/keys", { schema: { summary: "The node's public keys", response: { 200: KeyList } } }, async () => ({ keys: await warden.publicKeys() }));
+    app.get("/v1/keys", { schema: { operationId: "listKeys", summary: "The node's public keys", response: { 200: KeyList, "4xx": ProblemResponse } } }, async () => ({ keys: await warden.publicKeys() }));
   };
 }

@@ -44,7 +44,7 @@ export function stageRoutes(ctx: RouteContext) {
       {
         validatorCompiler: manifestValidator,
         schema: {
-          summary: "Begin (or resume) the upload of a bundle manifest",
+          operationId: "beginStage", summary: "Begin (or resume) the upload of a bundle manifest",
           body: Manifest,
           response: { 200: StageCommitted, 201: StageBegun, "4xx": ProblemResponse },
         },
@@ -68,7 +68,7 @@ export function stageRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/stages/:stage_id",
-      { schema: { summary: "Where each missing blob resumes", params: StageParams, response: { 200: StageStatus, "4xx": ProblemResponse } } },
+      { schema: { operationId: "getStage", summary: "Where each missing blob resumes", params: StageParams, response: { 200: StageStatus, "4xx": ProblemResponse } } },
       async (request) => {
         return delivery.status(request.params.stage_id);
       },
@@ -78,6 +78,7 @@ export function stageRoutes(ctx: RouteContext) {
       "/v1/stages/:stage_id/commit",
       {
         schema: {
+          operationId: "commitStage",
           summary: "Commit a fully uploaded stage, with the publisher's signatures if any",
           params: StageParams,
           response: { 200: CommitReply, "4xx": ProblemResponse },
@@ -92,7 +93,7 @@ export function stageRoutes(ctx: RouteContext) {
 
     app.delete(
       "/v1/stages/:stage_id",
-      { schema: { summary: "Abort a stage and drop its partial blobs", params: StageParams, response: { 204: NoContent, "4xx": ProblemResponse } } },
+      { schema: { operationId: "abortStage", summary: "Abort a stage and drop its partial blobs", params: StageParams, response: { 204: NoContent, "4xx": ProblemResponse } } },
       async (request, reply) => {
         await delivery.abort(request.params.stage_id);
         if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "aborted" });
@@ -131,7 +132,7 @@ function chunkRoute(ctx: RouteContext) {
       {
         config: { quietRequestLog: true },
         schema: {
-          summary: "Append a chunk of a blob at Upload-Offset",
+          operationId: "uploadChunk", summary: "Append a chunk of a blob at Upload-Offset",
           params: ChunkParams,
           headers: ChunkHeaders,
           consumes: [CHUNK_CONTENT_TYPE],
