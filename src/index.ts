@@ -43,6 +43,10 @@ export {
   type Manifest,
 } from "./delivery/manifest-types.js";
 export { parseManifest, createManifest } from "./delivery/manifest.js";
+export { TrustPolicy, type BundleSignature, type SignerView, type SigningConfig, type TrustRuleConfig } from "./signing/policy.js";
+export { bundleStatement, SIGNATURE_NAMESPACE } from "./signing/statement.js";
+export { parseSshsig, verifySshsig } from "./signing/sshsig.js";
+export { parseAllowedSigners } from "./signing/allowed-signers.js";
 export { compileDirectory, readCompiledFile, type CompiledBundle, type CompiledFile, type CompileOptions } from "./delivery/compile.js";
 export { Materializer, type MaterializerOptions, type MaterializeRequest } from "./providers/materializer.js";
 export { PROVIDER_NAMES, isProviderName, type ProviderName, type BundleRef, type Materialization, type Launch } from "./providers/types.js";

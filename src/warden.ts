@@ -23,6 +23,7 @@ import type { VerifyReport } from "./journal/verify.js";
 import type { RunCheck } from "./invocations/run-check.js";
 import { sharedRunChecker } from "./invocations/run-checker.js";
 import { Materializer } from "./providers/materializer.js";
+import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
 import type { Materialization, ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
@@ -66,6 +67,8 @@ export interface WardenOptions {
    * `false` turns it off. Not yet kept on PostgreSQL.
    */
   readonly log?: LogOptions | false;
+  /** trust policy for bundle signatures (DESIGN.md "Bundle signatures"); none: nothing required */
+  readonly signing?: SigningConfig;
 }
 
 /**
@@ -417,8 +420,14 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
   let delivery: Delivery | undefined;
   let log: OpenedLog | undefined;
   try {
+    const trust = options.signing === undefined ? undefined : new TrustPolicy(options.signing);
+    // A rule whose allowed_signers file cannot be used stops the node now, not at the first push.
+    trust?.preload();
+    const trusted = trust === undefined ? {} : { trust };
     delivery =
-      "openDelivery" in backend ? await backend.openDelivery() : (await openEmbeddedDelivery(backend.home, { limits: backend.limits })).delivery;
+      "openDelivery" in backend
+        ? await backend.openDelivery(trusted)
+        : (await openEmbeddedDelivery(backend.home, { limits: backend.limits, ...trusted })).delivery;
     const journals = new JournalTap(backend.journals);
     // The node publishes a key from its first start, so clients can verify before any run.
     await backend.keys.active();

@@ -32,12 +32,25 @@ export const Manifest = Type.Object(
 );
 export type Manifest = Static<typeof Manifest>;
 
+/** A bundle signer (DESIGN.md "Bundle signatures"): principals the trust policy vouched for, the key's `SHA256:` fingerprint. */
+export const SignerView = Type.Object({
+  principals: List(Type.String()),
+  fingerprint: Type.String(),
+  key_type: Type.String(),
+  signed_at: Timestamp,
+  /** the armored SSHSIG (in catalog views): check it with `ssh-keygen -Y verify -n warden-bundle` */
+  signature: Type.Optional(Type.String()),
+});
+export type SignerView = Static<typeof SignerView>;
+
 export const CommitReceipt = Type.Object({
   bundle_id: Type.String(),
   revision: Type.String(),
   bundle_digest: Digest,
   manifest_digest: Digest,
   blobs: List(BlobRef),
+  /** present when signatures came with the commit */
+  signers: Type.Optional(List(SignerView)),
 });
 export type CommitReceipt = Static<typeof CommitReceipt>;
 
@@ -72,6 +85,16 @@ export const StageStatus = Type.Object({
 export type StageStatus = Static<typeof StageStatus>;
 
 export const CommitReply = Type.Object({ receipt: CommitReceipt });
+
+/** Largest armored signature, and most signatures at once (signing-errors.ts). */
+const ArmoredSignature = Type.String({ minLength: 1, maxLength: 64 * 1024, description: "armored SSHSIG (ssh-keygen -Y sign, namespace warden-bundle)" });
+
+/** Optional body of a commit: the publisher's signatures over the revision's statement. */
+export const CommitBody = Type.Object({ signatures: Type.Optional(List(ArmoredSignature, { maxItems: 16 })) }, { additionalProperties: false });
+export type CommitBody = Static<typeof CommitBody>;
+
+export const SignatureBody = Type.Object({ signature: ArmoredSignature }, { additionalProperties: false });
+export type SignatureBody = Static<typeof SignatureBody>;
 export type CommitReply = Static<typeof CommitReply>;
 
 export const StageParams = Type.Object({ stage_id: Type.String({ pattern: "^[0-9a-f]{32}$" }) }, { additionalProperties: false });
@@ -98,6 +121,8 @@ export const RevisionView = Type.Object({
   retired: Type.Boolean(),
   retired_at: Type.Optional(Timestamp),
   receipt: CommitReceipt,
+  /** every signature the revision carries, those added after the commit too */
+  signatures: List(SignerView),
 });
 export type RevisionView = Static<typeof RevisionView>;
 

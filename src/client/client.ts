@@ -23,6 +23,7 @@ import type {
   RunProofBody,
   MaterializationReply,
   RetirementReply,
+  RevisionView,
   ProviderName,
   ReconcileReply as ReconcileBody,
   ReconciliationReceipt,
@@ -99,9 +100,19 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<StageStatus>({ method: "GET", path: `/v1/stages/${seg(stageId)}`, retry: options.retry })).body;
   }
 
-  async commitStage(stageId: string, options: RetryOption = {}): Promise<CommitReply> {
+  /** Commits a fully uploaded stage; `signatures` (armored SSHSIG over the revision's statement) go with it. */
+  async commitStage(stageId: string, options: RetryOption & { signatures?: readonly string[] } = {}): Promise<CommitReply> {
     const path = `/v1/stages/${seg(stageId)}/commit`;
-    return (await this.#http.json<CommitReply>({ method: "POST", path, retry: options.retry })).body;
+    const signatures = options.signatures ?? [];
+    return (
+      await this.#http.json<CommitReply>({ method: "POST", path, retry: options.retry, ...(signatures.length === 0 ? {} : { json: { signatures } }) })
+    ).body;
+  }
+
+  /** Adds a signature to a committed revision; answers the revision with all its signers. */
+  async addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
+    const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/signatures`;
+    return (await this.#http.json<RevisionView>({ method: "POST", path, json: { signature } })).body;
   }
 
   async abortStage(stageId: string): Promise<void> {

@@ -14,14 +14,18 @@ import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manife
 import { WardenHttpError } from "./errors.js";
 import { forEachConcurrent } from "./pool.js";
 import { backoffDelay, isTransient, sleep } from "./transport.js";
-import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type StageStatus } from "./wire.js";
+import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type RevisionView, type SignerView, type StageStatus } from "./wire.js";
+import { bundleStatement } from "../signing/statement.js";
+import { sshSign, type SignWith, type SshSignOptions } from "./ssh-sign.js";
 
 /** The four delivery routes push drives; WardenClient implements them. */
 export interface StageApi {
   beginStage(manifest: Manifest, options?: { retry?: boolean }): Promise<BeginStageReply>;
   uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }>;
   stageStatus(stageId: string, options?: { retry?: boolean }): Promise<StageStatus>;
-  commitStage(stageId: string, options?: { retry?: boolean }): Promise<CommitReply>;
+  commitStage(stageId: string, options?: { retry?: boolean; signatures?: readonly string[] }): Promise<CommitReply>;
+  /** Adds a signature to a committed revision (a push with a signature of a revision already committed). */
+  addSignature?(bundleId: string, revision: string, signature: string): Promise<RevisionView>;
 }
 
 export type PushPhase = "compiled" | "begun" | "uploading" | "committing" | "committed";
@@ -70,6 +74,12 @@ export interface PushOptions {
   readonly limits?: CompileOptions["limits"];
   readonly onProgress?: (progress: PushProgress) => void;
   readonly hooks?: PushHooks;
+  /**
+   * Sign the revision's statement with this key (DESIGN.md "Bundle signatures") through
+   * `ssh-keygen -Y sign` before anything is uploaded; the signature goes with the commit.
+   */
+  readonly sign?: SignWith;
+  readonly signOptions?: SshSignOptions;
 }
 
 export interface PushResult {
@@ -83,6 +93,8 @@ export interface PushResult {
   readonly alreadyCommitted: boolean;
   /** files of the directory left out (`.git`, `node_modules`) */
   readonly skipped: readonly string[];
+  /** the revision's signers after this push (empty when unsigned) */
+  readonly signers: readonly SignerView[];
 }
 
 export const DEFAULT_CHUNK_BYTES = 1024 * 1024;
@@ -219,11 +231,17 @@ class PushRun {
 
   async run(): Promise<PushResult> {
     this.#report("compiled");
+    // Signed first: a signing that fails (no key, a wrong passphrase) has sent nothing.
+    const sign = this.#options.sign;
+    const signatures = sign === undefined ? [] : [await sshSign(bundleStatement(this.#manifest), sign, this.#options.signOptions)];
     const begun = await this.#withRetries(() => this.#api.beginStage(this.#manifest, { retry: false }));
     if (isCommitted(begun)) {
       this.#adopt([]);
       this.#report("committed");
-      return this.#result(begun.receipt, begun.stage_id, true);
+      if (signatures.length === 0 || this.#api.addSignature === undefined) return this.#result(begun.receipt, begun.stage_id, true);
+      const { bundle_id, revision } = this.#manifest;
+      const view = await this.#withRetries(() => this.#api.addSignature!(bundle_id, revision, signatures[0]!));
+      return { ...this.#result(begun.receipt, begun.stage_id, true), signers: view.signatures };
     }
     const stageId = begun.stage_id;
     this.#adopt(begun.missing);
@@ -235,7 +253,7 @@ class PushRun {
       }
       this.#report("committing");
       try {
-        const { receipt } = await this.#withRetries(() => this.#api.commitStage(stageId, { retry: false }));
+        const { receipt } = await this.#withRetries(() => this.#api.commitStage(stageId, { retry: false, signatures }));
         this.#report("committed");
         return this.#result(receipt, stageId, false);
       } catch (error) {
@@ -248,7 +266,7 @@ class PushRun {
   }
 
   #result(receipt: CommitReceipt, stageId: string, alreadyCommitted: boolean): PushResult {
-    return { receipt, stageId, bytesSent: this.#bytesSent, blobsSent: this.#blobsSent, alreadyCommitted, skipped: [] };
+    return { receipt, stageId, bytesSent: this.#bytesSent, blobsSent: this.#blobsSent, alreadyCommitted, skipped: [], signers: receipt.signers ?? [] };
   }
 
   async #uploadBlob(stageId: string, digest: string): Promise<void> {

@@ -31,6 +31,7 @@ export type {
   ReconciliationReceipt,
   Review,
   RevisionView,
+  SignerView,
   StageBegun,
   StageCommitted,
   StageStatus,

@@ -70,6 +70,20 @@ export type TokenEntry = Static<typeof TokenEntry>;
 export const TokensFile = Type.Object({ tokens: Type.Array(TokenEntry) }, { additionalProperties: false });
 export type TokensFile = Static<typeof TokensFile>;
 
+const Principals = Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { minItems: 1, maxItems: 64 });
+
+/** One trust rule (DESIGN.md "Bundle signatures"): at most one of any_of, all_of, k_of. */
+export const TrustRule = Type.Object(
+  {
+    bundles: Type.String({ minLength: 1, maxLength: 128, description: "bundle id pattern (* and ?)" }),
+    allowed_signers: Type.String({ minLength: 1, description: "OpenSSH allowed_signers file (relative: to the home)" }),
+    any_of: Type.Optional(Principals),
+    all_of: Type.Optional(Principals),
+    k_of: Type.Optional(Type.Object({ k: PositiveInt, principals: Principals }, { additionalProperties: false })),
+  },
+  { additionalProperties: false },
+);
+
 export const ConfigFile = Type.Object(
   {
     listen: Type.Optional(Type.String({ minLength: 1 })),
@@ -95,6 +109,8 @@ export const ConfigFile = Type.Object(
     /** caller names of the env tokens */
     operatorName: Type.Optional(TokenEntry.properties.name),
     observerName: Type.Optional(TokenEntry.properties.name),
+    /** trust policy for bundle signatures: the first rule whose pattern matches a bundle id applies */
+    signing: Type.Optional(Type.Object({ rules: Type.Array(TrustRule, { maxItems: 256 }) }, { additionalProperties: false })),
   },
   { additionalProperties: false },
 );

@@ -8,6 +8,7 @@ import { resolveLimits, type Limits } from "../core/limits.js";
 import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { checkAncestorsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
+import type { SigningConfig } from "../signing/policy.js";
 import type { WardenOptions } from "../warden.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
@@ -113,6 +114,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(file.maxPromptBytes === undefined ? {} : { maxPromptBytes: file.maxPromptBytes }),
     ...postgresOf(flags, env),
     ...(flags.log === undefined ? {} : { log: logOptionsOf(flags.log) }),
+    ...(file.signing === undefined ? {} : { signing: signingOf(file.signing, home) }),
   };
   return {
     home,
@@ -150,6 +152,19 @@ function postgresOf(flags: ServeFlags, env: Readonly<Record<string, string | und
     throw new ValidationError("config-postgres-invalid", "--postgres / WARDEN_POSTGRES_URL must be a postgresql:// URL");
   }
   return { postgres: { url } };
+}
+
+/** Checks each rule's requirement and makes its allowed_signers path absolute (relative: to the home). */
+function signingOf(config: NonNullable<ConfigFile["signing"]>, home: string): SigningConfig {
+  const rules = config.rules.map((rule, i) => {
+    const given = [rule.any_of, rule.all_of, rule.k_of].filter((r) => r !== undefined).length;
+    if (given > 1) throw new ValidationError("config-signing-invalid", `signing.rules[${i}]: give at most one of any_of, all_of, k_of`);
+    if (rule.k_of !== undefined && rule.k_of.k > rule.k_of.principals.length) {
+      throw new ValidationError("config-signing-invalid", `signing.rules[${i}]: k_of.k (${rule.k_of.k}) is more than its ${rule.k_of.principals.length} principals`);
+    }
+    return { ...rule, allowed_signers: resolve(home, rule.allowed_signers) };
+  });
+  return { rules };
 }
 
 function readConfigFile(path: string): ConfigFile {

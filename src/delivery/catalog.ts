@@ -4,7 +4,9 @@
  * sessions, and its blobs become collectable once no live revision or active stage needs them.
  */
 import type { Digest } from "../core/digest.js";
+import { signerView, type SignerView } from "../signing/policy.js";
 import type { CommitReceipt, Manifest } from "./manifest-types.js";
+import type { StoredSignature } from "./signature-record.js";
 
 export interface CatalogEntry {
   readonly bundle_id: string;
@@ -15,6 +17,8 @@ export interface CatalogEntry {
   readonly receipt: CommitReceipt;
   readonly committed_at: number;
   readonly retired_at: number | null;
+  /** the signatures it carries, in the order the node accepted them */
+  readonly signatures: readonly StoredSignature[];
 }
 
 /** What `list` and `show` answer: ISO timestamps, revisions in commit order. */
@@ -25,6 +29,8 @@ export interface RevisionView {
   readonly retired: boolean;
   readonly retired_at?: string;
   readonly receipt: CommitReceipt;
+  /** every signature, those added after the commit too */
+  readonly signatures: readonly SignerView[];
 }
 
 export interface BundleView {
@@ -43,9 +49,15 @@ export interface CatalogStore {
    * Durably writes the commit record and, in the same transaction, removes the stage's metadata:
    * a bundle is either committed with its stage closed, or not committed at all (G7). The same
    * (bundle_id, revision) with another manifest throws ConflictError `revision-conflict`; the same
-   * manifest already committed returns the existing entry.
+   * manifest already committed returns the existing entry. The entry's signatures are written in
+   * the same transaction.
    */
   record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry>;
+  /**
+   * Durably adds a signature to a committed revision; false when that key already signed it (the
+   * stored one stays) or there is no such revision.
+   */
+  addSignature(bundleId: string, revision: string, signature: StoredSignature): Promise<boolean>;
   /** Marks a revision retired; false when there is no such revision. Retiring twice is a no-op. */
   retire(bundleId: string, revision: string, now: number): Promise<boolean>;
   /** Digests referenced by revisions that are not retired. */
@@ -60,6 +72,7 @@ export function revisionView(entry: CatalogEntry): RevisionView {
     retired: entry.retired_at !== null,
     ...(entry.retired_at !== null ? { retired_at: new Date(entry.retired_at).toISOString() } : {}),
     receipt: entry.receipt,
+    signatures: entry.signatures.map((s) => signerView(s, true)),
   };
 }
 

@@ -9,8 +9,10 @@ import { digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, isWardenError, type ErrorDetails } from "../core/errors.js";
 import { isCount, isTime } from "../core/limits.js";
 import type { CatalogEntry } from "./catalog.js";
-import { manifestDigestOf, receiptOf, type Manifest } from "./manifest-types.js";
+import { manifestDigestOf, receiptOf, type CommitReceipt, type Manifest } from "./manifest-types.js";
 import type { StageRecord } from "./stage.js";
+import { signerView } from "../signing/policy.js";
+import type { StoredSignature } from "./signature-record.js";
 
 const CACHE_LIMIT = 1024;
 
@@ -62,8 +64,11 @@ export interface CommitRow {
   retired_at: number | null;
 }
 
-/** Receipts are derived from the verified manifest, never stored separately, so they cannot drift. */
-export function catalogEntryOf(row: CommitRow, manifests: ManifestCache): CatalogEntry {
+/**
+ * Receipts are derived from the verified manifest (and the signatures stored with the commit),
+ * never stored separately, so they cannot drift.
+ */
+export function catalogEntryOf(row: CommitRow, manifests: ManifestCache, signatures: readonly StoredSignature[]): CatalogEntry {
   if (!isTime(row.committed_at) || (row.retired_at !== null && !isTime(row.retired_at))) {
     const where = `${row.bundle_id}/${row.revision}`;
     throw corrupt(where, { bundle_id: row.bundle_id, revision: row.revision }, `the commit record of ${where} holds a time out of range`);
@@ -73,10 +78,17 @@ export function catalogEntryOf(row: CommitRow, manifests: ManifestCache): Catalo
     revision: row.revision,
     manifest_digest: row.manifest_digest as Digest,
     stage_id: row.stage_id,
-    receipt: receiptOf(manifestOf(row, manifests)),
+    receipt: withSigners(receiptOf(manifestOf(row, manifests)), signatures),
     committed_at: row.committed_at,
     retired_at: row.retired_at,
+    signatures,
   };
+}
+
+/** A receipt naming the signers that came with the commit (none: the receipt as before signatures existed). */
+export function withSigners(receipt: CommitReceipt, signatures: readonly StoredSignature[]): CommitReceipt {
+  const atCommit = signatures.filter((s) => s.at_commit);
+  return atCommit.length === 0 ? receipt : { ...receipt, signers: atCommit.map((s) => signerView(s)) };
 }
 
 /**

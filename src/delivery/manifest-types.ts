@@ -55,6 +55,16 @@ export interface CommitReceipt {
   readonly manifest_digest: Digest;
   /** unique blobs, sorted by digest */
   readonly blobs: readonly BlobRef[];
+  /** who signed it, when signatures came with the commit (DESIGN.md "Bundle signatures") */
+  readonly signers?: readonly ReceiptSigner[];
+}
+
+/** A signer in a commit receipt: the principals the trust policy vouched for, and the key. */
+export interface ReceiptSigner {
+  readonly principals: readonly string[];
+  readonly fingerprint: string;
+  readonly key_type: string;
+  readonly signed_at: string;
 }
 
 const BUNDLE_DOMAIN = "g4a-bundle-v1\0";

@@ -7,7 +7,10 @@ import { parseDigest, type Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
 import { DEFAULT_LIMITS, isCount, isTime, type Limits } from "../core/limits.js";
 import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
-import { bundleViews, type BundleView } from "./catalog.js";
+import { bundleViews, revisionView, type BundleView, type CatalogEntry, type RevisionView } from "./catalog.js";
+import { TrustPolicy, type SignerView } from "../signing/policy.js";
+import { withSigners } from "./manifest-record.js";
+import type { StoredSignature } from "./signature-record.js";
 import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
 import { verifyForCommit } from "./commit-verify.js";
 import { checkContractAtBegin } from "./contract.js";
@@ -54,6 +57,8 @@ export interface DeliveryOptions {
   readonly limits?: Limits;
   /** Milliseconds since the epoch; injectable so expiry can be tested without waiting. */
   readonly clock?: () => number;
+  /** The node's trust policy for bundle signatures (none: signatures are verified, nothing required). */
+  readonly trust?: TrustPolicy;
 }
 
 export interface StagingBegun {
@@ -86,6 +91,8 @@ export interface StageStatus {
  * gc must not delete a blob begin just counted as present.
  */
 const STORE_KEY = "store";
+/** Without a configured policy, signatures are still verified; nothing is required. */
+const NO_RULES = new TrustPolicy({ rules: [] });
 const stageKey = (stageId: string): string => `stage:${stageId}`;
 const blobKey = (stageId: string, digest: Digest): string => `blob:${stageId}:${digest}`;
 /** A stage whose stored record is damaged (see abort). */
@@ -97,6 +104,7 @@ export class Delivery {
   readonly #clock: () => number;
   readonly #locks = new LockTable();
   readonly #chunks: ChunkUpload;
+  readonly #trust: TrustPolicy | undefined;
   #recovery: RecoveryReport | undefined;
 
   /** Told of each commit once it is durable (the transparency log); see attestCommits. */
@@ -115,6 +123,7 @@ export class Delivery {
     this.limits = options.limits ?? DEFAULT_LIMITS;
     this.#clock = options.clock ?? Date.now;
     this.#chunks = new ChunkUpload(backend, this.limits);
+    this.#trust = options.trust;
   }
 
   /** Builds the service and runs start-up recovery (expiry, interrupted publications, GC). */
@@ -282,14 +291,18 @@ export class Delivery {
    * entries made durable; then the commit record written durably in one transaction that also
    * closes the stage. Idempotent: a committed stage id answers the same receipt, also after a
    * restart.
+   *
+   * `signatures` (armored SSHSIG over the revision's statement) are verified and judged by the
+   * trust policy first: a refusal (DESIGN.md "Bundle signatures") leaves the stage as it was and
+   * stores nothing.
    */
-  async commit(stageId: string): Promise<CommitReceipt> {
-    const receipt = await this.#commit(stageId);
+  async commit(stageId: string, signatures: readonly string[] = []): Promise<CommitReceipt> {
+    const receipt = await this.#commit(stageId, signatures);
     await this.#attest?.(receipt);
     return receipt;
   }
 
-  async #commit(stageId: string): Promise<CommitReceipt> {
+  async #commit(stageId: string, signatures: readonly string[]): Promise<CommitReceipt> {
     return guard(async () => {
       const id = parseStageId(stageId);
       const { catalog } = this.#backend;
@@ -300,8 +313,10 @@ export class Delivery {
         if (replay !== undefined) return replay.receipt;
         const stage = await this.#liveStage(id, this.#clock());
         throwIfIncomplete(stage);
-        await this.#publish(stage);
         const manifest = stage.manifest;
+        const committedAt = this.#clock();
+        const signed = this.#acceptSignatures(manifest, signatures, committedAt);
+        await this.#publish(stage);
         await this.#backend.blobs.sync(receiptOf(manifest).blobs.map((b) => b.digest));
         const entry = await catalog.record(
           {
@@ -309,9 +324,10 @@ export class Delivery {
             revision: manifest.revision,
             manifest_digest: manifest.manifest_digest,
             stage_id: id,
-            receipt: receiptOf(manifest),
-            committed_at: this.#clock(),
+            receipt: withSigners(receiptOf(manifest), signed),
+            committed_at: committedAt,
             retired_at: null,
+            signatures: signed,
           },
           manifest,
         );
@@ -321,6 +337,41 @@ export class Delivery {
         await this.#backend.stages.remove(id).catch(() => undefined);
         return entry.receipt;
       });
+    });
+  }
+
+  #acceptSignatures(manifest: Manifest, signatures: readonly string[], now: number): StoredSignature[] {
+    if (this.#trust === undefined && signatures.length === 0) return [];
+    const trust = this.#trust ?? NO_RULES;
+    return trust.accept(manifest, signatures, now).map((s) => ({ ...s, at_commit: true }));
+  }
+
+  /**
+   * Adds a signature to a committed revision (a second signer, a release manager): verified over
+   * the revision's statement and, under a rule, by a signer the policy trusts. The same key again
+   * keeps the stored signature. Answers the revision as `show` lists it.
+   */
+  async addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
+    return guard(async () => {
+      const { catalog } = this.#backend;
+      const entry = await catalog.get(bundleId, revision);
+      if (entry === undefined) throw revisionNotFound(bundleId, revision);
+      const added = (this.#trust ?? NO_RULES).acceptAdditional(entry.receipt, entry.signatures, signature, this.#clock());
+      if (added !== undefined) await catalog.addSignature(bundleId, revision, { ...added, at_commit: false });
+      const now = await catalog.get(bundleId, revision);
+      if (now === undefined) throw revisionNotFound(bundleId, revision);
+      return revisionView(now);
+    });
+  }
+
+  /**
+   * The signers of a committed, live revision as the trust policy sees them now; refuses one the
+   * policy no longer allows to run (`bundle-signer-revoked`, `bundle-signature-required`).
+   */
+  async signersOf(bundleId: string, revision: string): Promise<readonly SignerView[]> {
+    return guard(async () => {
+      const entry = await this.#liveEntry(bundleId, revision);
+      return (this.#trust ?? NO_RULES).checkAtUse(entry.receipt, entry.signatures);
     });
   }
 
@@ -428,16 +479,25 @@ export class Delivery {
     });
   }
 
-  /** The manifest of a committed, live revision (materialization refuses retired ones). */
+  /**
+   * The manifest of a committed, live revision that the trust policy allows to run now
+   * (materialization refuses retired ones, and revoked signers').
+   */
   async getManifest(bundleId: string, revision: string): Promise<Manifest> {
     return guard(async () => {
-      const entry = await this.#backend.catalog.get(bundleId, revision);
-      if (entry === undefined) throw revisionNotFound(bundleId, revision);
-      if (entry.retired_at !== null) throw revisionRetired(bundleId, revision);
+      const entry = await this.#liveEntry(bundleId, revision);
+      this.#trust?.checkAtUse(entry.receipt, entry.signatures);
       const manifest = await this.#backend.catalog.manifestOf(entry.manifest_digest);
       if (manifest === undefined) throw revisionNotFound(bundleId, revision);
       return manifest;
     });
+  }
+
+  async #liveEntry(bundleId: string, revision: string): Promise<CatalogEntry> {
+    const entry = await this.#backend.catalog.get(bundleId, revision);
+    if (entry === undefined) throw revisionNotFound(bundleId, revision);
+    if (entry.retired_at !== null) throw revisionRetired(bundleId, revision);
+    return entry;
   }
 
   /** A blob's bytes, verified (digest and length) before any is returned (G8). */

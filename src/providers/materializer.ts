@@ -28,6 +28,7 @@ import { LOCK_PREFIX, SessionLocks, isSessionName, sessionExists, validateSessio
 import {
   isProviderName,
   type BundleRef,
+  type BundleSigner,
   type BundleSource,
   type ExpectedFile,
   type ExpectedTree,
@@ -96,8 +97,13 @@ export class Materializer {
    * Codex MCP translation, path conflicts), without writing anything: a caller checks a request
    * with this before it claims an invocation id for it.
    */
-  async check(provider: ProviderName, bundle: BundleRef): Promise<void> {
+  /**
+   * Everything `materialize` would refuse, checked without writing anything (a run checks it
+   * before its claim). Answers the revision's signers.
+   */
+  async check(provider: ProviderName, bundle: BundleRef): Promise<readonly BundleSigner[]> {
     await this.#prepare(provider, bundle);
+    return (await this.#source.signersOf?.(bundle.bundle_id, bundle.revision)) ?? [];
   }
 
   /** Builds `<root>/<session>/` for `provider` from a committed bundle revision. */

@@ -21,6 +21,19 @@ export interface BundleSource {
    * materializer verifies them again as it copies: it trusts no layer below it with G8.
    */
   openBlob(blob: BlobRef): Promise<Uint8Array>;
+  /**
+   * Who signed the revision, as the node's trust policy sees it now; refuses a revision the
+   * policy no longer lets run. A source without signatures leaves it out.
+   */
+  signersOf?(bundleId: string, revision: string): Promise<readonly BundleSigner[]>;
+}
+
+/** A bundle's signer as the journal's run.started records it. */
+export interface BundleSigner {
+  readonly principals: readonly string[];
+  readonly fingerprint: string;
+  readonly key_type: string;
+  readonly signed_at: string;
 }
 
 /** A bundle revision to materialize. */

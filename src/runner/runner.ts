@@ -29,7 +29,7 @@ import type { Materializer } from "../providers/materializer.js";
 import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
-import type { BundleRef, Materialization, ProviderName } from "../providers/types.js";
+import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
@@ -163,11 +163,13 @@ export class Runner {
     const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
     const workspace = this.#workspaceOf(request);
     const cwd = workspace.path;
+    let signers: readonly BundleSigner[] = [];
     if (request.bundle !== undefined) {
       if (this.#materializer === undefined) {
         throw new ValidationError("invoke-bundles-unavailable", "this runner has no materializer; requests cannot name a bundle", { status: 422 });
       }
-      await this.#materializer.check(request.provider, request.bundle);
+      // Before the claim: a revision the trust policy no longer lets run is refused with the id still free.
+      signers = await this.#materializer.check(request.provider, request.bundle);
     }
     const profile = this.#profiles[request.provider];
     const command = profile.command;
@@ -183,7 +185,15 @@ export class Runner {
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
-      ...(request.bundle === undefined ? {} : { bundle: { bundle_id: request.bundle.bundle_id, revision: request.bundle.revision } }),
+      ...(request.bundle === undefined
+        ? {}
+        : {
+            bundle: {
+              bundle_id: request.bundle.bundle_id,
+              revision: request.bundle.revision,
+              ...(signers.length === 0 ? {} : { signers: signers.map((s) => ({ ...s, principals: [...s.principals] })) }),
+            },
+          }),
     });
     if (opened.status !== "fresh") return opened;
     const handle = opened.handle;

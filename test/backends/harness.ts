@@ -23,6 +23,7 @@ import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backe
 import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
 import { Delivery } from "../../src/delivery/service.js";
+import type { TrustPolicy } from "../../src/signing/policy.js";
 import { Invocations } from "../../src/invocations/index.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import type { JournalStore, KeyStore } from "../../src/journal/types.js";
@@ -32,6 +33,8 @@ import { bytesOf, skillManifest, uploadMissing, type BuiltManifest } from "../de
 export interface NodeOptions {
   readonly limits?: Partial<Limits>;
   readonly now?: () => Date;
+  /** the trust policy for bundle signatures */
+  readonly trust?: TrustPolicy;
 }
 
 /** One opened node: the domain services over one backend's stores. */
@@ -65,7 +68,7 @@ export interface State {
 }
 
 /** The last two are postgres tables only: the embedded backend keeps those records in files. */
-export type StoredTable = "claims" | "stages" | "stage_blobs" | "commits" | "commit_blobs" | "stage_chunks" | "signing_keys";
+export type StoredTable = "claims" | "stages" | "stage_blobs" | "commits" | "commit_blobs" | "commit_signatures" | "stage_chunks" | "signing_keys";
 
 export interface BackendUnderTest {
   readonly name: "embedded" | "postgres";
@@ -248,9 +251,9 @@ function postgresBackend(): BackendUnderTest {
 }
 
 /** The node's clock, for its delivery service too (stage activity and expiry). */
-function deliveryClock(options: NodeOptions): { clock?: () => number } {
+function deliveryClock(options: NodeOptions): { clock?: () => number; trust?: TrustPolicy } {
   const now = options.now;
-  return now === undefined ? {} : { clock: () => now().getTime() };
+  return { ...(now === undefined ? {} : { clock: () => now().getTime() }), ...(options.trust === undefined ? {} : { trust: options.trust }) };
 }
 
 function nodeOf(

@@ -8,6 +8,8 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { sha256Digest } from "../../src/core/digest.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../../src/backends/embedded/index.js";
+import type { TrustPolicy } from "../../src/signing/policy.js";
+import { bundleStatement } from "../../src/signing/statement.js";
 import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
 import type { JournalStoreHooks } from "../../src/backends/embedded/journal-store.js";
 import type { Delivery } from "../../src/delivery/service.js";
@@ -48,6 +50,8 @@ export interface RunnerEnvOptions {
   readonly journalHooks?: JournalStoreHooks;
   /** record every agent under <home>/agents while it runs, as a node does */
   readonly launchRecords?: boolean;
+  /** the trust policy for bundle signatures */
+  readonly trust?: TrustPolicy;
 }
 
 /** Opens (or reopens, after a crash) the node under `root`. */
@@ -57,7 +61,7 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
   fs.mkdirSync(workspace, { recursive: true });
   const startsFile = path.join(root, "starts.log");
   const backend = await openEmbeddedBackend({ home, ...(options.journalHooks === undefined ? {} : { journalHooks: options.journalHooks }) });
-  const { delivery } = await openEmbeddedDelivery(home);
+  const { delivery } = await openEmbeddedDelivery(home, options.trust === undefined ? {} : { trust: options.trust });
   const invocations = new Invocations({ claims: backend.claims, journals: backend.journals, keys: backend.keys, limits: backend.limits });
   const matRoot = path.join(home, "materializations");
   const materializer = new Materializer({ root: matRoot, source: delivery });
@@ -95,7 +99,13 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
 }
 
 /** Uploads and commits a bundle through the real delivery protocol. */
-export async function pushBundle(delivery: Delivery, bundleId: string, revision: string, files: readonly BundleFile[]): Promise<void> {
+export async function pushBundle(
+  delivery: Delivery,
+  bundleId: string,
+  revision: string,
+  files: readonly BundleFile[],
+  sign: (statement: string) => readonly string[] = () => [],
+): Promise<void> {
   const manifest = new MemorySource().add(bundleId, revision, files);
   const byDigest = new Map(files.map((f) => [sha256Digest(bytesOf(f.content)), bytesOf(f.content)] as const));
   const begun = await delivery.begin(manifest);
@@ -103,7 +113,7 @@ export async function pushBundle(delivery: Delivery, bundleId: string, revision:
   for (const missing of begun.missing) {
     await delivery.putChunk(begun.stage_id, missing.digest, missing.offset, (byDigest.get(missing.digest) as Uint8Array).subarray(missing.offset));
   }
-  await delivery.commit(begun.stage_id);
+  await delivery.commit(begun.stage_id, sign(bundleStatement(manifest)));
 }
 
 export interface StartRecord {

@@ -4,6 +4,7 @@
  * whole tree without changing anything, then repair files, then let the service settle stages
  * and collect garbage.
  */
+import type { TrustPolicy } from "../../signing/policy.js";
 import { StorageError } from "../../core/errors.js";
 import { resolveLimits, type Limits } from "../../core/limits.js";
 import { Delivery } from "../../delivery/service.js";
@@ -23,6 +24,7 @@ export interface EmbeddedDeliveryOptions {
   readonly limits?: Partial<Limits>;
   readonly clock?: () => number;
   readonly faults?: DeliveryFaults;
+  readonly trust?: TrustPolicy;
 }
 
 export interface EmbeddedDelivery {
@@ -66,7 +68,11 @@ export async function openEmbeddedDelivery(home: string, options: EmbeddedDelive
       },
     };
     const clock = options.clock;
-    const delivery = await Delivery.open(backend, clock === undefined ? { limits } : { limits, clock });
+    const delivery = await Delivery.open(backend, {
+      limits,
+      ...(clock === undefined ? {} : { clock }),
+      ...(options.trust === undefined ? {} : { trust: options.trust }),
+    });
     return { delivery, layout, repairs };
   } catch (error) {
     db?.close();

@@ -9,6 +9,7 @@ import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
 import { revisionConflict } from "../../delivery/delivery-errors.js";
 import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
 import type { Manifest } from "../../delivery/manifest-types.js";
+import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../delivery/signature-record.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 
@@ -27,6 +28,8 @@ export class EmbeddedCatalogStore implements CatalogStore {
   readonly #closeStage;
   readonly #retire;
   readonly #liveDigests;
+  readonly #signaturesOf;
+  readonly #insertSignature;
   readonly #manifests = new ManifestCache();
   readonly #stageClosed: ((stageId: string) => void) | undefined;
 
@@ -47,6 +50,12 @@ export class EmbeddedCatalogStore implements CatalogStore {
     this.#closeStage = db.prepare<[string]>("DELETE FROM stages WHERE stage_id = ?");
     this.#retire = db.prepare<[number, string, string]>(
       "UPDATE commits SET retired_at = ? WHERE bundle_id = ? AND revision = ? AND retired_at IS NULL",
+    );
+    this.#signaturesOf = db.prepare<[string], SignatureRow>(
+      "SELECT fingerprint, key_type, principals, signature, signed_at, at_commit FROM commit_signatures WHERE manifest_digest = ? ORDER BY rowid",
+    );
+    this.#insertSignature = db.prepare<[string, string, string, string, string, number, number]>(
+      "INSERT OR IGNORE INTO commit_signatures (manifest_digest, fingerprint, key_type, principals, signature, signed_at, at_commit) VALUES (?, ?, ?, ?, ?, ?, ?)",
     );
     this.#liveDigests = db
       .prepare<[], { digest: string }>(
@@ -90,12 +99,19 @@ export class EmbeddedCatalogStore implements CatalogStore {
       fire(this.#faults, "commit-record");
       this.#insert.run(entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, canonicalJson(manifest), entry.committed_at);
       for (const blob of entry.receipt.blobs) this.#insertBlob.run(entry.manifest_digest, blob.digest);
+      for (const signature of entry.signatures) this.#insertSignature.run(entry.manifest_digest, ...signatureValues(signature));
       this.#closeStage.run(entry.stage_id);
       return entry;
     })();
     this.#stageClosed?.(entry.stage_id);
     fire(this.#faults, "commit-recorded");
     return recorded;
+  }
+
+  async addSignature(bundleId: string, revision: string, signature: StoredSignature): Promise<boolean> {
+    const row = this.#byRevision.get(bundleId, revision);
+    if (row === undefined) return false;
+    return this.#insertSignature.run(row.manifest_digest, ...signatureValues(signature)).changes === 1;
   }
 
   async retire(bundleId: string, revision: string, now: number): Promise<boolean> {
@@ -108,6 +124,8 @@ export class EmbeddedCatalogStore implements CatalogStore {
   }
 
   #entry(row: CommitRow | undefined): CatalogEntry | undefined {
-    return row === undefined ? undefined : catalogEntryOf(row, this.#manifests);
+    if (row === undefined) return undefined;
+    const where = `${row.bundle_id}/${row.revision}`;
+    return catalogEntryOf(row, this.#manifests, this.#signaturesOf.all(row.manifest_digest).map((s) => signatureOf(s, where)));
   }
 }

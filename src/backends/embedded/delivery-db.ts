@@ -44,6 +44,19 @@ CREATE TABLE commit_blobs (
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX commit_blobs_by_digest ON commit_blobs(digest);
 `,
+  // 2: bundle signatures (DESIGN.md "Bundle signatures"), one per revision and signing key
+  `
+CREATE TABLE commit_signatures (
+  manifest_digest TEXT NOT NULL REFERENCES commits(manifest_digest),
+  fingerprint     TEXT NOT NULL,
+  key_type        TEXT NOT NULL,
+  principals      TEXT NOT NULL,
+  signature       TEXT NOT NULL,
+  signed_at       INTEGER NOT NULL,
+  at_commit       INTEGER NOT NULL,
+  PRIMARY KEY (manifest_digest, fingerprint)
+) STRICT;
+`,
 ];
 
 /** Opens (creating it private when missing) and migrates the delivery database. */

@@ -12,6 +12,12 @@ import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
 import type { Manifest } from "../../delivery/manifest-types.js";
 import { query, ROW_CHECKED_TYPES, transaction, type PgPool, type PgQueryable } from "./connection.js";
 import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
+import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../delivery/signature-record.js";
+
+const SELECT_SIGNATURES = "SELECT manifest_digest, fingerprint, key_type, principals, signature, signed_at, at_commit FROM warden_commit_signatures";
+const INSERT_SIGNATURE =
+  "INSERT INTO warden_commit_signatures (manifest_digest, fingerprint, key_type, principals, signature, signed_at, at_commit) " +
+  "VALUES ($1, $2, $3, $4, $5, $6, $7 = 1) ON CONFLICT (manifest_digest, fingerprint) DO NOTHING";
 
 /** Read with ROW_CHECKED_TYPES: a time out of range is refused by the row's check, naming the commit. */
 const SELECT_COMMIT = "SELECT manifest_digest, stage_id, bundle_id, revision, manifest, committed_at, retired_at FROM warden_commits";
@@ -51,7 +57,36 @@ export class PostgresCatalogStore implements CatalogStore {
             values: [bundleId],
             types: ROW_CHECKED_TYPES,
           });
-    return result.rows.map((row) => this.#entry(row));
+    const signatures = await this.#signaturesOf(this.#pool, result.rows.map((r) => r.manifest_digest));
+    return result.rows.map((row) => this.#entry(row, signatures.get(row.manifest_digest) ?? []));
+  }
+
+  /** The stored signatures of these revisions, by manifest digest, each list in acceptance order. */
+  async #signaturesOf(db: PgQueryable, digests: readonly string[]): Promise<Map<string, StoredSignature[]>> {
+    const out = new Map<string, StoredSignature[]>();
+    if (digests.length === 0) return out;
+    const result = await query<SignatureRow & { manifest_digest: string }>(db, "read bundle signatures", {
+      name: "warden-commit-signatures",
+      text: `${SELECT_SIGNATURES} WHERE manifest_digest = ANY($1::text[]) ORDER BY seq`,
+      values: [digests],
+    });
+    for (const row of result.rows) {
+      const list = out.get(row.manifest_digest) ?? [];
+      list.push(signatureOf(row, row.manifest_digest));
+      out.set(row.manifest_digest, list);
+    }
+    return out;
+  }
+
+  async addSignature(bundleId: string, revision: string, signature: StoredSignature): Promise<boolean> {
+    const row = await this.#row(this.#pool, "warden-commit-by-revision", "bundle_id = $1 AND revision = $2", [bundleId, revision]);
+    if (row === undefined) return false;
+    const inserted = await query(this.#pool, "add a bundle signature", {
+      name: "warden-commit-signature-insert",
+      text: INSERT_SIGNATURE,
+      values: [row.manifest_digest, ...signatureValues(signature)],
+    });
+    return inserted.rowCount === 1;
   }
 
   async record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry> {
@@ -70,6 +105,9 @@ export class PostgresCatalogStore implements CatalogStore {
           text: "INSERT INTO warden_commit_blobs (manifest_digest, digest) SELECT $1, unnest($2::text[])",
           values: [entry.manifest_digest, entry.receipt.blobs.map((b) => b.digest)],
         });
+        for (const signature of entry.signatures) {
+          await client.query({ name: "warden-commit-signature-insert", text: INSERT_SIGNATURE, values: [entry.manifest_digest, ...signatureValues(signature)] });
+        }
       } else {
         // A record exists for this manifest, this stage or this revision (another node, or an
         // earlier attempt whose answer was lost): the same manifest is the same commit.
@@ -115,7 +153,9 @@ export class PostgresCatalogStore implements CatalogStore {
 
   async #one(db: PgQueryable, name: string, where: string, values: readonly string[]): Promise<CatalogEntry | undefined> {
     const row = await this.#row(db, name, where, values);
-    return row === undefined ? undefined : this.#entry(row);
+    if (row === undefined) return undefined;
+    const signatures = await this.#signaturesOf(db, [row.manifest_digest]);
+    return this.#entry(row, signatures.get(row.manifest_digest) ?? []);
   }
 
   async #row(db: PgQueryable, name: string, where: string, values: readonly string[]): Promise<CommitRow | undefined> {
@@ -123,7 +163,7 @@ export class PostgresCatalogStore implements CatalogStore {
     return result.rows[0];
   }
 
-  #entry(row: CommitRow): CatalogEntry {
-    return catalogEntryOf(row, this.#manifests);
+  #entry(row: CommitRow, signatures: readonly StoredSignature[]): CatalogEntry {
+    return catalogEntryOf(row, this.#manifests, signatures);
   }
 }

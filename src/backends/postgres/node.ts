@@ -4,6 +4,7 @@
  * workspaces, its token). `openWarden({ home, postgres: { url } })` opens this instead of the
  * embedded backend; everything above the stores is the same.
  */
+import type { TrustPolicy } from "../../signing/policy.js";
 import type { Limits } from "../../core/limits.js";
 import { Delivery } from "../../delivery/service.js";
 import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
@@ -21,7 +22,7 @@ export interface PostgresNodeOptions {
 export interface PostgresNodeBackend extends PostgresBackend {
   readonly home: string;
   /** The Delivery service on the shared stores, after its start-up recovery. */
-  openDelivery(options?: { clock?: () => number }): Promise<Delivery>;
+  openDelivery(options?: { clock?: () => number; trust?: TrustPolicy }): Promise<Delivery>;
 }
 
 export async function openPostgresNodeBackend(
@@ -35,6 +36,10 @@ export async function openPostgresNodeBackend(
     home,
     close: () => backend.close(),
     openDelivery: (delivery = {}) =>
-      Delivery.open(backend.delivery, { limits: backend.limits, ...(delivery.clock === undefined ? {} : { clock: delivery.clock }) }),
+      Delivery.open(backend.delivery, {
+        limits: backend.limits,
+        ...(delivery.clock === undefined ? {} : { clock: delivery.clock }),
+        ...(delivery.trust === undefined ? {} : { trust: delivery.trust }),
+      }),
   };
 }

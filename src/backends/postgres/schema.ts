@@ -226,6 +226,20 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
       RETURN v_created = 1;
     END $$;
   `,
+  // 3: bundle signatures (DESIGN.md "Bundle signatures"), one per revision and signing key
+  `
+  CREATE TABLE warden_commit_signatures (
+    seq bigserial PRIMARY KEY,
+    manifest_digest text COLLATE "C" NOT NULL REFERENCES warden_commits (manifest_digest),
+    fingerprint text COLLATE "C" NOT NULL,
+    key_type text NOT NULL,
+    principals text NOT NULL,
+    signature text NOT NULL,
+    signed_at bigint NOT NULL,
+    at_commit boolean NOT NULL,
+    UNIQUE (manifest_digest, fingerprint)
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */

@@ -1,8 +1,10 @@
-/** `warden bundles [show <id> | retire <id@rev>]`: the node's committed bundles and their revisions. */
+/** `warden bundles [show <id> | retire <id@rev> | sign <id@rev>]`: the node's committed bundles and their revisions. */
+import { resolve } from "node:path";
 import type { Command } from "commander";
 import type { BundleView } from "../../client/wire.js";
 import { ValidationError } from "../../core/errors.js";
 import { splitBundleRef } from "../bundle-ref.js";
+import { signersText, signWithOf } from "../signing.js";
 import type { CliContext } from "../context.js";
 import { formatBytes } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
@@ -37,6 +39,33 @@ export function registerBundlesCommands(program: Command, ctx: CliContext): void
       .argument("<id@rev>", "the bundle and the revision to retire (the revision is never implied)")
       .option("--json", "print {bundle_id, revision, retired, collected_blobs} as JSON"),
   ).action((ref: string, flags: BundlesFlags) => runCommand(ctx, flags, () => retire(ctx, ref, flags)));
+  nodeOptions(
+    bundles
+      .command("sign")
+      .description("add your signature to a committed revision (a second signer, a release manager), made by ssh-keygen -Y sign")
+      .argument("<id@rev>", "the bundle and the revision to sign (the revision is never implied)")
+      .option("--key <file>", "SSH private key file, or a public key / certificate whose private half ssh-agent holds")
+      .option("--agent", "sign with the first key ssh-agent holds")
+      .option("--json", "print the revision {revision, receipt, signatures, …} as JSON"),
+  ).action((ref: string, flags: SignFlags) => runCommand(ctx, flags, () => sign(ctx, ref, flags)));
+}
+
+type SignFlags = BundlesFlags & { key?: string; agent?: boolean };
+
+async function sign(ctx: CliContext, text: string, flags: SignFlags): Promise<number> {
+  const ref = splitBundleRef(text);
+  if (ref.revision === undefined) throw new ValidationError("bundle-ref-revision-required", `name the revision to sign: ${ref.bundle_id}@<revision>`);
+  const signWith = signWithOf(flags.key === undefined ? undefined : resolve(ctx.io.cwd, flags.key), flags.agent, "--key", "--agent");
+  if (signWith === undefined) throw new ValidationError("sign-key-required", "give --key <file> or --agent");
+  const client = await connect(ctx.io, flags);
+  const revision = (await client.getBundle(ref.bundle_id)).revisions.find((r) => r.revision === ref.revision);
+  if (revision === undefined) throw new ValidationError("revision-not-found", `${ref.bundle_id} has no revision ${JSON.stringify(ref.revision)}`, { status: 404 });
+  const [{ sshSign }, { bundleStatement }] = await Promise.all([import("../../client/ssh-sign.js"), import("../../signing/statement.js")]);
+  const signature = await sshSign(bundleStatement(revision.receipt), signWith);
+  const view = await client.addSignature(ref.bundle_id, ref.revision, signature);
+  if (flags.json === true) printJson(ctx, view);
+  else ctx.io.stdout(`signed ${ref.bundle_id}@${ref.revision}\n${signersText(view.signatures)}`);
+  return EXIT_OK;
 }
 
 async function retire(ctx: CliContext, text: string, flags: BundlesFlags): Promise<number> {
@@ -84,7 +113,8 @@ async function show(ctx: CliContext, id: string, flags: BundlesFlags): Promise<n
     ctx.io.stdout(
       `  ${r.revision}  committed ${r.committed_at}  ${r.receipt.blobs.length} blob(s), ${formatBytes(bytesOf(r))}${retired}\n` +
         `    bundle digest   ${r.receipt.bundle_digest}\n` +
-        `    manifest digest ${r.manifest_digest}\n`,
+        `    manifest digest ${r.manifest_digest}\n` +
+        (r.signatures.length === 0 ? "    unsigned\n" : signersText(r.signatures)),
     );
   }
   return EXIT_OK;

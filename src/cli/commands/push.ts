@@ -10,6 +10,7 @@ import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
 import type { ProgressSink } from "../push-progress.js";
 import { parsePositiveInt } from "../parse.js";
+import { signersText, signWithOf } from "../signing.js";
 
 interface PushFlags extends NodeFlags, OutputFlags {
   bundleId?: string;
@@ -17,6 +18,8 @@ interface PushFlags extends NodeFlags, OutputFlags {
   chunkBytes?: number;
   concurrency?: number;
   progress?: boolean;
+  sign?: string;
+  signAgent?: boolean;
 }
 
 export function registerPushCommand(program: Command, ctx: CliContext): void {
@@ -29,6 +32,8 @@ export function registerPushCommand(program: Command, ctx: CliContext): void {
     .option("--chunk-bytes <n>", "bytes per upload request (default 1048576)", parsePositiveInt("--chunk-bytes"))
     .option("--concurrency <n>", "blobs uploaded at once (default 4)", parsePositiveInt("--concurrency"))
     .option("--no-progress", "print no progress while uploading")
+    .option("--sign <keyfile>", "sign the revision with this SSH key (ssh-keygen -Y sign; a .pub or certificate file signs through ssh-agent)")
+    .option("--sign-agent", "sign the revision with the first key ssh-agent holds")
     .option("--json", "print {receipt, stage_id, bytes_sent, blobs_sent, already_committed} as JSON");
   nodeOptions(command).action((dir: string, flags: PushFlags) => runCommand(ctx, flags, () => push(ctx, dir, flags)));
 }
@@ -51,6 +56,7 @@ async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<num
     process.exit(130);
   };
   if (progress?.redraws === true) process.once("SIGINT", onInterrupt);
+  const signWith = signWithOf(flags.sign === undefined ? undefined : resolve(ctx.io.cwd, flags.sign), flags.signAgent, "--sign", "--sign-agent");
   let result: PushResult;
   try {
     result = await client.push(path, {
@@ -58,6 +64,7 @@ async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<num
       ...(flags.revision !== undefined ? { revision: flags.revision } : {}),
       ...(flags.chunkBytes !== undefined ? { chunkBytes: flags.chunkBytes } : {}),
       ...(flags.concurrency !== undefined ? { concurrency: flags.concurrency } : {}),
+      ...(signWith !== undefined ? { sign: signWith } : {}),
       ...(progress !== undefined ? { onProgress: (p) => progress.update(p) } : {}),
     });
   } catch (error) {
@@ -78,6 +85,7 @@ async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<num
       blobs_sent: result.blobsSent,
       already_committed: result.alreadyCommitted,
       skipped: result.skipped,
+      signers: result.signers,
     });
     return EXIT_OK;
   }
@@ -93,7 +101,8 @@ async function push(ctx: CliContext, dir: string, flags: PushFlags): Promise<num
         ["blobs", `${receipt.blobs.length} (${formatBytes(bytes)})`],
         ["sent", sent],
         ...(result.skipped.length > 0 ? [["skipped", result.skipped.join(", ")] as const] : []),
-      ]),
+      ]) +
+      signersText(result.signers, ""),
   );
   return EXIT_OK;
 }

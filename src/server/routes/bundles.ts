@@ -1,7 +1,18 @@
 /** The bundle catalog (observers may read it) and materializations for a provider. */
 import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationParams, MaterializationReply, RetirementReply, RevisionParams } from "../../api/delivery.js";
+import {
+  BundleList,
+  BundleParams,
+  BundleView,
+  MaterializationBody,
+  MaterializationParams,
+  MaterializationReply,
+  RetirementReply,
+  RevisionParams,
+  RevisionView,
+  SignatureBody,
+} from "../../api/delivery.js";
 import type { App, RouteContext } from "../context.js";
 
 export function bundleRoutes(ctx: RouteContext) {
@@ -33,6 +44,21 @@ export function bundleRoutes(ctx: RouteContext) {
         const m = await warden.materialize(request.params.bundle_id, request.params.revision, request.body.provider);
         return reply.code(201).send({ session: m.session, root: m.root, args: m.args, env: m.env });
       },
+    );
+
+    app.post(
+      "/v1/bundles/:bundle_id/:revision/signatures",
+      {
+        config: { bodyCodes: "signature" },
+        schema: {
+          operationId: "addSignature",
+          summary: "Add a signature to a committed revision (a second signer, a release manager)",
+          params: RevisionParams,
+          body: SignatureBody,
+          response: { 200: RevisionView, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => warden.delivery.addSignature(request.params.bundle_id, request.params.revision, request.body.signature),
     );
 
     app.post(

@@ -8,12 +8,14 @@ import type { Readable } from "node:stream";
 import type { FastifyReply, FastifySchemaCompiler } from "fastify";
 import { TypeBoxValidatorCompiler } from "@fastify/type-provider-typebox";
 import type { TSchema } from "typebox";
+import { Value } from "typebox/value";
 import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
 import {
   CHUNK_CONTENT_TYPE,
   ChunkHeaders,
   ChunkParams,
+  CommitBody,
   CommitReply,
   Manifest,
   StageBegun,
@@ -74,9 +76,16 @@ export function stageRoutes(ctx: RouteContext) {
 
     app.post(
       "/v1/stages/:stage_id/commit",
-      { schema: { operationId: "commitStage", summary: "Commit a fully uploaded stage", params: StageParams, response: { 200: CommitReply, "4xx": ProblemResponse } } },
+      {
+        schema: {
+          operationId: "commitStage",
+          summary: "Commit a fully uploaded stage, with the publisher's signatures if any",
+          params: StageParams,
+          response: { 200: CommitReply, "4xx": ProblemResponse },
+        },
+      },
       async (request) => {
-        const receipt = await delivery.commit(request.params.stage_id);
+        const receipt = await delivery.commit(request.params.stage_id, commitSignatures(request.body));
         if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "committed" });
         return { receipt };
       },
@@ -94,6 +103,18 @@ export function stageRoutes(ctx: RouteContext) {
 
     await app.register(chunkRoute(ctx));
   };
+}
+
+/**
+ * The signatures of a commit body: none without a body (clients that predate signatures send
+ * none), else `{signatures: [armored…]}` checked against CommitBody.
+ */
+function commitSignatures(body: unknown): readonly string[] {
+  if (body === undefined || body === null) return [];
+  if (!Value.Check(CommitBody, body)) {
+    throw new ValidationError("commit-body-invalid", "the commit body must be {\"signatures\": [armored SSH signatures, at most 16]}");
+  }
+  return body.signatures ?? [];
 }
 
 /** The chunk route, in its own scope: the only place that accepts application/octet-stream. */
