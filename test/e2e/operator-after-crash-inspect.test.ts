@@ -27,7 +27,7 @@ interface Inspected {
 }
 
 
-describe("operator after a crash: inspection says the orphaned agent was killed, and by whom", { skip: process.platform !== "linux" }, () => {
+describe("operator after a crash: inspection says the orphaned agent was killed, and by whom", { skip: process.platform !== "linux" && "needs /proc" }, () => {
   const root = tempDir("after-crash-inspect");
   const home = join(root, "home");
   const workspace = join(root, "workspace");
