@@ -53,7 +53,7 @@ const child = spawn(
     `--test-concurrency=${concurrency}`,
     `--test-reporter=${ownReporter}`,
     "--test-reporter-destination=stdout",
-    "--test-reporter=./scripts/test-outcomes.mjs",
+    `--test-reporter=${new URL("./test-outcomes.mjs", import.meta.url).href}`,
     `--test-reporter-destination=${outcomesFile}`,
     ...files,
   ],
