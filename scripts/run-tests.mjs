@@ -7,8 +7,8 @@
 // cancelled test, a test process killed, Ctrl-C), so no run leaves temp dirs behind. The summary
 // at the end is this script's, from scripts/test-outcomes.mjs: Node's own counts a timed-out or
 // cancelled test apart from failures (`fail 0 … cancelled 15`) and a skipped suite not at all.
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
 import { join, relative } from "node:path";
 import { spawn } from "node:child_process";
 import { ensurePrerequisites } from "./test-prereqs.mjs";
@@ -40,6 +40,11 @@ if (problem !== undefined) {
 // able to enter (not list) it.
 const runTmp = mkdtempSync(join(tmpdir(), "warden-test-run-"));
 chmodSync(runTmp, 0o711);
+// tsx keeps its compile cache in $TMPDIR/tsx-<euid>: link the machine's, or every run would compile
+// every module again (rmSync removes the link, not the cache).
+const tsxCache = `tsx-${process.geteuid?.() ?? userInfo().username}`;
+mkdirSync(join(tmpdir(), tsxCache), { recursive: true, mode: 0o700 });
+symlinkSync(join(tmpdir(), tsxCache), join(runTmp, tsxCache));
 const outcomesFile = join(runTmp, "outcomes.jsonl");
 const concurrency = process.env.WARDEN_TEST_CONCURRENCY ?? "2";
 const started = Date.now();

@@ -67,5 +67,6 @@ test("the runner's summary counts cancelled tests as failures and names them, co
   assert.match(summary, /^skipped {4}test\/outcomes\.test\.ts › needs a tool \(a whole suite\): the tool is not here$/m);
   assert.match(summary, /^skipped {4}test\/outcomes\.test\.ts › skips itself: not today$/m);
   assert.match(summary, /^FAIL: 3 failed or cancelled$/m);
-  assert.deepEqual(readdirSync(runTmp), [], "the run removed its temp dir and what its tests left in it");
+  // tsx's compile cache stays on purpose: it is shared by every run.
+  assert.deepEqual(readdirSync(runTmp).filter((name) => !name.startsWith("tsx-")), [], "the run removed its temp dir and what its tests left in it");
 });
