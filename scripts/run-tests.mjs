@@ -2,9 +2,15 @@
 // Runs every test/**/*.test.ts through Node's own test runner with tsx as the TypeScript loader.
 // Node 20's --test takes no globs, so the files are listed here. Extra arguments filter by path.
 // What only Debian ships (a browser, Go, OpenSSH) is installed first by test-prereqs.mjs.
-import { readdirSync, statSync } from "node:fs";
-import { join } from "node:path";
-import { spawnSync } from "node:child_process";
+//
+// Every test process gets a private TMPDIR, removed when the run ends however it ends (a
+// cancelled test, a test process killed, Ctrl-C), so no run leaves temp dirs behind. The summary
+// at the end is this script's, from scripts/test-outcomes.mjs: Node's own counts a timed-out or
+// cancelled test apart from failures (`fail 0 … cancelled 15`) and a skipped suite not at all.
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { tmpdir, userInfo } from "node:os";
+import { join, relative } from "node:path";
+import { spawn } from "node:child_process";
 import { ensurePrerequisites } from "./test-prereqs.mjs";
 
 function walk(dir) {
@@ -29,10 +35,99 @@ if (problem !== undefined) {
   console.error(problem);
   process.exit(1);
 }
+
+// 0711: PostgreSQL's clusters live in here too, and as root they run as another user, who must be
+// able to enter (not list) it.
+const runTmp = mkdtempSync(join(tmpdir(), "warden-test-run-"));
+chmodSync(runTmp, 0o711);
+// tsx keeps its compile cache in $TMPDIR/tsx-<euid>: link the machine's, or every run would compile
+// every module again (rmSync removes the link, not the cache).
+const tsxCache = `tsx-${process.geteuid?.() ?? userInfo().username}`;
+mkdirSync(join(tmpdir(), tsxCache), { recursive: true, mode: 0o700 });
+symlinkSync(join(tmpdir(), tsxCache), join(runTmp, tsxCache));
+const outcomesFile = join(runTmp, "outcomes.jsonl");
 const concurrency = process.env.WARDEN_TEST_CONCURRENCY ?? "2";
-const r = spawnSync(
+const started = Date.now();
+const ownReporter = process.stdout.isTTY ? "spec" : "tap";
+const child = spawn(
   process.execPath,
-  ["--import", "tsx", "--test", `--test-concurrency=${concurrency}`, ...files],
-  { stdio: "inherit" },
+  [
+    "--import",
+    "tsx",
+    "--test",
+    `--test-concurrency=${concurrency}`,
+    `--test-reporter=${ownReporter}`,
+    "--test-reporter-destination=stdout",
+    `--test-reporter=${new URL("./test-outcomes.mjs", import.meta.url).href}`,
+    `--test-reporter-destination=${outcomesFile}`,
+    ...files,
+  ],
+  { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp } },
 );
-process.exit(r.status ?? 1);
+let interrupted;
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+  process.on(signal, () => {
+    interrupted = signal;
+    // Ctrl-C reaches the whole process group already; a signal sent to this process alone is passed on.
+    child.kill(signal);
+  });
+}
+const [code, signal] = await new Promise((done) => child.once("exit", (c, s) => done([c, s])));
+const seconds = (Date.now() - started) / 1000;
+
+let records = [];
+try {
+  records = readFileSync(outcomesFile, "utf8")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l));
+} catch {
+  // no test reported anything (the runner itself failed): the exit status says so below
+}
+rmSync(runTmp, { recursive: true, force: true });
+
+const CANCELLED = new Set(["testTimeoutFailure", "cancelledByParent"]);
+const where = (r) => [relative(process.cwd(), r.file ?? ""), ...r.name.filter((n) => n !== r.file)].join(" › ");
+const passed = [];
+const failed = [];
+const cancelled = [];
+const skipped = [];
+const todo = [];
+for (const r of records) {
+  const fileLevel = r.name.length === 1 && r.name[0] === r.file;
+  if (r.passed) {
+    if (r.skip !== undefined) skipped.push(`${where(r)}${r.suite ? " (a whole suite)" : ""}: ${r.skip}`);
+    else if (r.todo !== undefined) todo.push(`${where(r)}: ${r.todo}`);
+    else if (!r.suite) passed.push(r);
+    continue;
+  }
+  if (fileLevel) {
+    const said = r.stderr?.length ? `; it printed: ${r.stderr.join(" | ")}` : "";
+    failed.push(`${where(r)}: the test file's process failed (exit code ${r.exitCode ?? "?"}) with no test to blame${said}`);
+  } else if (CANCELLED.has(r.failureType)) {
+    // A suite cancelled along with its tests adds nothing: its tests are listed.
+    if (!r.suite) cancelled.push(`${where(r)}: ${r.reason}`);
+  } else if (!r.suite || r.failureType !== "subtestsFailed") {
+    failed.push(`${where(r)}: ${r.reason}`);
+  }
+}
+
+const total = passed.length + failed.length + cancelled.length + skipped.length + todo.length;
+const ok = code === 0 && failed.length === 0 && cancelled.length === 0;
+const out = [];
+out.push("", `== summary of ${files.length} test files (scripts/run-tests.mjs): a cancelled test is a failure, a skipped suite counts as skipped`);
+for (const line of failed) out.push(`FAILED     ${line}`);
+for (const line of cancelled) out.push(`CANCELLED  ${line}`);
+for (const line of skipped) out.push(`skipped    ${line}`);
+for (const line of todo) out.push(`todo       ${line}`);
+out.push(
+  `tests ${total}: passed ${passed.length}, failed ${failed.length}, cancelled ${cancelled.length}, skipped ${skipped.length}, todo ${todo.length}; ${seconds.toFixed(0)} s`,
+);
+if (interrupted !== undefined) out.push(`interrupted by ${interrupted}: the run is incomplete`);
+else if (code !== 0 && failed.length === 0 && cancelled.length === 0) {
+  out.push(`node --test exited with ${signal ?? code} though no test failed: see its output above`);
+}
+const bad = failed.length + cancelled.length;
+out.push(ok ? "PASS" : bad > 0 ? `FAIL: ${bad} failed or cancelled` : "FAIL");
+console.log(out.join("\n"));
+process.exit(ok ? 0 : 1);

@@ -13,14 +13,8 @@ import { openPostgresBackend, type PostgresBackend } from "../../src/backends/po
 import { SCHEMA_MIGRATIONS } from "../../src/backends/postgres/schema.js";
 import { Invocations } from "../../src/invocations/index.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { waitFor } from "../support/wait.js";
 
-async function waitFor(what: string, probe: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 async function admin<T>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T & pg.QueryResultRow>> {
   const client = new pg.Client({ connectionString: url });
@@ -74,15 +68,15 @@ describe("postgres owner lock", () => {
     );
     assert.deepEqual(killed.rows.map((r) => r.ok), [true]);
     // Another node sees the lock gone right away: no timeout decides it.
-    await waitFor("the run to read unresolved on the other node", async () => (await theirs.lookup("s", id))?.status === "unresolved", 1000);
-    await waitFor("the node to notice its lost lock", () => !node.owner.healthy);
+    await waitFor("the run to read unresolved on the other node", async () => (await theirs.lookup("s", id))?.status === "unresolved" || undefined, 1000, 10);
+    await waitFor("the node to notice its lost lock", () => !node.owner.healthy || undefined);
     await assert.rejects(mine.open("s", randomUUID(), { task: 2 }, "agent"), (e: unknown) => isWardenError(e) && e.code === "storage-unavailable");
     // The run that was going cannot record a result under the lost owner.
     await assert.rejects(opened.handle.finish({ done: true }), (e: unknown) => isWardenError(e) && e.code === "storage-unavailable");
     const after = await theirs.lookup("s", id);
     assert.equal(after?.status, "unresolved");
 
-    await waitFor("the node to come back as a new owner", () => node.owner.healthy);
+    await waitFor("the node to come back as a new owner", () => node.owner.healthy || undefined);
     assert.notEqual(node.owner.id, lostOwner);
     assert.equal(node.owner.incarnations, 2);
     const fresh = await mine.open("s", randomUUID(), { task: 3 }, "agent");

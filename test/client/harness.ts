@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createServer, type AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { READY_MS } from "../support/wait.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const cliEntry = join(repo, "src", "cli", "run.ts");
@@ -48,14 +49,27 @@ export interface StartNodeOptions {
   readonly env?: Record<string, string>;
   /** written as `<home>/warden.json` before the node starts */
   readonly config?: Record<string, unknown>;
+  /** how long to wait for the first line (default READY_MS, generous for a busy machine) */
   readonly timeoutMs?: number;
 }
+
+/**
+ * The nodes startNode started and their temp homes, until stopped and removed: a test process
+ * that ends early (a cancelled test skips its `after` hooks) kills and removes them on exit.
+ */
+const liveChildren = new Set<ChildProcess>();
+const liveTempRoots = new Set<string>();
+process.on("exit", () => {
+  for (const child of liveChildren) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  for (const root of liveTempRoots) rmSync(root, { recursive: true, force: true });
+});
 
 const URL_RE = /https?:\/\/[^\s"']+/;
 
 /** Starts `warden serve --listen 127.0.0.1:0` and resolves once its first stdout line names its URL. */
 export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> {
   const tempRoot = options.home === undefined ? tempDir("node") : undefined;
+  if (tempRoot !== undefined) liveTempRoots.add(tempRoot);
   const home = options.home ?? join(tempRoot!, "home");
   if (options.config !== undefined) {
     mkdirSync(home, { recursive: true, mode: 0o700 });
@@ -70,12 +84,19 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
   let err = "";
   child.stdout!.setEncoding("utf8").on("data", (s: string) => (out += s));
   child.stderr!.setEncoding("utf8").on("data", (s: string) => (err += s));
-  const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)));
+  liveChildren.add(child);
+  const exited = new Promise<number | null>((done) =>
+    child.once("exit", (code) => {
+      liveChildren.delete(child);
+      done(code);
+    }),
+  );
+  const waitMs = options.timeoutMs ?? READY_MS;
   return new Promise((resolveStart, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`warden serve printed no URL within ${options.timeoutMs ?? 20_000} ms\nstdout: ${out}\nstderr: ${err}`));
-    }, options.timeoutMs ?? 20_000);
+      reject(new Error(`warden serve printed no first line naming its URL within ${waitMs / 1000} s (it neither listened nor exited)\nstdout: ${out}\nstderr: ${err}`));
+    }, waitMs);
     const onData = (): void => {
       const firstLine = out.split("\n", 1)[0]!;
       if (!out.includes("\n")) return;
@@ -116,7 +137,9 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
 
 /** Removes the temp home startNode made; a home the caller named is the caller's to remove. */
 export function removeHome(node: NodeProcess | undefined): void {
-  if (node?.tempRoot !== undefined) rmSync(node.tempRoot, { recursive: true, force: true });
+  if (node?.tempRoot === undefined) return;
+  rmSync(node.tempRoot, { recursive: true, force: true });
+  liveTempRoots.delete(node.tempRoot);
 }
 
 export interface CliRun {

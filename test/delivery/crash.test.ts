@@ -17,6 +17,7 @@ import type { DeliveryFaultPoint } from "../../src/backends/embedded/delivery-fa
 import { crashBundle, CRASH_CHUNK_BYTES } from "./children/crash-bundle.js";
 import { WarmChild } from "./children/warm-child.js";
 import { assertBundleIntact, treeOf, uploadMissing } from "./store-harness.js";
+import { LONG_TEST_MS } from "../support/wait.js";
 
 const CHILD = fileURLToPath(new URL("./children/delivery-crash-child.ts", import.meta.url));
 
@@ -122,7 +123,7 @@ async function crashAndRecover(child: WarmChild, run: Run): Promise<Outcome> {
   }
 }
 
-test("kill -9 at every fault point and at random moments: absent or complete, then re-pushed", { timeout: 120_000 }, async (t) => {
+test("kill -9 at every fault point and at random moments: absent or complete, then re-pushed", { timeout: LONG_TEST_MS }, async (t) => {
   const pointRuns: Run[] = [];
   let seed = 1;
   for (const [point, passes] of POINTS) {

@@ -23,6 +23,7 @@ import { startTestPostgres } from "../support/postgres.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./children/crash-bundle.js";
 import { WarmChild } from "./children/warm-child.js";
 import { assertBundleIntact, uploadMissing } from "./store-harness.js";
+import { LONG_TEST_MS } from "../support/wait.js";
 
 const CHILD = fileURLToPath(new URL("./children/postgres-crash-child.ts", import.meta.url));
 const SEED = Number(process.env.WARDEN_PG_CRASH_SEED ?? 20261130);
@@ -217,7 +218,7 @@ async function crashAndRecover(child: WarmChild, url: string, run: Run): Promise
   }
 }
 
-test("postgres delivery: kill -9 at random moments of a push, then start-up, absent or complete, re-push", { timeout: 120_000 }, async (t) => {
+test("postgres delivery: kill -9 at random moments of a push, then start-up, absent or complete, re-push", { timeout: LONG_TEST_MS }, async (t) => {
   const started = performance.now();
   const server = await startTestPostgres();
   t.after(async () => {

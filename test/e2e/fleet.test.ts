@@ -17,7 +17,7 @@ import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
-import { waitFor } from "../support/wait.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 
 const TOKEN = "fleet-operator-token-0123456789abcdef";
 /** The fixture claude, delayed when the prompt says #slow: the run outlasts a burst of retries. */
@@ -262,7 +262,7 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
     pg.startServer();
     // ...and back in once it returns.
     for (const name of ["a", "b"] as const) {
-      await waitFor(`node ${name} to be ready again`, async () => ((await call(node(name), "GET", "/readyz")).status === 200 ? true : undefined), 15_000, 100);
+      await waitFor(`node ${name} to be ready again`, async () => ((await call(node(name), "GET", "/readyz")).status === 200 ? true : undefined), READY_MS, 100);
     }
 
     // Both nodes serve again once the database is back (pool and owner lock reconnect).

@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { cliEntry, tempDir } from "../client/harness.js";
+import { READY_MS } from "../support/wait.js";
 
 const SCRIPT = `
 mount -t tmpfs -o ro,size=1m none "$1" || exit 90
@@ -19,7 +20,7 @@ mount -t tmpfs -o ro,size=1m none "$1" || exit 90
 function serveOnReadOnly(mountPoint: string, home: string): { status: number | null; stderr: string } {
   const run = spawnSync("unshare", ["-rm", "bash", "-c", SCRIPT, "serve-ro", mountPoint, process.execPath, cliEntry, home], {
     encoding: "utf8",
-    timeout: 30_000,
+    timeout: READY_MS,
     env: { ...process.env, WARDEN_HOME: "", WARDEN_LOG_LEVEL: "warn" },
   });
   return { status: run.status, stderr: run.stderr };

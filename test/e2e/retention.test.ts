@@ -11,17 +11,11 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { openWarden } from "../../src/warden.js";
 import { tempDir } from "../client/harness.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 
 const SCOPE = "api:ops";
 const request = { task: "retained" };
 
-async function until(what: string, probe: () => Promise<boolean>, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 test("a node drops result payloads and captured outputs older than resultRetentionMs on its own, and keeps every identity", async (t) => {
   const home = tempDir("retention");
@@ -46,11 +40,11 @@ test("a node drops result payloads and captured outputs older than resultRetenti
   const answer = await warden.invocations.lookup(SCOPE, id, request);
   assert.deepEqual(answer?.status === "recorded" && answer.result, { answer: 42 }, "kept within the period");
 
-  await until("the payload to be pruned", async () => {
+  await waitFor("the payload to be pruned", async () => {
     const seen = await warden.invocations.lookup(SCOPE, id, request);
-    return seen?.status === "recorded" && seen.expired === true;
-  });
-  await until("the old capture to go", async () => !fs.existsSync(old));
+    return (seen?.status === "recorded" && seen.expired === true) || undefined;
+  }, READY_MS, 20);
+  await waitFor("the old capture to go", () => !fs.existsSync(old) || undefined, READY_MS, 20);
   assert.equal(fs.existsSync(fresh), true, "a capture written within the period stays");
   assert.equal(fs.existsSync(foreign), true, "only the runner's captures are retention's to remove");
   // The identity outlives the payload: the same request replays, another one is refused, nothing re-runs.

@@ -296,14 +296,14 @@ describe("warden serve (child process, HTTP only)", () => {
     const [agentPid, leaverPid] = startedPids().slice(-2) as [number, number];
     const childPid = grandchildPids().at(-1)!;
     const [cleanChildPid, leaverChildPid] = grandchildPids("clean-grandchild").slice(-2) as [number, number];
-    await waitFor("the leaving agent to exit once its node is gone", () => (!isAlive(leaverPid) ? true : undefined), 5000);
+    await waitFor("the leaving agent to exit once its node is gone", () => (!isAlive(leaverPid) ? true : undefined));
     await new Promise((r) => setTimeout(r, 200));
     const orphans = [agentPid, childPid, cleanChildPid, leaverChildPid];
     assert.ok(orphans.every(isAlive), "a node killed with -9 cannot stop its agents: what they started is orphaned");
     node = await start();
     // The new node found them by the tag in their environment (its home, a node process that is
     // gone), by the session they share with a tagged agent, or by the dead node's launch record.
-    await waitFor("the orphans to be gone", () => (!orphans.some(isAlive) ? true : undefined), 5000);
+    await waitFor("the orphans to be gone", () => (!orphans.some(isAlive) ? true : undefined));
     assert.deepEqual(fs.readdirSync(path.join(home, "agents")), [], "the dead node's launch records are dropped");
     for (const k of [key, leaverKey]) {
       const state = await stateOf(k);
@@ -329,7 +329,7 @@ describe("warden serve (child process, HTTP only)", () => {
     assert.equal(await node.stop(), 0);
     assert.ok(Date.now() - stopped < 10_000);
     assert.ok(!fs.existsSync(path.join(home, "node.json")), "node.json removed on clean shutdown");
-    await waitFor("the agent to be gone", () => (isAlive(agentPid) ? undefined : true), 5000);
+    await waitFor("the agent to be gone", () => (isAlive(agentPid) ? undefined : true));
     node = await start();
     const state = await stateOf(key);
     assert.equal(state.status, "unresolved");

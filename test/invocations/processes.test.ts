@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { verifyReceipt } from "../../src/invocations/index.js";
 import { SCOPE, setup } from "./fixtures/env.js";
+import { LONG_TEST_MS, READY_MS } from "../support/wait.js";
 
 const CHILD = fileURLToPath(new URL("./fixtures/child.ts", import.meta.url));
 const request = { task: "increment the counter" };
@@ -16,12 +17,12 @@ function spawnChild(args: string[]): ChildProcessWithoutNullStreams {
 }
 
 /** Resolves with stdout lines as they come; `until` picks the line to wait for. */
-function waitForLine(child: ChildProcessWithoutNullStreams, until: (line: string) => boolean, timeoutMs = 30_000): Promise<string[]> {
+function waitForLine(child: ChildProcessWithoutNullStreams, until: (line: string) => boolean, timeoutMs = READY_MS): Promise<string[]> {
   return new Promise((resolve, reject) => {
     const seen: string[] = [];
     let buffer = "";
     let stderr = "";
-    const timer = setTimeout(() => reject(new Error(`child timed out; stdout: ${seen.join("|")} stderr: ${stderr}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`child printed no expected line within ${timeoutMs / 1000} s; stdout: ${seen.join("|")} stderr: ${stderr}`)), timeoutMs);
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
     child.stdout.on("data", (chunk: Buffer) => {
       buffer += chunk.toString();
@@ -50,7 +51,7 @@ function exited(child: ChildProcessWithoutNullStreams): Promise<number | null> {
   });
 }
 
-test("8 child processes race on one id: exactly one owns the run, the shared counter is exactly 1", { timeout: 120_000 }, async (t) => {
+test("8 child processes race on one id: exactly one owns the run, the shared counter is exactly 1", { timeout: LONG_TEST_MS }, async (t) => {
   const env = await setup(t);
   const id = randomUUID();
   const counter = join(env.root, "counter");
@@ -74,7 +75,7 @@ test("8 child processes race on one id: exactly one owns the run, the shared cou
   assert.deepEqual(final?.status === "recorded" && final.result, { incremented_by: Number(lines[0]) });
 });
 
-test("kill -9 of the owner mid-effect: unresolved with its audit, never fresh, reconciled closes it for good", { timeout: 60_000 }, async (t) => {
+test("kill -9 of the owner mid-effect: unresolved with its audit, never fresh, reconciled closes it for good", { timeout: LONG_TEST_MS }, async (t) => {
   const env = await setup(t);
   const id = randomUUID();
   const child = spawnChild(["hold", env.home, SCOPE, id]);

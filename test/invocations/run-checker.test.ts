@@ -11,8 +11,9 @@ import { checkRun } from "../../src/invocations/run-check.js";
 import { RunChecker } from "../../src/invocations/run-checker.js";
 import { SCOPE, setup } from "./fixtures/env.js";
 import { tsRunChecker } from "./fixtures/ts-worker.js";
+import { LONG_TEST_MS } from "../support/wait.js";
 
-test("journal checks on worker threads answer exactly what an inline check answers", { timeout: 60_000 }, async (t) => {
+test("journal checks on worker threads answer exactly what an inline check answers", { timeout: LONG_TEST_MS }, async (t) => {
   const env = await setup(t);
   const outcome = await env.invocations.run(SCOPE, randomUUID(), { n: 1 }, "agent", async (h) => {
     await h.effect({ kind: "tool", name: "x", fingerprint: "y" }, () => 1);

@@ -1,6 +1,7 @@
 /**
  * Conformance with the real CLIs (DESIGN.md "Providers": a tree is correct when the real CLIs
- * accept it). Runs when `claude` and `codex` are on PATH (`.ci/run` installs them); each runs
+ * accept it). The CLIs are the versions package.json pins as devDependencies (`npm ci` installs
+ * them into node_modules/.bin); without them every test here fails, naming that command. Each runs
  * offline with a private HOME, and every network setting points at a closed loopback port.
  */
 import { after, before, describe, it } from "node:test";
@@ -8,16 +9,22 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { READY_MS } from "../support/wait.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import type { Materialization } from "../../src/providers/types.js";
 import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
 
-function onPath(command: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${command}`], { stdio: "ignore" }).status === 0;
-}
+const pinnedBin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "node_modules", ".bin");
 
-const missing = ["claude", "codex"].filter((c) => !onPath(c));
-const skip = missing.length > 0 ? `not on PATH: ${missing.join(", ")} (install with npm i -g @anthropic-ai/claude-code @openai/codex)` : false;
+/** The pinned CLI `name` from node_modules/.bin, or an error naming the command that installs it. */
+function pinnedCli(name: "claude" | "codex"): string {
+  const file = path.join(pinnedBin, name);
+  if (!fs.existsSync(file)) {
+    throw new Error(`${name} is not installed at ${file}: run \`npm ci\` (package.json pins @anthropic-ai/claude-code and @openai/codex as devDependencies)`);
+  }
+  return file;
+}
 
 const LOOPBACK = "http://127.0.0.1:9";
 
@@ -27,17 +34,17 @@ interface Ran {
   stderr: string;
 }
 
-describe("real CLIs accept the materialized trees", { skip }, () => {
+describe("real CLIs accept the materialized trees", () => {
   let dir: string;
   let home: string;
   let claude: Materialization;
   let codex: Materialization;
 
-  const run = (command: string, args: string[], extraEnv: Record<string, string> = {}): Ran => {
-    const r = spawnSync(command, args, {
+  const run = (command: "claude" | "codex", args: string[], extraEnv: Record<string, string> = {}): Ran => {
+    const r = spawnSync(pinnedCli(command), args, {
       cwd: home,
       encoding: "utf8",
-      timeout: 60_000,
+      timeout: READY_MS,
       stdio: ["ignore", "pipe", "pipe"],
       env: {
         PATH: process.env.PATH ?? "/usr/bin:/bin",
@@ -56,7 +63,8 @@ describe("real CLIs accept the materialized trees", { skip }, () => {
         ...extraEnv,
       },
     });
-    return { status: r.status, stdout: r.stdout ?? "", stderr: r.stderr ?? "" };
+    const timedOut = r.error !== undefined ? `\n(${command} ${args.join(" ")}: ${String(r.error)}; waited ${READY_MS / 1000} s for it to end)` : "";
+    return { status: r.status, stdout: r.stdout ?? "", stderr: (r.stderr ?? "") + timedOut };
   };
 
   before(async () => {

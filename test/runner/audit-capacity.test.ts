@@ -14,6 +14,7 @@ import { openWarden, type Warden } from "../../src/warden.js";
 import { tempDir } from "../providers/helpers.js";
 import { diesWithin, isAlive } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
+import { waitFor } from "../support/wait.js";
 
 interface Setup {
   readonly home: string;
@@ -48,13 +49,6 @@ function open(home: string, wrapper: string, activeRuns: number): Promise<Warden
 
 const request = (prompt: string): { provider: string; prompt: string; timeout_s: number } => ({ provider: "kimi", prompt, timeout_s: 600 });
 
-async function waitFor(check: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 test("the one run slot comes back after an agent killed by a signal and after one killed from outside", async (t) => {
   const { warden, pids } = await setup(t);
@@ -66,7 +60,7 @@ test("the one run slot comes back after an agent killed by a signal and after on
   const hanging = await warden.start("audit", randomUUID(), request("work hang"));
   assert.equal(hanging.status, "started");
   await assert.rejects(warden.start("audit", randomUUID(), request("work exit-now")), (e: unknown) => isWardenError(e) && e.code === "run-capacity-exhausted");
-  await waitFor(() => pids().length === 2, 10_000, "the hanging agent");
+  await waitFor("the hanging agent", () => pids().length === 2 || undefined);
   process.kill(-pids()[1]!, "SIGKILL");
   assert.equal((await (hanging as { done: Promise<{ status: string }> }).done).status, "unresolved");
 
@@ -80,7 +74,7 @@ test("the slot comes back after an agent that exited leaving a setsid helper hol
   const first = await warden.start("audit", randomUUID(), request("work escape-holding"));
   assert.equal(first.status, "started");
   // The agent exits at once; its slot must not wait for a helper it left behind.
-  await waitFor(() => warden.activeRuns === 0, 6_000, "the run's slot to be given back").catch((error: unknown) => {
+  await waitFor("the run's slot to be given back", () => warden.activeRuns === 0 || undefined, 60_000).catch((error: unknown) => {
     throw new Error(`${String(error)}: the slot stays taken while the helper holds the agent's stdout (limit 1: the node takes no more runs)`);
   });
   const next = await warden.start("audit", randomUUID(), request("work exit-now"));
@@ -93,7 +87,7 @@ test("close with an agent that ignores SIGTERM and one that never ends: bounded,
   const ids = [randomUUID(), randomUUID()];
   await warden.start("audit", ids[0]!, request("work ignore-term"));
   await warden.start("audit", ids[1]!, request("work hang"));
-  await waitFor(() => pids().length === 2, 10_000, "both agents");
+  await waitFor("both agents", () => pids().length === 2 || undefined);
   const agents = pids();
   const t0 = Date.now();
   await warden.close({ graceMs: 300 });

@@ -10,9 +10,9 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { execFileSync, spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { buildSync } from "esbuild";
 
 const SECURE_FS = fileURLToPath(new URL("../../src/storage/secure-fs.ts", import.meta.url));
-const TSX = fileURLToPath(new URL("../../node_modules/tsx/dist/esm/index.mjs", import.meta.url));
 const AS_NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"];
 
 function usable(): boolean {
@@ -24,10 +24,14 @@ test("a home of ours inside a user namespace is not refused for the host root's 
   const dir = `/tmp/warden-review-userns-${process.pid}`;
   execFileSync("setpriv", [...AS_NOBODY, "mkdir", "-m", "700", dir]);
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // The unprivileged user may not reach the checkout (a clone under /root): it runs the module
+  // bundled into its own directory (esbuild, which tsx brings), with no tsx and no repository.
+  const bundle = `${dir}/secure-fs.mjs`;
+  buildSync({ entryPoints: [SECURE_FS], bundle: true, platform: "node", format: "esm", outfile: bundle, logLevel: "silent" });
   const script =
-    `const { checkAncestorsSync } = await import(${JSON.stringify(SECURE_FS)});` +
+    `const { checkAncestorsSync } = await import(${JSON.stringify(bundle)});` +
     `try { checkAncestorsSync(${JSON.stringify(`${dir}/.warden`)}); console.log("accepted"); } catch (e) { console.log(e.code, e.message); }`;
-  const out = execFileSync("setpriv", [...AS_NOBODY, "unshare", "-r", process.execPath, "--import", TSX, "--input-type=module", "-e", script], {
+  const out = execFileSync("setpriv", [...AS_NOBODY, "unshare", "-r", process.execPath, "--input-type=module", "-e", script], {
     cwd: dir,
     env: { ...process.env, HOME: dir },
     encoding: "utf8",

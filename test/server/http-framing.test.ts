@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
 import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { READY_MS } from "../support/wait.js";
 
 interface RawAnswer {
   readonly status: number;
@@ -20,13 +21,13 @@ interface RawAnswer {
 }
 
 /** Sends `head` (and `body`) on a new socket and reads until the node closes it. */
-function raw(port: number, head: string, body: Buffer = Buffer.alloc(0), ms = 10_000): Promise<RawAnswer> {
+function raw(port: number, head: string, body: Buffer = Buffer.alloc(0), ms = READY_MS): Promise<RawAnswer> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const socket = net.connect(port, "127.0.0.1");
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`no answer within ${ms} ms`));
+      reject(new Error(`no answer within ${ms / 1000} s`));
     }, ms);
     let text = "";
     socket.setEncoding("latin1");

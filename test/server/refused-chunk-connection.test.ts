@@ -10,6 +10,7 @@ import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { OPERATOR, compileTestBundle, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { READY_MS } from "../support/wait.js";
 
 const MiB = 1024 * 1024;
 
@@ -42,7 +43,7 @@ function call(agent: http.Agent, url: string, method: string, headers: Record<st
 
 function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms)));
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000} s`)), ms)));
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
@@ -75,11 +76,11 @@ describe("a chunk refused part-way leaves the connection usable", () => {
 
   it("with a declared length: the rest is read and dropped, and the next request rides the same connection", async () => {
     agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const refused = await within(5000, "the refusal", call(agent, chunkUrl(), "PATCH", { ...chunkHeaders, "content-length": String(overflowing.byteLength) }, overflowing));
+    const refused = await within(READY_MS, "the refusal", call(agent, chunkUrl(), "PATCH", { ...chunkHeaders, "content-length": String(overflowing.byteLength) }, overflowing));
     assert.equal(refused.status, 413, refused.body);
     assert.equal(json(refused.body).code, "chunk-overflow");
     assert.notEqual(refused.headers.connection, "close");
-    const status = await within(5000, "the next request on that connection", call(agent, `${base}/v1/stages/${stageId}`, "GET", OPERATOR));
+    const status = await within(READY_MS, "the next request on that connection", call(agent, `${base}/v1/stages/${stageId}`, "GET", OPERATOR));
     assert.equal(status.status, 200, status.body);
     assert.equal(status.reusedSocket, true, "the kept-alive connection carried the next request");
     const missing = (json(status.body).missing as { digest: string; offset: number }[]).find((m) => m.digest === digest);
@@ -88,11 +89,11 @@ describe("a chunk refused part-way leaves the connection usable", () => {
 
   it("with no declared length: the node answers and closes the connection, and the client's next request gets a new one", async () => {
     agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const refused = await within(5000, "the refusal", call(agent, chunkUrl(), "PATCH", { ...chunkHeaders, "transfer-encoding": "chunked" }, overflowing, 32));
+    const refused = await within(READY_MS, "the refusal", call(agent, chunkUrl(), "PATCH", { ...chunkHeaders, "transfer-encoding": "chunked" }, overflowing, 32));
     assert.equal(refused.status, 413, refused.body);
     assert.equal(json(refused.body).code, "chunk-overflow");
     assert.equal(refused.headers.connection, "close");
-    const health = await within(5000, "the next request", call(agent, `${base}/healthz`, "GET", {}));
+    const health = await within(READY_MS, "the next request", call(agent, `${base}/healthz`, "GET", {}));
     assert.equal(health.status, 200);
   });
 });

