@@ -5,3 +5,4 @@ export * from "./delivery.js";
 export * from "./invocations.js";
 export * from "./runs.js";
 export * from "./validation.js";
+export * from "./console.js";

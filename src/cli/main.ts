@@ -15,6 +15,7 @@ import { registerInvokeCommand } from "./commands/invoke.js";
 import { registerInvocationsCommands } from "./commands/invocations.js";
 import { registerInspectCommand } from "./commands/inspect.js";
 import { registerReconcileCommand } from "./commands/reconcile.js";
+import { registerConsoleCommand } from "./commands/console.js";
 import { processIo, type CliContext, type CliIo } from "./context.js";
 import { reportFailure } from "./outcome.js";
 
@@ -52,6 +53,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerInspectCommand(program, ctx);
   registerReconcileCommand(program, ctx);
   registerJournalCommands(program, ctx);
+  registerConsoleCommand(program, ctx);
   return program;
 }
 

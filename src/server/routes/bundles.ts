@@ -1,7 +1,7 @@
 /** The bundle catalog (observers may read it) and materializations for a provider. */
 import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { BundleList, BundleParams, BundleView, MaterializationBody, MaterializationParams, MaterializationReply, RetirementReply, RevisionParams } from "../../api/delivery.js";
+import { BundleList, BundleParams, BundleView, Manifest, MaterializationBody, MaterializationParams, MaterializationReply, RetirementReply, RevisionParams } from "../../api/delivery.js";
 import type { App, RouteContext } from "../context.js";
 
 export function bundleRoutes(ctx: RouteContext) {
@@ -16,6 +16,12 @@ export function bundleRoutes(ctx: RouteContext) {
       "/v1/bundles/:bundle_id",
       { schema: { summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
       async (request) => warden.delivery.show(request.params.bundle_id),
+    );
+
+    app.get(
+      "/v1/bundles/:bundle_id/:revision/manifest",
+      { schema: { summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
+      async (request) => warden.delivery.manifest(request.params.bundle_id, request.params.revision),
     );
 
     app.post(
