@@ -17,7 +17,7 @@ export function Keys() {
       {keys.data.length === 0 ? (
         <Empty>The node has no key yet: it creates one on its first run.</Empty>
       ) : (
-        <table>
+        <table class="keys">
           <caption class="sr-only">Public keys</caption>
           <thead>
             <tr>
