@@ -47,13 +47,15 @@ function sendAsset(request: FastifyRequest, reply: FastifyReply, file: ConsoleAs
 export function checkOrigin(headers: IncomingHttpHeaders): void {
   const origin = headers.origin;
   if (origin === undefined) return;
-  let host: string | undefined;
+  let same = false;
   try {
-    host = new URL(String(origin)).host;
+    const from = new URL(String(origin));
+    // Both sides normalized (a default port is dropped from either).
+    same = headers.host !== undefined && from.host === new URL(`${from.protocol}//${headers.host}`).host;
   } catch {
-    host = undefined;
+    same = false;
   }
-  if (host === undefined || host !== headers.host) throw new WardenError("origin-refused", `a console request from ${String(origin)} is refused: only the node's own pages may change anything`, 403);
+  if (!same) throw new WardenError("origin-refused", `a console request from ${String(origin)} is refused: only the node's own pages may change anything`, 403);
 }
 
 function sessionCookie(id: string, maxAgeS: number): string {
