@@ -1,6 +1,6 @@
 /** Small pieces every page uses: loading and error states, times, statuses, a data hook. */
 import type { ComponentChildren } from "preact";
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { describeError } from "./api.js";
 
 /** A local time; UTC on hover. */
@@ -48,24 +48,31 @@ export interface Async<T> {
   reload(): void;
 }
 
-/** Runs `load` when `deps` change (and every `pollMs`, when set), keeping the last good data while it reloads. */
-export function useAsync<T>(load: () => Promise<T>, deps: readonly unknown[], pollMs?: number): Async<T> {
+/**
+ * Runs `load` when `deps` change (and every `pollMs`, when set), keeping the last good data while
+ * it reloads. `load` may ask `current()` whether its answer is still wanted (a long scan stops).
+ */
+export function useAsync<T>(load: (current: () => boolean) => Promise<T>, deps: readonly unknown[], pollMs?: number): Async<T> {
   const [state, setState] = useState<{ data: T | undefined; error: unknown; loading: boolean }>({ data: undefined, error: undefined, loading: true });
   const generation = useRef(0);
   const run = useCallback(() => {
     const mine = ++generation.current;
     setState((s) => ({ ...s, loading: true }));
-    load().then(
+    // (a generation superseded by the next load, or by unmounting, is not current)
+    load(() => mine === generation.current).then(
       (data) => mine === generation.current && setState({ data, error: undefined, loading: false }),
       (error: unknown) => mine === generation.current && setState((s) => ({ data: s.data, error, loading: false })),
     );
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, deps);
-  useEffect(() => {
+  // A layout effect starts the request right after render, not after the next frame (which a background tab or a busy machine delays).
+  useLayoutEffect(() => {
     run();
-    if (pollMs === undefined) return undefined;
-    const timer = setInterval(run, pollMs);
-    return () => clearInterval(timer);
+    const timer = pollMs === undefined ? undefined : setInterval(run, pollMs);
+    return () => {
+      clearInterval(timer);
+      generation.current++;
+    };
   }, [run, pollMs]);
   return { ...state, reload: run };
 }

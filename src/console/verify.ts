@@ -31,7 +31,7 @@ function base64Bytes(text: string): Uint8Array | undefined {
   return Uint8Array.from(raw, (c) => c.charCodeAt(0));
 }
 
-function hex(bytes: ArrayBuffer): string {
+export function hex(bytes: ArrayBuffer): string {
   return Array.from(new Uint8Array(bytes), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 

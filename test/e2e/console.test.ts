@@ -105,6 +105,8 @@ describe("operator console (real Chromium, real node)", () => {
       home,
       args: ["--provider", `claude=${path.join(fixtureAgents, "claude.mjs")}`, "--workspace", `main=${workspace}`, "--log-level", "info"],
       env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_GATE: gate },
+      // Generous: on a busy machine a node's start (tsx compiling the sources) can take long.
+      timeoutMs: 90_000,
     });
     const pushed = await warden(["push", path.join(repo, "examples", "review-bundle"), "--url", node.url], { env: { WARDEN_TOKEN: OPERATOR_TOKEN } });
     assert.equal(pushed.code, 0, pushed.stderr);

@@ -2,23 +2,27 @@
  * Invocations, paged by the API's cursor (a page at a time, whatever the store holds), filtered
  * by status, with an Unresolved tab — the operator's work queue — and a jump to one id.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { client } from "../api.js";
 import type { InvocationList } from "../../client/wire.js";
 import { href, Link, navigate, type Route } from "../router.js";
 import { Empty, ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
 
 const PAGE = 50;
-/** The unresolved listing may answer an empty page with a cursor (it reads a bounded number of rows per call): follow a few. */
-const MAX_FOLLOW = 25;
+/**
+ * The unresolved listing reads every row (a recorded row that fails its checks is listed as
+ * unresolved) and answers an empty page with a cursor after a bounded number of rows: the console
+ * follows the cursor until a row comes, saying how far it got, and stops when the page changes.
+ */
 const STATUSES = ["in_progress", "unresolved", "recorded", "reconciled"] as const;
 type ListStatus = (typeof STATUSES)[number];
 
-async function page(status: ListStatus | undefined, cursor: string | undefined): Promise<InvocationList> {
+async function page(status: ListStatus | undefined, cursor: string | undefined, current: () => boolean, progress: (reads: number) => void): Promise<InvocationList> {
   let next = cursor;
-  for (let i = 0; ; i++) {
+  for (let reads = 1; ; reads++) {
     const list = await client.listInvocations({ limit: PAGE, ...(status === undefined ? {} : { status }), ...(next === undefined ? {} : { cursor: next }) });
-    if (list.items.length > 0 || list.cursor === undefined || i + 1 >= MAX_FOLLOW) return list;
+    if (list.items.length > 0 || list.cursor === undefined || !current()) return list;
+    progress(reads);
     next = list.cursor;
   }
 }
@@ -27,7 +31,14 @@ export function Invocations(props: { route: Route; scope: string }) {
   const raw = props.route.query.get("status") ?? undefined;
   const status = (STATUSES as readonly string[]).includes(raw ?? "") ? (raw as ListStatus) : undefined;
   const cursor = props.route.query.get("cursor") ?? undefined;
-  const list = useAsync(() => page(status, cursor), [status, cursor]);
+  const [reads, setReads] = useState(0);
+  const list = useAsync(
+    (current) => {
+      setReads(0);
+      return page(status, cursor, current, (n) => current() && setReads(n));
+    },
+    [status, cursor],
+  );
   const counts = useAsync(() => client.node().then((n) => n.counts), [], 5000);
   const unresolved = counts.data?.unresolved;
 
@@ -63,8 +74,13 @@ export function Invocations(props: { route: Route; scope: string }) {
         <JumpTo scope={props.scope} />
       </div>
       {list.error !== undefined && <ErrorBox error={list.error} />}
-      {list.data === undefined ? (
-        list.error === undefined && <Loading what="invocations" />
+      {list.loading && reads > 0 && (
+        <p class="loading" role="status">
+          Still looking: {reads} reads of the store found no {status?.replace("_", " ") ?? ""} invocation yet (the node checks every row, so a big store takes a while)…
+        </p>
+      )}
+      {list.data === undefined || (list.loading && reads > 0) ? (
+        list.error === undefined && reads === 0 && <Loading what="invocations" />
       ) : list.data.items.length === 0 ? (
         <Empty>
           {status === "unresolved"
@@ -119,6 +135,8 @@ export function Invocations(props: { route: Route; scope: string }) {
 
 function JumpTo(props: { scope: string }) {
   const [scope, setScope] = useState(props.scope);
+  // The caller's own scope, once the session is known.
+  useEffect(() => setScope(props.scope), [props.scope]);
   const [id, setId] = useState("");
   return (
     <form

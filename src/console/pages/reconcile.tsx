@@ -8,12 +8,13 @@ import { client } from "../api.js";
 import type { ReconciliationReceipt, Review } from "../../client/wire.js";
 import { href, Link } from "../router.js";
 import { ErrorBox, Loading, Status, useAsync } from "../ui.js";
+import { hex } from "../verify.js";
 
 type Evidence = Review["evidence"][number];
 
 async function sha256Of(file: File): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", await file.arrayBuffer());
-  return `sha256:${Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("")}`;
+  return `sha256:${hex(digest)}`;
 }
 
 export function Reconcile(props: { scope: string; id: string }) {
