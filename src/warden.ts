@@ -195,6 +195,11 @@ export class Warden {
     return this.#backend.owner?.healthy ?? true;
   }
 
+  /** Where the node's state lives: one private directory, or a PostgreSQL database shared by a fleet. */
+  get backendKind(): "embedded" | "postgres" {
+    return "openDelivery" in this.#backend ? "postgres" : "embedded";
+  }
+
   /** Runs this process is executing now. */
   get activeRuns(): number {
     return this.#active.size;

@@ -6,3 +6,4 @@ export * from "./invocations.js";
 export * from "./runs.js";
 export * from "./log.js";
 export * from "./validation.js";
+export * from "./console.js";

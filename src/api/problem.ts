@@ -74,6 +74,13 @@ export const HTTP_ERROR_CODES = {
   "node-shutting-down": 503,
   "not-ready": 503,
   "internal-error": 500,
+  // the operator console (DESIGN.md "Operator console")
+  "login-link-invalid": 401,
+  "csrf-token-invalid": 403,
+  "origin-refused": 403,
+  "console-not-built": 404,
+  "console-asset-not-found": 404,
+  "console-logins-exhausted": 429,
 } as const satisfies Record<string, number>;
 export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
 

@@ -43,6 +43,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
   { name: "log", load: async () => (await import("./commands/log.js")).registerLogCommands },
   { name: "witness", load: async () => (await import("./commands/witness.js")).registerWitnessCommand },
+  { name: "console", load: async () => (await import("./commands/console.js")).registerConsoleCommand },
   { name: "model-serve", load: async () => (await import("./commands/model-serve.js")).registerModelServeCommand },
 ];
 

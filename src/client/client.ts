@@ -21,7 +21,10 @@ import type {
   KeyList,
   LogStatusBody,
   RunProofBody,
+  LoginLink,
+  Manifest as ManifestView,
   MaterializationReply,
+  NodeSummary,
   RetirementReply,
   RevisionView,
   ProviderName,
@@ -128,6 +131,11 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<BundleView>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}` })).body;
   }
 
+  /** The manifest a committed revision was delivered with (paths, kinds, digests, sizes). */
+  async bundleManifest(bundleId: string, revision: string): Promise<ManifestView> {
+    return (await this.#http.json<ManifestView>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}/${seg(revision)}/manifest` })).body;
+  }
+
   /** Materializes a committed revision for a provider on the node; answers where it lies and how to launch. */
   async materialize(bundleId: string, revision: string, provider: ProviderName): Promise<MaterializationReply> {
     const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/materializations`;
@@ -230,6 +238,16 @@ export class WardenClient implements StageApi {
   }
 
   // ---- operations ----
+
+  /** The node at a glance (the console's overview): keys, backend, readiness, invocations by status, runs and uploads now. */
+  async node(): Promise<NodeSummary> {
+    return (await this.#http.json<NodeSummary>({ method: "GET", path: "/v1/node" })).body;
+  }
+
+  /** A one-time console login link for this client's own role; its secret is in the path's fragment. */
+  async consoleLogin(): Promise<LoginLink> {
+    return (await this.#http.json<LoginLink>({ method: "POST", path: "/v1/console/logins", retry: false })).body;
+  }
 
   async health(): Promise<unknown> {
     return (await this.#http.json<unknown>({ method: "GET", path: "/healthz" })).body;

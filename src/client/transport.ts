@@ -138,7 +138,8 @@ export class Transport {
     }
     let response: Response;
     try {
-      response = await this.#fetch(url, { method: spec.method, headers, body, signal: spec.signal });
+      // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
+      response = await this.#fetch(url, { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal });
     } catch (error) {
       if (spec.signal?.aborted === true) throw error;
       throw new WardenConnectionError(this.baseUrl, error);

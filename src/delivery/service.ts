@@ -464,6 +464,17 @@ export class Delivery {
     });
   }
 
+  /** The manifest a committed revision was delivered with (retired ones too: they stay listed). */
+  async manifest(bundleId: string, revision: string): Promise<Manifest> {
+    return guard(async () => {
+      const entry = await this.#backend.catalog.get(bundleId, revision);
+      if (entry === undefined) throw revisionNotFound(bundleId, revision);
+      const manifest = await this.#backend.catalog.manifestOf(entry.manifest_digest);
+      if (manifest === undefined) throw revisionNotFound(bundleId, revision);
+      return manifest;
+    });
+  }
+
   /** Hides a revision from new sessions; its blobs become collectable by `gc`. */
   async retire(bundleId: string, revision: string): Promise<void> {
     return guard(async () => {

@@ -92,6 +92,13 @@ export function isDamagedClaim(row: ListedClaim): row is DamagedClaim {
 /** Which rows `list` scans: open = neither result nor receipt. */
 export type ClaimListFilter = "all" | "open" | "recorded" | "reconciled";
 
+/** Row counts by stored columns: open = neither result nor receipt. */
+export interface ClaimTally {
+  readonly total: number;
+  readonly open: number;
+  readonly reconciled: number;
+}
+
 export interface ClaimStore {
   /** The owner id this store writes on the claims it creates. */
   readonly ownerId: string;
@@ -121,6 +128,9 @@ export interface ClaimStore {
 
   /** Rows after `after` in (scope, id) order; a malformed row is listed as a DamagedClaim. */
   list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]>;
+
+  /** How many rows there are, and how many of them are open / carry a receipt, by their columns alone (no row checks). */
+  tally(): Promise<ClaimTally>;
 
   /** Drops payloads of results recorded before `olderThan` (ms); keeps everything else (G4). */
   pruneResults(olderThan: number, now: number): Promise<number>;

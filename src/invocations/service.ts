@@ -74,6 +74,17 @@ const LIST_MAX = 1000;
 const LIST_SCAN_ROWS = 10_000;
 /** Rows asked of the store at once: a filter that keeps few of them must not cost a query per row. */
 const LIST_READ_ROWS = 100;
+/** Pages of open rows `counts` reads at most (LIST_MAX each). */
+const COUNT_OPEN_PAGES = 100;
+
+/** Invocations by status (`counts`). */
+export interface InvocationCounts {
+  readonly total: number;
+  readonly in_progress: number;
+  readonly unresolved: number;
+  readonly recorded: number;
+  readonly reconciled: number;
+}
 /** Room a run.started line needs beside its event (envelope and signature). */
 const ENTRY_ENVELOPE_BYTES = 1024;
 
@@ -223,6 +234,32 @@ export class Invocations {
       if (rows.length < read) return { items };
       if (scanned >= LIST_SCAN_ROWS) return { items, cursor: encodeCursor(after!) };
     }
+  }
+
+  /**
+   * Invocations by status, for an overview. Read from the rows' columns (recorded and reconciled
+   * rows are counted, not checked one by one); open rows are listed, since only their owner's
+   * liveness tells in_progress from unresolved. A recorded row that would fail its checks counts
+   * as recorded here and is listed as unresolved (see `list`).
+   */
+  async counts(): Promise<InvocationCounts> {
+    const tally = await this.#claims.tally();
+    let inProgress = 0;
+    let cursor: string | undefined;
+    // Open rows are few (running now, or awaiting review); the bound keeps a pathological store from holding the overview.
+    for (let page = 0; page < COUNT_OPEN_PAGES; page++) {
+      const listed = await this.list({ status: "in_progress", limit: LIST_MAX, ...(cursor === undefined ? {} : { cursor }) });
+      inProgress += listed.items.filter((item) => item.status === "in_progress").length;
+      cursor = listed.cursor;
+      if (cursor === undefined) break;
+    }
+    return {
+      total: tally.total,
+      in_progress: inProgress,
+      unresolved: Math.max(0, tally.open - inProgress),
+      recorded: Math.max(0, tally.total - tally.open - tally.reconciled),
+      reconciled: tally.reconciled,
+    };
   }
 
   /** What an operator reviews before reconciling: the claim's snapshot, its hash and a report. */

@@ -25,6 +25,11 @@ import { runRoutes } from "./routes/runs.js";
 import { logRoutes } from "./routes/log.js";
 import { AllowedMethods } from "./allowed-methods.js";
 import { stageRoutes } from "./routes/stages.js";
+import { nodeRoutes } from "./routes/node.js";
+import { SESSION_COOKIE } from "../api/console.js";
+import { defaultConsoleDir, loadConsoleAssets, packageVersion } from "./console/assets.js";
+import { checkOrigin, consoleRoutes } from "./console/routes.js";
+import { checkCsrf, ConsoleSessions, cookieValue } from "./console/sessions.js";
 
 /**
  * Replies about invocations and their runs are never cached (DESIGN.md: "All invocation replies
@@ -44,6 +49,8 @@ export interface CreateServerOptions {
   readonly version?: string;
   /** how long a request may take to arrive, ms (default REQUEST_ARRIVAL_MS; a seam for tests) */
   readonly requestArrivalMs?: number;
+  /** the built console's directory (default: dist/console of this package) */
+  readonly consoleDir?: string;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -63,7 +70,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     logger: {
       level: settings.logLevel,
       // Tokens never reach a log line, whatever a serializer is later taught to print.
-      redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization"], censor: "[redacted]" },
+      redact: { paths: ["req.headers.authorization", "headers.authorization", "authorization", "req.headers.cookie", "headers.cookie"], censor: "[redacted]" },
       ...(options.logStream === undefined ? {} : { stream: options.logStream }),
     },
     logController: new NodeLogController({
@@ -92,9 +99,26 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   parseJsonBodiesAsUtf8(app);
 
   const authority = new TokenAuthority(settings.tokens);
-  /** Who sends `request`, when its one bearer token is valid and allows its method; else an AuthError. */
+  const sessions = new ConsoleSessions();
+  /**
+   * Who sends `request`, when its one bearer token (or, with none, its console session cookie) is
+   * valid and allows its method; else an AuthError. A session's changing request must also come
+   * from the node's own page (Origin) and carry the session's CSRF token.
+   */
   const callerOf = (request: IncomingMessage): Caller => {
     if (repeatedHeader(request.rawHeaders, "authorization")) throw new AuthError("unauthorized", "send exactly one Authorization header");
+    const cookie = request.headers.authorization === undefined ? cookieValue(request.headers.cookie, SESSION_COOKIE) : undefined;
+    if (cookie !== undefined) {
+      const session = sessions.find(cookie);
+      if (session === undefined) throw new AuthError("unauthorized", "the console session has ended; log in again (`warden console`)");
+      const method = request.method ?? "GET";
+      if (method !== "GET" && method !== "HEAD") {
+        checkOrigin(request.headers);
+        checkCsrf(session, request.headers["x-warden-csrf"]);
+      }
+      authority.authorize(session.caller, method);
+      return session.caller;
+    }
     const caller = authority.authenticate(request.headers.authorization);
     authority.authorize(caller, request.method ?? "GET");
     return caller;
@@ -109,6 +133,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     }),
     stages: new Set(),
     closers: new Set(),
+    recentFailures: [],
   };
 
   // Node answers `Expect: 100-continue` by itself, before any hook: a client without a valid token
@@ -216,6 +241,8 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   await app.register(invocationRoutes(ctx));
   await app.register(runRoutes(ctx));
   await app.register(logRoutes(ctx));
+  await app.register(nodeRoutes(ctx, options.version ?? packageVersion()));
+  await app.register(consoleRoutes({ sessions, authority, assets: loadConsoleAssets(options.consoleDir ?? defaultConsoleDir()) }));
   // Public: it describes the API, holds no state, and clients fetch it before they have a token.
   app.get("/openapi.json", { config: { public: true }, schema: { hide: true } }, async () => app.swagger());
   return app;

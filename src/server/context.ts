@@ -5,6 +5,7 @@ import type { ServerSettings } from "../config/serve-config.js";
 import type { Warden } from "../warden.js";
 import type { Caller } from "./auth.js";
 import type { NodeMetrics } from "./metrics.js";
+import type { RunFailure } from "../api/console.js";
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -16,6 +17,8 @@ export interface RouteContext {
   readonly stages: Set<string>;
   /** called at shutdown: end event streams, stop waiting for runs (so closing is not held up) */
   readonly closers: Set<() => void>;
+  /** runs this process saw end without a recorded result, newest first (a few, for the console's overview) */
+  readonly recentFailures: RunFailure[];
 }
 
 declare module "fastify" {

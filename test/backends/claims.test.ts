@@ -60,6 +60,27 @@ for (const backend of backendsUnderTest()) {
       }
     });
 
+    test("counts invocations by status (the console's overview): running, released, recorded", async (t) => {
+      const node = await (await backend.state(t)).open();
+      // Counts are store-wide (a shared database may hold other tests' claims): compared as changes.
+      const base = await node.invocations.counts();
+      const plus = (d: Partial<typeof base>) => ({
+        total: base.total + (d.total ?? 0),
+        in_progress: base.in_progress + (d.in_progress ?? 0),
+        unresolved: base.unresolved + (d.unresolved ?? 0),
+        recorded: base.recorded + (d.recorded ?? 0),
+        reconciled: base.reconciled,
+      });
+      await recorded(node);
+      await recorded(node);
+      const running = fresh(await node.invocations.open(SCOPE, randomUUID(), request, "agent"));
+      const cut = fresh(await node.invocations.open(SCOPE, randomUUID(), request, "agent"));
+      await cut.release({ reason: "crashed" });
+      assert.deepEqual(await node.invocations.counts(), plus({ total: 4, in_progress: 1, unresolved: 1, recorded: 2 }));
+      await running.finish({ ok: true });
+      assert.deepEqual(await node.invocations.counts(), plus({ total: 4, unresolved: 1, recorded: 3 }));
+    });
+
     test("lookup never creates a claim; another request under an id is a conflict and writes nothing", async (t) => {
       const node = await (await backend.state(t)).open();
       const unknown = randomUUID();

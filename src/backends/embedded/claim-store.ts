@@ -19,6 +19,7 @@ import type {
   ClaimRecord,
   ClaimState,
   ClaimStore,
+  ClaimTally,
   ListedClaim,
   NewClaim,
   StoredResult,
@@ -77,6 +78,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #insertMany: SqliteStatement<unknown[]>;
   readonly #count: SqliteStatement<[], number>;
   readonly #addCount: SqliteStatement<[number]>;
+  readonly #tally: SqliteStatement<[], { open: number; reconciled: number }>;
   readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
   readonly #pruneCandidates: SqliteStatement<[number, number, string, string], { scope: string; id: string; recorded_at: number }>;
   readonly #dataVersion: SqliteStatement<[], number>;
@@ -99,6 +101,11 @@ export class EmbeddedClaimStore implements ClaimStore {
     );
     this.#count = db.prepare<[], number>("SELECT value FROM counters WHERE name = 'claims'").pluck();
     this.#addCount = db.prepare("UPDATE counters SET value = value + ? WHERE name = 'claims'");
+    // Both counts read only their partial index (open and reconciled rows are few beside recorded ones).
+    this.#tally = db.prepare(
+      "SELECT (SELECT count(*) FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL) AS open, " +
+        "(SELECT count(*) FROM claims INDEXED BY claims_reconciled WHERE receipt IS NOT NULL) AS reconciled",
+    );
     // Row-value comparisons let SQLite seek the index to the cursor instead of scanning up to it.
     const page = (where: string, index: string): SqliteStatement<[string, string, number], ClaimRow> =>
       db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims ${index} WHERE ${where} (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
@@ -284,6 +291,16 @@ export class EmbeddedClaimStore implements ClaimStore {
       this.#db.pragma(`cache_size = ${Number(cacheSize)}`);
     }
     return imported;
+  }
+
+  async tally(): Promise<ClaimTally> {
+    this.#assertOpen();
+    try {
+      const row = this.#tally.get()!;
+      return { total: this.#count.get() ?? 0, open: row.open, reconciled: row.reconciled };
+    } catch (error) {
+      throw sqliteFailure(error, "count claims");
+    }
   }
 
   /** Identities held (the capacity counter). */

@@ -17,6 +17,7 @@ import type {
   ClaimListFilter,
   ClaimState,
   ClaimStore,
+  ClaimTally,
   ListedClaim,
   NewClaim,
   StoredResult,
@@ -272,6 +273,18 @@ export class PostgresClaimStore implements ClaimStore {
       pruned += n;
       if (n === 0) return pruned;
     }
+  }
+
+  async tally(): Promise<ClaimTally> {
+    this.#assertOpen();
+    const result = await query<{ total: number; open: number; reconciled: number }>(this.#pool, "count claims", {
+      text:
+        "SELECT (SELECT value FROM warden_counters WHERE name = 'claims')::float8 AS total, " +
+        "count(*) FILTER (WHERE result_hash IS NULL AND receipt IS NULL)::float8 AS open, " +
+        "count(*) FILTER (WHERE receipt IS NOT NULL)::float8 AS reconciled FROM warden_claims WHERE result_hash IS NULL OR receipt IS NOT NULL",
+    });
+    const row = result.rows[0];
+    return { total: Number(row?.total ?? 0), open: Number(row?.open ?? 0), reconciled: Number(row?.reconciled ?? 0) };
   }
 
   /** Identities held by the whole database (the capacity counter). */

@@ -5,6 +5,7 @@ import {
   BundleList,
   BundleParams,
   BundleView,
+  Manifest,
   MaterializationBody,
   MaterializationParams,
   MaterializationReply,
@@ -27,6 +28,12 @@ export function bundleRoutes(ctx: RouteContext) {
       "/v1/bundles/:bundle_id",
       { schema: { operationId: "getBundle", summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
       async (request) => warden.delivery.show(request.params.bundle_id),
+    );
+
+    app.get(
+      "/v1/bundles/:bundle_id/:revision/manifest",
+      { schema: { summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
+      async (request) => warden.delivery.manifest(request.params.bundle_id, request.params.revision),
     );
 
     app.post(

@@ -19,7 +19,8 @@ import {
   type InvocationView as InvocationViewType,
 } from "../../api/invocations.js";
 import { ProblemResponse } from "../../api/problem.js";
-import { ConflictError, NotFoundError } from "../../core/errors.js";
+import { ConflictError, NotFoundError, isWardenError } from "../../core/errors.js";
+import type { RunFailure } from "../../api/console.js";
 import type { ExistingOutcome } from "../../invocations/index.js";
 import type { KnownOutcome } from "../../warden.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
@@ -66,11 +67,15 @@ export function invocationRoutes(ctx: RouteContext) {
         started.done.then(
           (outcome) => {
             metrics.runs.inc({ outcome: outcome.status });
-            if (outcome.status !== "recorded") app.log.warn({ scope, id, run_id: started.run_id, status: outcome.status }, "run ended without a recorded result");
+            if (outcome.status !== "recorded") {
+              app.log.warn({ scope, id, run_id: started.run_id, status: outcome.status }, "run ended without a recorded result");
+              noteFailure(ctx, { scope, id, run_id: started.run_id, status: outcome.status, at: new Date().toISOString() });
+            }
           },
           (error: unknown) => {
             metrics.runs.inc({ outcome: "error" });
             app.log.error({ scope, id, run_id: started.run_id, err: error }, "run could not record its result; it reads unresolved");
+            noteFailure(ctx, { scope, id, run_id: started.run_id, status: isWardenError(error) ? error.code : "error", at: new Date().toISOString() });
           },
         );
         const waitMs = preferredWaitMs(request.headers.prefer, settings.maxWaitS);
@@ -131,6 +136,14 @@ export function invocationRoutes(ctx: RouteContext) {
       },
     );
   };
+}
+
+/** How many ended-badly runs the overview shows. */
+const RECENT_FAILURES = 20;
+
+function noteFailure(ctx: RouteContext, failure: RunFailure): void {
+  ctx.recentFailures.unshift(failure);
+  ctx.recentFailures.length = Math.min(ctx.recentFailures.length, RECENT_FAILURES);
 }
 
 export function scopeOf(callerName: string): string {

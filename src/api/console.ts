@@ -1,0 +1,67 @@
+/**
+ * The operator console's routes (DESIGN.md "Operator console"): the node summary its overview
+ * shows, one-time login links, and the browser session they are exchanged for.
+ */
+import { Type, type Static } from "typebox";
+import { Count, List, Timestamp, Uuid } from "./common.js";
+import { PublicKey } from "./runs.js";
+
+export const InvocationCounts = Type.Object({
+  total: Count,
+  in_progress: Count,
+  unresolved: Count,
+  recorded: Count,
+  reconciled: Count,
+});
+export type InvocationCounts = Static<typeof InvocationCounts>;
+
+/** A run that ended without a recorded result, as this node saw it end (newest first, kept in memory). */
+export const RunFailure = Type.Object({
+  scope: Type.String(),
+  id: Type.String(),
+  run_id: Uuid,
+  /** what the run reads now: unresolved, or an error code when it could not end at all */
+  status: Type.String(),
+  at: Timestamp,
+});
+export type RunFailure = Static<typeof RunFailure>;
+
+export const NodeSummary = Type.Object({
+  version: Type.String(),
+  backend: Type.Union([Type.Literal("embedded"), Type.Literal("postgres")]),
+  ready: Type.Boolean(),
+  keys: List(PublicKey),
+  counts: InvocationCounts,
+  /** runs this node's process is running now */
+  active_runs: Count,
+  /** stages begun through this node and neither committed nor aborted */
+  uploads: List(Type.String()),
+  recent_failures: List(RunFailure),
+});
+export type NodeSummary = Static<typeof NodeSummary>;
+
+export const LoginLink = Type.Object({
+  /** the console path to open; the secret is in the fragment, which browsers never send to a server */
+  path: Type.String(),
+  expires_at: Timestamp,
+});
+export type LoginLink = Static<typeof LoginLink>;
+
+/** `POST /ui/session`: a one-time login secret from `warden console`, or a pasted bearer token. */
+export const SessionBody = Type.Union([
+  Type.Object({ login: Type.String({ minLength: 1, maxLength: 256 }) }, { additionalProperties: false }),
+  Type.Object({ token: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false }),
+]);
+export type SessionBody = Static<typeof SessionBody>;
+
+export const SessionView = Type.Object({
+  name: Type.String(),
+  role: Type.Union([Type.Literal("operator"), Type.Literal("observer")]),
+  /** send as the `X-Warden-CSRF` header with every request that changes something */
+  csrf: Type.String(),
+  expires_at: Timestamp,
+});
+export type SessionView = Static<typeof SessionView>;
+
+export const CSRF_HEADER = "x-warden-csrf";
+export const SESSION_COOKIE = "warden_session";

@@ -1,0 +1,116 @@
+/** Overview: who this node is, where its state lives, what it is doing, what went wrong lately. Polled, never reloaded. */
+import { client } from "../api.js";
+import { href, Link } from "../router.js";
+import { Empty, ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
+
+const POLL_MS = 3000;
+
+export function Overview() {
+  const node = useAsync(() => client.node(), [], POLL_MS);
+  if (node.data === undefined) return node.error !== undefined ? <ErrorBox error={node.error} /> : <Loading what="the node" />;
+  const n = node.data;
+  const counts = n.counts;
+  return (
+    <section aria-labelledby="overview-title">
+      <h1 id="overview-title">Overview</h1>
+      {node.error !== undefined && <ErrorBox error={node.error} title="Refresh failed" />}
+      <div class="cards">
+        <div class="card">
+          <h2>Node</h2>
+          <dl>
+            <dt>Readiness</dt>
+            <dd>
+              <span class={n.ready ? "ok" : "bad"}>{n.ready ? "ready" : "not ready"}</span>
+            </dd>
+            <dt>Backend</dt>
+            <dd>{n.backend === "embedded" ? "embedded (SQLite and files in one private directory)" : "PostgreSQL (shared by the fleet)"}</dd>
+            <dt>Version</dt>
+            <dd>{n.version}</dd>
+            <dt>Signing keys</dt>
+            <dd>
+              {n.keys.map((k) => (
+                <code class="key-id">{k.key_id}</code>
+              ))}{" "}
+              <Link href={href.keys()}>keys</Link>
+            </dd>
+          </dl>
+        </div>
+        <div class="card">
+          <h2>Invocations</h2>
+          <ul class="counts">
+            {(["in_progress", "unresolved", "recorded", "reconciled"] as const).map((status) => (
+              <li>
+                <Link href={href.invocations({ status })}>
+                  <span class="count" data-testid={`count-${status}`}>
+                    {counts[status].toLocaleString()}
+                  </span>{" "}
+                  <Status status={status} />
+                </Link>
+              </li>
+            ))}
+          </ul>
+          <p class="muted">{counts.total.toLocaleString()} identities held in all.</p>
+        </div>
+        <div class="card">
+          <h2>Now</h2>
+          <dl>
+            <dt>Runs active</dt>
+            <dd data-testid="active-runs">{n.active_runs}</dd>
+            <dt>Uploads in progress</dt>
+            <dd>
+              {n.uploads.length === 0 ? "none" : n.uploads.length}
+              {n.uploads.length > 0 && (
+                <ul class="plain">
+                  {n.uploads.map((u) => (
+                    <li>
+                      <code>{u}</code>
+                    </li>
+                  ))}
+                </ul>
+              )}
+            </dd>
+          </dl>
+        </div>
+      </div>
+      <h2>Recent failures</h2>
+      {n.recent_failures.length === 0 ? (
+        <Empty>No run has ended without a recorded result since this node started.</Empty>
+      ) : (
+        <table>
+          <caption class="sr-only">Runs that ended without a recorded result</caption>
+          <thead>
+            <tr>
+              <th scope="col">When</th>
+              <th scope="col">Invocation</th>
+              <th scope="col">Status</th>
+            </tr>
+          </thead>
+          <tbody>
+            {n.recent_failures.map((f) => (
+              <tr>
+                <td>
+                  <Time iso={f.at} />
+                </td>
+                <td>
+                  <Link href={href.invocation(f.scope, f.id)}>
+                    {f.scope} {f.id}
+                  </Link>
+                </td>
+                <td>
+                  <Status status={f.status} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {counts.unresolved > 0 && (
+        <p>
+          <Link href={href.invocations({ status: "unresolved" })}>
+            {counts.unresolved} unresolved invocation{counts.unresolved === 1 ? "" : "s"} await review →
+          </Link>
+        </p>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,279 @@
+/**
+ * One invocation and its run: the request as the journal records it, the outcome and result, the
+ * journal as a timeline that grows live while the run runs (server-sent events; the browser's
+ * EventSource resumes after a dropped connection with Last-Event-ID), and the journal verified
+ * here, in the browser, against the node's published keys.
+ */
+import { useEffect, useState } from "preact/hooks";
+import { client } from "../api.js";
+import type { InvocationView } from "../../client/wire.js";
+import { href, Link } from "../router.js";
+import { verifyJournal, type JournalCheck } from "../verify.js";
+import { ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
+
+interface JournalEntry {
+  readonly seq: number;
+  readonly ts: string;
+  readonly key_id: string;
+  readonly event: { readonly type: string; readonly [field: string]: unknown };
+}
+
+function parseLine(data: string): JournalEntry | undefined {
+  try {
+    return (JSON.parse(data) as { entry: JournalEntry }).entry;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The run's entries, live: every entry so far, then each one as it is appended, until the run ends. */
+function useTimeline(runId: string | undefined, onEnd: () => void): { entries: JournalEntry[]; live: boolean; reconnects: number } {
+  const [entries, setEntries] = useState<JournalEntry[]>([]);
+  const [live, setLive] = useState(false);
+  const [reconnects, setReconnects] = useState(0);
+  useEffect(() => {
+    setEntries([]);
+    if (runId === undefined) return undefined;
+    const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events`);
+    let opened = 0;
+    source.onopen = () => {
+      opened++;
+      if (opened > 1) setReconnects(opened - 1);
+      setLive(true);
+    };
+    source.onmessage = (message: MessageEvent<string>) => {
+      const entry = parseLine(message.data);
+      if (entry !== undefined) setEntries((list) => [...list, entry]);
+    };
+    source.addEventListener("end", () => {
+      source.close();
+      setLive(false);
+      onEnd();
+    });
+    source.onerror = () => {
+      // EventSource reconnects by itself (sending Last-Event-ID) unless the node refused the stream.
+      if (source.readyState === EventSource.CLOSED) setLive(false);
+    };
+    return () => source.close();
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [runId]);
+  return { entries, live, reconnects };
+}
+
+function describe(entry: JournalEntry, started: ReadonlyMap<string, JournalEntry>): string {
+  const e = entry.event;
+  switch (e.type) {
+    case "run.started": {
+      const provider = typeof e.provider === "string" ? e.provider : "?";
+      return `agent ${String(e.agent)}, provider ${provider}`;
+    }
+    case "effect.started":
+      return `${String(e.kind)} ${String(e.name)} (${String(e.effect_id)})`;
+    case "effect.finished": {
+      const start = started.get(String(e.effect_id));
+      const ms = start === undefined ? undefined : Date.parse(entry.ts) - Date.parse(start.ts);
+      const name = start === undefined ? String(e.effect_id) : `${String(start.event.kind)} ${String(start.event.name)}`;
+      return `${name}: ${String(e.outcome)}${ms === undefined ? "" : ` after ${ms} ms`}`;
+    }
+    case "run.terminated":
+      return `${String(e.reason)}${typeof e.result_hash === "string" ? `, result ${e.result_hash.slice(7, 19)}` : ""}`;
+    default: {
+      const { type: _type, ...rest } = e;
+      const text = JSON.stringify(rest);
+      return text.length > 160 ? `${text.slice(0, 160)}…` : text;
+    }
+  }
+}
+
+function Timeline(props: { entries: readonly JournalEntry[]; live: boolean; reconnects: number }) {
+  const started = new Map<string, JournalEntry>();
+  for (const entry of props.entries) if (entry.event.type === "effect.started") started.set(String(entry.event.effect_id), entry);
+  return (
+    <section aria-labelledby="timeline-title">
+      <h2 id="timeline-title">
+        Timeline{" "}
+        {props.live && (
+          <span class="live" role="status">
+            live
+          </span>
+        )}
+      </h2>
+      {props.reconnects > 0 && <p class="muted">Reconnected {props.reconnects}× (resumed after the last entry received).</p>}
+      <ol class="timeline" aria-live="polite" data-testid="timeline">
+        {props.entries.map((entry) => (
+          <li data-seq={entry.seq} class={`ev ev-${entry.event.type.replace(".", "-")}${entry.event.type === "effect.finished" ? ` outcome-${String(entry.event.outcome)}` : ""}`}>
+            <span class="seq">#{entry.seq}</span>
+            <span class="ev-type">{entry.event.type}</span>
+            <span class="ev-detail">{describe(entry, started)}</span>
+            <Time iso={entry.ts} />
+          </li>
+        ))}
+      </ol>
+    </section>
+  );
+}
+
+function VerificationBadge(props: { runId: string; check: JournalCheck | undefined; error: unknown }) {
+  const download = `/v1/runs/${encodeURIComponent(props.runId)}/journal`;
+  return (
+    <div class="verification">
+      {props.error !== undefined ? (
+        <ErrorBox error={props.error} title="The browser could not check the journal" />
+      ) : props.check === undefined ? (
+        <span class="badge" role="status">
+          checking…
+        </span>
+      ) : props.check.ok ? (
+        <span class="badge badge-ok" role="status" data-testid="verify-badge">
+          ✓ verified in this browser: {props.check.entries} entries{props.check.incompleteTail ? " (last line incomplete)" : ""}, keys {props.check.keyIds.join(", ")}
+        </span>
+      ) : (
+        <span class="badge badge-bad" role="status" data-testid="verify-badge">
+          ✗ failed at line {props.check.failure?.line}: {props.check.failure?.reason}
+        </span>
+      )}{" "}
+      <a href={download} download={`${props.runId}.jsonl`}>
+        Download the raw journal
+      </a>
+    </div>
+  );
+}
+
+export function Run(props: { scope: string; id: string; operator: boolean }) {
+  const invocation = useAsync(() => client.getInvocation(props.scope, props.id), [props.scope, props.id]);
+  const runId = invocation.data?.run_id;
+  const [ended, setEnded] = useState(0);
+  const timeline = useTimeline(runId, () => {
+    setEnded((n) => n + 1);
+    invocation.reload();
+  });
+  const [check, setCheck] = useState<{ result?: JournalCheck; error?: unknown }>({});
+  useEffect(() => {
+    if (runId === undefined) return;
+    let current = true;
+    setCheck({});
+    Promise.all([client.journal(runId), client.keys()])
+      .then(([bytes, keys]) => verifyJournal(bytes, keys))
+      .then(
+        (result) => current && setCheck({ result }),
+        (error: unknown) => current && setCheck({ error }),
+      );
+    return () => void (current = false);
+  }, [runId, ended]);
+
+  if (invocation.data === undefined) return invocation.error !== undefined ? <ErrorBox error={invocation.error} /> : <Loading what="the invocation" />;
+  const view = invocation.data;
+  const first = timeline.entries[0]?.event;
+  return (
+    <section aria-labelledby="run-title">
+      <h1 id="run-title">
+        Invocation <span class="mono">{view.id}</span>
+      </h1>
+      <p>
+        <Status status={view.status} /> in scope <code>{view.scope}</code>
+        {view.status === "unresolved" && props.operator && (
+          <>
+            {" "}
+            <Link href={href.reconcile(view.scope, view.id)} class="button">
+              Review and reconcile
+            </Link>
+          </>
+        )}
+      </p>
+      {invocation.error !== undefined && <ErrorBox error={invocation.error} />}
+      <div class="cards">
+        <div class="card">
+          <h2>Request</h2>
+          <dl>
+            <dt>Provider</dt>
+            <dd>{typeof first?.provider === "string" ? first.provider : "—"}</dd>
+            <dt>Bundle</dt>
+            <dd>{bundleOf(first)}</dd>
+            <dt>Agent</dt>
+            <dd>{view.agent ?? "—"}</dd>
+            <dt>Request hash</dt>
+            <dd class="mono small">{requestHashOf(first)}</dd>
+            <dt>Workspace, prompt</dt>
+            <dd class="muted">kept only as the request hash (the node stores no prompt)</dd>
+          </dl>
+        </div>
+        <Outcome view={view} />
+      </div>
+      {runId === undefined ? (
+        <p class="muted">No run is attached to this invocation yet.</p>
+      ) : (
+        <>
+          <p>
+            Run <code>{runId}</code>
+          </p>
+          <VerificationBadge runId={runId} check={check.result} error={check.error} />
+          <Timeline entries={timeline.entries} live={timeline.live} reconnects={timeline.reconnects} />
+        </>
+      )}
+    </section>
+  );
+}
+
+function bundleOf(event: JournalEntry["event"] | undefined): string {
+  const bundle = event?.bundle as { bundle_id?: unknown; revision?: unknown } | undefined;
+  return bundle === undefined ? "none" : `${String(bundle.bundle_id)}@${String(bundle.revision)}`;
+}
+
+function requestHashOf(event: JournalEntry["event"] | undefined): string {
+  const invocation = event?.invocation as { request_hash?: unknown } | undefined;
+  return typeof invocation?.request_hash === "string" ? invocation.request_hash : "—";
+}
+
+function Outcome(props: { view: InvocationView }) {
+  const { view } = props;
+  const result = view.result as { output_tail?: unknown; exit_code?: unknown } | undefined;
+  return (
+    <div class="card">
+      <h2>Outcome</h2>
+      <dl>
+        <dt>Status</dt>
+        <dd>
+          <Status status={view.status} />
+        </dd>
+        {view.reasons !== undefined && (
+          <>
+            <dt>Why</dt>
+            <dd>{view.reasons.join("; ") || "—"}</dd>
+          </>
+        )}
+        {result !== undefined && (
+          <>
+            <dt>Exit code</dt>
+            <dd>{String(result.exit_code ?? "—")}</dd>
+          </>
+        )}
+        {view.expired === true && (
+          <>
+            <dt>Result</dt>
+            <dd class="muted">pruned by retention (the identity and its hash are kept)</dd>
+          </>
+        )}
+        {view.receipt !== undefined && (
+          <>
+            <dt>Reconciled</dt>
+            <dd>
+              {view.receipt.review.outcome} by {view.receipt.operator}, <Time iso={view.receipt.recorded_at} />
+            </dd>
+          </>
+        )}
+      </dl>
+      {typeof result?.output_tail === "string" && result.output_tail !== "" && (
+        <details>
+          <summary>Tail of the agent's stdout</summary>
+          <pre class="output">{result.output_tail}</pre>
+        </details>
+      )}
+      {view.result !== undefined && (
+        <details>
+          <summary>Result (JSON)</summary>
+          <pre class="output">{JSON.stringify(view.result, null, 2)}</pre>
+        </details>
+      )}
+    </div>
+  );
+}
