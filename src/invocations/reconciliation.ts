@@ -57,9 +57,20 @@ export function isPlaceholderEvidenceDigest(digest: Digest): boolean {
   return digest === EMPTY_INPUT_SHA256 || hex.split("").every((c) => c === hex[0]);
 }
 
+/** Every code a review's problem can carry (docs/errors.md lists each). */
+export type ReviewProblemCode =
+  | "review-invalid"
+  | "review-unknown-field"
+  | "review-invalid-snapshot-hash"
+  | "review-invalid-outcome"
+  | "review-invalid-rationale"
+  | "review-invalid-evidence"
+  | "review-evidence-placeholder"
+  | "review-effects-not-stopped";
+
 /** One broken rule of a review: its own stable code, the field, and what to do. */
 export interface ReviewProblem {
-  readonly code: string;
+  readonly code: ReviewProblemCode;
   readonly field: string;
   readonly detail: string;
 }
@@ -85,7 +96,7 @@ export function parseReview(value: unknown, options: { readonly stored?: boolean
   if (!isPlainObject(value)) throw new ValidationError("review-invalid", "review must be a JSON object");
   const review = value;
   const problems: ReviewProblem[] = [];
-  const refuse = (code: string, field: string, detail: string): void => void problems.push({ code, field, detail });
+  const refuse = (code: ReviewProblemCode, field: string, detail: string): void => void problems.push({ code, field, detail });
   const expected = ["snapshot_hash", "outcome", "rationale", "evidence", "effects_stopped"];
   for (const name of Object.keys(review)) {
     if (!expected.includes(name)) refuse("review-unknown-field", name, `review: unknown field ${JSON.stringify(name)}`);
