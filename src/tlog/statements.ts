@@ -45,6 +45,8 @@ export interface BundleCommitStatement {
   readonly revision: string;
   readonly bundle_digest: Digest;
   readonly manifest_digest: Digest;
+  /** the signers that came with the commit, as its receipt names them (absent: an unsigned commit) */
+  readonly signers?: readonly { readonly principals: readonly string[]; readonly fingerprint: string; readonly key_type: string; readonly signed_at: string }[];
 }
 
 /** A node key published (the first one at the node's first start, then each rotation). */

@@ -67,5 +67,8 @@ export function bundleStatement(receipt: CommitReceipt): Statement {
     revision: receipt.revision,
     bundle_digest: receipt.bundle_digest,
     manifest_digest: receipt.manifest_digest,
+    // Who vouched for the bundle is part of what the node attests: a signer list rewritten later
+    // (with the node's key) then disagrees with the logged one.
+    ...(receipt.signers === undefined || receipt.signers.length === 0 ? {} : { signers: receipt.signers }),
   };
 }
