@@ -234,6 +234,15 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } } },
       security: [{ bearer: [] }],
     },
+    // A wildcard route (`/v1/log/tile/*`, whose tile paths hold slashes) is documented with a named
+    // path parameter: OpenAPI has no wildcard, and `{*}` is no parameter name a client can use.
+    transform: ({ schema, url }) => {
+      if (!url.endsWith("/*")) return { schema, url };
+      const params = (schema as { params?: { properties?: Record<string, unknown> } } | undefined)?.params;
+      const wildcard = params?.properties?.["*"];
+      const renamed = wildcard === undefined ? schema : { ...schema, params: { ...params, properties: { path: wildcard }, required: ["path"] } };
+      return { schema: renamed, url: `${url.slice(0, -1)}{path}` };
+    },
   });
   await app.register(healthRoutes(ctx));
   await app.register(stageRoutes(ctx));

@@ -67,7 +67,7 @@ describe("transparency log on a node", () => {
       method: "POST",
       url: `/v1/invocations/api:alice/${cutKey}/reconciliation`,
       headers: OPERATOR,
-      payload: { snapshot_hash: inspection.snapshot_hash, outcome: "no_effects", rationale: "hung before any tool call", evidence: [{ reference: "journal", sha256: `sha256:${"1".repeat(64)}` }], effects_stopped: true },
+      payload: { snapshot_hash: inspection.snapshot_hash, outcome: "no_effects", rationale: "hung before any tool call", evidence: [{ reference: "journal", sha256: `sha256:${"1f".repeat(32)}` }], effects_stopped: true },
     });
     assert.equal(signed.statusCode, 201, signed.payload);
 

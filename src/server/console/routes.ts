@@ -124,7 +124,7 @@ export function consoleRoutes(options: { sessions: ConsoleSessions; authority: T
 
     app.post(
       "/v1/console/logins",
-      { schema: { summary: "A one-time console login link for the caller's own role (what `warden console` opens)", response: { 201: LoginLink, "4xx": ProblemResponse } } },
+      { schema: { operationId: "consoleLogin", summary: "A one-time console login link for the caller's own role (what `warden console` opens)", response: { 201: LoginLink, "4xx": ProblemResponse } } },
       async (request, reply) => {
         const login = sessions.createLogin(callerOf(request));
         // The secret travels in the fragment: browsers never send it, so no access log ever sees it.

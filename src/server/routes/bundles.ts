@@ -32,7 +32,7 @@ export function bundleRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/bundles/:bundle_id/:revision/manifest",
-      { schema: { summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
+      { schema: { operationId: "getRevisionManifest", summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
       async (request) => warden.delivery.manifest(request.params.bundle_id, request.params.revision),
     );
 

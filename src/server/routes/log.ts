@@ -28,11 +28,11 @@ export function logRoutes(ctx: RouteContext) {
     return log;
   };
   return async function logPlugin(app: App): Promise<void> {
-    app.get("/v1/log", { schema: { summary: "The transparency log's size, key and witnesses", response: { 200: LogStatusBody, "4xx": ProblemResponse } } }, async () => logOf().status());
+    app.get("/v1/log", { schema: { operationId: "logStatus", summary: "The transparency log's size, key and witnesses", response: { 200: LogStatusBody, "4xx": ProblemResponse } } }, async () => logOf().status());
 
     app.get(
       "/v1/log/checkpoint",
-      { schema: { summary: "The latest signed checkpoint (C2SP tlog-checkpoint)", produces: [CHECKPOINT_CONTENT_TYPE], response: { 200: CheckpointBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "logCheckpoint", summary: "The latest signed checkpoint (C2SP tlog-checkpoint)", produces: [CHECKPOINT_CONTENT_TYPE], response: { 200: CheckpointBody, "4xx": ProblemResponse } } },
       async (_request, reply) => {
         const checkpoint = await logOf().latestCheckpoint();
         return reply.type(CHECKPOINT_CONTENT_TYPE).header("cache-control", "max-age=1").send(checkpoint.note);
@@ -41,7 +41,7 @@ export function logRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/log/tile/*",
-      { config: { quietRequestLog: true }, schema: { summary: "A tile or entry bundle (C2SP tlog-tiles)", params: TileParams, produces: [TILE_CONTENT_TYPE], response: { 200: TileBody, "4xx": ProblemResponse } } },
+      { config: { quietRequestLog: true }, schema: { operationId: "logTile", summary: "A tile or entry bundle (C2SP tlog-tiles)", params: TileParams, produces: [TILE_CONTENT_TYPE], response: { 200: TileBody, "4xx": ProblemResponse } } },
       async (request, reply) => {
         const path = request.params["*"];
         const ref = parseTilePath(path);
@@ -53,19 +53,19 @@ export function logRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/log/proof/inclusion/:index/:size",
-      { schema: { summary: "The inclusion proof of a leaf in the tree of a size", params: InclusionParams, response: { 200: InclusionProofBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "logInclusion", summary: "The inclusion proof of a leaf in the tree of a size", params: InclusionParams, response: { 200: InclusionProofBody, "4xx": ProblemResponse } } },
       async (request) => logOf().inclusion(Number(request.params.index), Number(request.params.size)),
     );
 
     app.get(
       "/v1/log/proof/consistency/:old/:size",
-      { schema: { summary: "The consistency proof between two tree sizes", params: ConsistencyParams, response: { 200: ConsistencyProofBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "logConsistency", summary: "The consistency proof between two tree sizes", params: ConsistencyParams, response: { 200: ConsistencyProofBody, "4xx": ProblemResponse } } },
       async (request) => logOf().consistency(Number(request.params.old), Number(request.params.size)),
     );
 
     app.get(
       "/v1/log/runs/:run_id",
-      { schema: { summary: "A run's logged seal with its inclusion proof and cosigned checkpoint", params: LogRunParams, response: { 200: RunProofBody, "4xx": ProblemResponse } } },
+      { schema: { operationId: "logRunProof", summary: "A run's logged seal with its inclusion proof and cosigned checkpoint", params: LogRunParams, response: { 200: RunProofBody, "4xx": ProblemResponse } } },
       async (request) => logOf().runProof(request.params.run_id.toLowerCase()),
     );
   };

@@ -6,7 +6,7 @@ import type { App, RouteContext } from "../context.js";
 export function nodeRoutes(ctx: RouteContext, version: string) {
   const { warden } = ctx;
   return async function nodePlugin(app: App): Promise<void> {
-    app.get("/v1/node", { schema: { summary: "This node at a glance: keys, backend, readiness, invocations by status, runs and uploads now", response: { 200: NodeSummary, "4xx": ProblemResponse } } }, async () => ({
+    app.get("/v1/node", { schema: { operationId: "node", summary: "This node at a glance: keys, backend, readiness, invocations by status, runs and uploads now", response: { 200: NodeSummary, "4xx": ProblemResponse } } }, async () => ({
       version,
       backend: warden.backendKind,
       ready: !warden.closing && warden.storageReady,
