@@ -147,6 +147,15 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
     setEnded((n) => n + 1);
     invocation.reload();
   });
+  // The journal ends (run.terminated) a moment before the node has recorded the run's outcome
+  // (seal, result, log leaf): until the invocation stops reading in_progress, ask again.
+  const settling = ended > 0 && invocation.data?.status === "in_progress";
+  useEffect(() => {
+    if (!settling) return undefined;
+    const timer = setTimeout(() => invocation.reload(), 300);
+    return () => clearTimeout(timer);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [settling, invocation.data]);
   const [check, setCheck] = useState<{ result?: JournalCheck; error?: unknown }>({});
   useEffect(() => {
     if (runId === undefined) return;
