@@ -98,7 +98,7 @@ class Reaper {
   /** session ids whose every member is an orphan (from launch records) */
   readonly #sessions = new Set<number>();
   /** what each target was, read before it was killed (its environment is gone after) */
-  readonly #seen = new Map<number, { sid: number; run?: string; node?: number }>();
+  readonly #seen = new Map<number, { start: string; sid: number; run?: string; node?: number }>();
 
   constructor(home: string, self: ProcStat, procRoot: string) {
     this.#home = home;
@@ -196,8 +196,11 @@ class Reaper {
     for (const { pid, stat, orphan, node } of seen) {
       if (!(orphan || sessions.has(stat.sid) || groups.has(stat.pgid))) continue;
       targets.set(pid, stat.startTicks);
+      // A process killed in an earlier round can still be in /proc while it dies, its environment
+      // already gone: what was read of it alive stands (re-read, its run would be lost).
+      if (this.#seen.get(pid)?.start === stat.startTicks) continue;
       const run = environVariable(this.#procRoot, pid, RUN_TAG_VAR);
-      this.#seen.set(pid, { sid: stat.sid, ...(run === undefined ? {} : { run }), ...(node === undefined ? {} : { node }) });
+      this.#seen.set(pid, { start: stat.startTicks, sid: stat.sid, ...(run === undefined ? {} : { run }), ...(node === undefined ? {} : { node }) });
     }
     return targets;
   }
