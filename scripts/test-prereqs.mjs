@@ -24,18 +24,9 @@ export const DEBIAN_PREREQUISITES = [
   },
 ];
 
-function executable(path) {
+function accessible(path, mode) {
   try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function exists(path) {
-  try {
-    accessSync(path, constants.F_OK);
+    accessSync(path, mode);
     return true;
   } catch {
     return false;
@@ -43,12 +34,12 @@ function exists(path) {
 }
 
 function onPath(command) {
-  if (command.includes("/")) return executable(command);
-  return (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && executable(join(dir, command)));
+  if (command.includes("/")) return accessible(command, constants.X_OK);
+  return (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && accessible(join(dir, command), constants.X_OK));
 }
 
 export function missingPrerequisites() {
-  return DEBIAN_PREREQUISITES.filter((p) => !onPath(p.command) || (p.files ?? []).some((f) => !exists(f)));
+  return DEBIAN_PREREQUISITES.filter((p) => !onPath(p.command) || (p.files ?? []).some((f) => !accessible(f, constants.F_OK)));
 }
 
 function installCommand(packages) {
