@@ -17,13 +17,15 @@ import { generateSigningKey } from "../src/journal/keys.js";
 import { TransparencyLog } from "../src/tlog/log.js";
 import type { LogStore } from "../src/tlog/store.js";
 import { startTestPostgres, type TestPostgres } from "../test/support/postgres.js";
-import { benchDir, fmt, median, percentile, ratioLine } from "./baseline.js";
+import { benchDir, fmt, median, ratioLine } from "./baseline.js";
+import { proofLatencies } from "./log.bench.js";
 
 const APPENDERS = 64;
 const SECONDS = 3;
 const ROUNDS = 3;
 const PROOF_LEAVES = 100_000;
 const PROOF_SAMPLES = 3_000;
+const WARMUP = 300;
 const { key } = generateSigningKey();
 
 const logOn = (store: LogStore): TransparencyLog => new TransparencyLog({ store, origin: "bench.example/log", key: async () => key, checkpointIntervalMs: 3_600_000 });
@@ -58,18 +60,6 @@ async function fill(store: LogStore, leaves: number): Promise<void> {
   for (let at = 0; at < leaves; at += 5_000) {
     await store.append(Array.from({ length: Math.min(5_000, leaves - at) }, (_, i) => ({ key: `run:${at + i}`, body: Buffer.from(`{"bench":${at + i},"pad":"${"x".repeat(200)}"}`) })));
   }
-}
-
-async function proofLatencies(log: TransparencyLog, size: number): Promise<{ p50: number; p99: number }> {
-  const samples: number[] = [];
-  for (let i = 0; i < PROOF_SAMPLES + 300; i++) {
-    const index = Math.floor(Math.random() * size);
-    const t = performance.now();
-    await log.inclusion(index, size);
-    if (i >= 300) samples.push(performance.now() - t);
-  }
-  samples.sort((a, b) => a - b);
-  return { p50: percentile(samples, 50), p99: percentile(samples, 99) };
 }
 
 export default async function (): Promise<void> {
@@ -110,10 +100,10 @@ export default async function (): Promise<void> {
     await fill(pgStore, PROOF_LEAVES);
     console.log(`filled a postgres log of ${fmt(PROOF_LEAVES)} leaves in ${fmt((performance.now() - t0) / 1000, 1)} s (batches of 5,000)`);
     const [onSqlite, onPg] = [logOn(sqlite), logOn(pgStore)];
-    const base = await proofLatencies(onSqlite, PROOF_LEAVES);
+    const base = await proofLatencies(onSqlite, PROOF_LEAVES, PROOF_SAMPLES, WARMUP);
     statements = 0;
-    const figures = await proofLatencies(onPg, PROOF_LEAVES);
-    console.log(`postgres statements per inclusion proof: ${fmt(statements / (PROOF_SAMPLES + 300), 1)} (the log's size, then every node the proof needs in one)`);
+    const figures = await proofLatencies(onPg, PROOF_LEAVES, PROOF_SAMPLES, WARMUP);
+    console.log(`postgres statements per inclusion proof: ${fmt(statements / (PROOF_SAMPLES + WARMUP), 1)} (the log's size, then every node the proof needs in one)`);
     console.log(`inclusion proof on postgres p50 ${figures.p50.toFixed(3)} ms, p99 ${figures.p99.toFixed(3)} ms at ${fmt(PROOF_LEAVES)} leaves`);
     console.log(ratioLine(`inclusion proof p99 at ${fmt(PROOF_LEAVES)} leaves, postgres vs embedded (baseline)`, figures.p99 * 1000, base.p99 * 1000, "µs"));
     await onSqlite.close();

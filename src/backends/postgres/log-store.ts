@@ -15,7 +15,7 @@
  * number of nodes a proof needs.
  */
 import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../tlog/merkle.js";
-import type { LeafInput, LogStore, StoredCheckpoint } from "../../tlog/store.js";
+import { planAppend, type LeafInput, type LogStore, type StoredCheckpoint } from "../../tlog/store.js";
 import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
 
 const SIZE = { name: "warden-tlog-size", text: "SELECT size FROM warden_tlog_head" };
@@ -71,15 +71,7 @@ export class PostgresLogStore implements LogStore {
       const keys = [...new Set(leaves.map((leaf) => leaf.key))];
       const logged = new Map<string, number>();
       for (const row of (await query<{ key: string; idx: number }>(client, "read logged keys", { ...BY_KEYS, values: [keys] })).rows) logged.set(row.key, row.idx);
-      const added: LeafInput[] = [];
-      const indexes = leaves.map((leaf) => {
-        const known = logged.get(leaf.key);
-        if (known !== undefined) return known;
-        const index = size + added.length;
-        logged.set(leaf.key, index);
-        added.push(leaf);
-        return index;
-      });
+      const { indexes, added } = planAppend(size, leaves, (key) => logged.get(key));
       if (added.length === 0) return indexes;
       const edge = await this.#read(client, frontier(size));
       for (const n of frontier(size)) {
