@@ -175,7 +175,7 @@ describe("the fleet's log: two warden serve processes on one PostgreSQL", { time
   let witness: CountingWitness;
   let logVkey: string;
   const nodes: Record<"a" | "b", NodeProcess | undefined> = { a: undefined, b: undefined };
-  /** every checkpoint either node served while the fleet worked, by the node that served it */
+  /** every checkpoint each node served while the fleet worked (a node's repeats left out), by the node that served it */
   const seen: { node: "a" | "b"; note: string }[] = [];
   let polling = true;
   let poller: Promise<void> | undefined;
@@ -212,7 +212,7 @@ describe("the fleet's log: two warden serve processes on one PostgreSQL", { time
       while (polling) {
         for (const name of ["a", "b"] as const) {
           const res = await call(name, "GET", "/v1/log/checkpoint");
-          if (res.status === 200 && seen.at(-1)?.note !== res.text) seen.push({ node: name, note: res.text });
+          if (res.status === 200 && seen.findLast((s) => s.node === name)?.note !== res.text) seen.push({ node: name, note: res.text });
         }
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -330,7 +330,8 @@ describe("the fleet's log: two warden serve processes on one PostgreSQL", { time
       else bySize.set(cp.size, note);
       verifyCheckpoint(note, parsePolicy(`log ${logVkey}\nquorum none\n`));
     }
-    assert.ok(new Set(seen.map((s) => s.node)).size === 2 && bySize.size >= 4, `checkpoints seen from both nodes: ${seen.length}, sizes ${[...bySize.keys()].join(" ")}`);
+    // Enough sizes for the pairs to mean something; each node served some of them.
+    assert.ok(new Set(seen.map((s) => s.node)).size === 2 && bySize.size >= 3, `checkpoints seen: ${seen.map((s) => s.node).join("")}, sizes ${[...bySize.keys()].join(" ")}`);
     const sizes = [...bySize.keys()].sort((x, y) => x - y);
     for (const [i, old] of sizes.entries()) {
       for (const [j, next] of sizes.slice(i + 1).entries()) {
