@@ -5,9 +5,9 @@
  *
  * An append is one transaction that first locks the log's single head row (`SELECT … FOR
  * UPDATE`): every appender of the fleet, on any node, waits there for the one before it to commit,
- * then reads the size and the frontier that one left. Two nodes can therefore never hand out the
- * same index or build on a stale frontier, and a batch commits with its nodes and the new size, or
- * not at all. The unique key of a leaf is the second line of defence: a key logged twice fails
+ * then reads the size, and in one more statement the batch's keys already logged and the frontier
+ * that one left. Two nodes can therefore never hand out the same index or build on a stale
+ * frontier, and a batch commits with its nodes and the new size, or not at all. The unique key of a leaf is the second line of defence: a key logged twice fails
  * the batch rather than take two indexes.
  *
  * Reads take no lock: the head row, leaves and nodes of a batch become visible together at its
@@ -16,11 +16,18 @@
  */
 import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../tlog/merkle.js";
 import { planAppend, type LeafInput, type LogStore, type StoredCheckpoint } from "../../tlog/store.js";
-import { query, transaction, type PgPool, type PgQueryable } from "./connection.js";
+import { query, transaction, type PgPool } from "./connection.js";
 
 const SIZE = { name: "warden-tlog-size", text: "SELECT size FROM warden_tlog_head" };
 const LOCK_HEAD = { name: "warden-tlog-lock", text: "SELECT size FROM warden_tlog_head FOR UPDATE" };
-const BY_KEYS = { name: "warden-tlog-by-keys", text: "SELECT key, idx FROM warden_tlog_leaves WHERE key = ANY($1::text[])" };
+/** What a batch builds on, read in one statement under the lock: its keys already logged, and the frontier's nodes. */
+const BATCH_BASE = {
+  name: "warden-tlog-batch-base",
+  text: `
+  SELECT key, idx, NULL::int AS level, NULL::bytea AS hash FROM warden_tlog_leaves WHERE key = ANY($1::text[])
+  UNION ALL
+  SELECT NULL, n.idx, n.level, n.hash FROM unnest($2::int[], $3::bigint[]) AS w(level, idx) JOIN warden_tlog_nodes n USING (level, idx)`,
+};
 const NODES = {
   name: "warden-tlog-nodes",
   text: "SELECT n.level, n.idx, n.hash FROM unnest($1::int[], $2::bigint[]) AS w(level, idx) JOIN warden_tlog_nodes n USING (level, idx)",
@@ -68,13 +75,20 @@ export class PostgresLogStore implements LogStore {
   append(leaves: readonly LeafInput[]): Promise<number[]> {
     return transaction(this.#pool, "append to the transparency log", async (client) => {
       const size = (await query<{ size: number }>(client, "lock the transparency log", LOCK_HEAD)).rows[0]!.size;
-      const keys = [...new Set(leaves.map((leaf) => leaf.key))];
+      const edgeIds = frontier(size);
+      const base = await query<{ key: string | null; idx: number; level: number | null; hash: Buffer | null }>(client, "read what the batch builds on", {
+        ...BATCH_BASE,
+        values: [[...new Set(leaves.map((leaf) => leaf.key))], edgeIds.map((n) => n.level), edgeIds.map((n) => n.index)],
+      });
       const logged = new Map<string, number>();
-      for (const row of (await query<{ key: string; idx: number }>(client, "read logged keys", { ...BY_KEYS, values: [keys] })).rows) logged.set(row.key, row.idx);
+      const edge = new Map<string, Hash>();
+      for (const row of base.rows) {
+        if (row.key !== null) logged.set(row.key, row.idx);
+        else edge.set(nodeKey(row.level!, row.idx), row.hash!);
+      }
       const { indexes, added } = planAppend(size, leaves, (key) => logged.get(key));
       if (added.length === 0) return indexes;
-      const edge = await this.#read(client, frontier(size));
-      for (const n of frontier(size)) {
+      for (const n of edgeIds) {
         if (!edge.has(nodeKey(n.level, n.index))) throw new Error(`transparency log: stored node ${n.level}/${n.index} is missing`);
       }
       const nodes = appendNodes(size, edge, added.map((leaf) => leafHash(leaf.body)));
@@ -98,14 +112,10 @@ export class PostgresLogStore implements LogStore {
     return (await query<{ size: number }>(this.#pool, "read the transparency log's size", SIZE)).rows[0]!.size;
   }
 
-  nodes(ids: readonly NodeId[]): Promise<Map<string, Hash>> {
-    return this.#read(this.#pool, ids);
-  }
-
-  async #read(db: PgQueryable, ids: readonly NodeId[]): Promise<Map<string, Hash>> {
+  async nodes(ids: readonly NodeId[]): Promise<Map<string, Hash>> {
     const out = new Map<string, Hash>();
     if (ids.length === 0) return out;
-    const result = await query<{ level: number; idx: number; hash: Buffer }>(db, "read transparency log nodes", {
+    const result = await query<{ level: number; idx: number; hash: Buffer }>(this.#pool, "read transparency log nodes", {
       ...NODES,
       values: [ids.map((id) => id.level), ids.map((id) => id.index)],
     });
