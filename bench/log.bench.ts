@@ -88,13 +88,14 @@ async function filledLog(leaves: number): Promise<{ log: TransparencyLog; dir: s
   return { log, dir };
 }
 
-async function proofLatencies(log: TransparencyLog, size: number): Promise<{ p50: number; p99: number }> {
+/** Inclusion proof latency at random leaves of the tree of `size`, after `warmup` unmeasured ones (also the log-fleet bench's). */
+export async function proofLatencies(log: TransparencyLog, size: number, count = PROOF_SAMPLES, warmup = 1000): Promise<{ p50: number; p99: number }> {
   const samples: number[] = [];
-  for (let i = 0; i < PROOF_SAMPLES + 1000; i++) {
+  for (let i = 0; i < count + warmup; i++) {
     const index = Math.floor(Math.random() * size);
     const t = performance.now();
     await log.inclusion(index, size);
-    if (i >= 1000) samples.push(performance.now() - t);
+    if (i >= warmup) samples.push(performance.now() - t);
   }
   samples.sort((a, b) => a - b);
   return { p50: percentile(samples, 50), p99: percentile(samples, 99) };

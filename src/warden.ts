@@ -36,7 +36,7 @@ import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
-import { bundleStatement, openEmbeddedLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import { bundleStatement, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
 import type { TransparencyLog } from "./tlog/log.js";
 
 export interface WardenOptions {
@@ -63,8 +63,8 @@ export interface WardenOptions {
   /** how often result retention runs (default: hourly, and at open) */
   readonly retentionIntervalMs?: number;
   /**
-   * The transparency log (DESIGN.md "Transparency"): on by default on the embedded backend;
-   * `false` turns it off. Not yet kept on PostgreSQL.
+   * The transparency log (DESIGN.md "Transparency"): on by default, the node's own on the
+   * embedded backend, the fleet's on PostgreSQL; `false` turns it off.
    */
   readonly log?: LogOptions | false;
   /** trust policy for bundle signatures (DESIGN.md "Bundle signatures"); none: nothing required */
@@ -436,7 +436,13 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const journals = new JournalTap(backend.journals);
     // The node publishes a key from its first start, so clients can verify before any run.
     await backend.keys.active();
-    log = options.log === false || options.postgres !== undefined ? undefined : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
+    // On a shared database the log is the fleet's: every node appends to it and signs its checkpoints.
+    log =
+      options.log === false
+        ? undefined
+        : "openDelivery" in backend
+          ? await openLog(backend.log, backend.keys, options.log ?? {})
+          : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
     const attest = log?.attest;
     if (attest !== undefined) delivery.attestCommits((receipt) => attest(bundleStatement(receipt)));
     const invocations = new Invocations({

@@ -176,7 +176,11 @@ export class TransparencyLog {
           let old = witnessed.get(witness.name) ?? 0;
           if (old >= checkpoint.size && old !== 0) return;
           for (let attempt = 0; attempt < 3; attempt++) {
-            if (old > checkpoint.size) throw new Error(`the witness has size ${old}, larger than the checkpoint's ${checkpoint.size}`);
+            if (old > checkpoint.size) {
+              // On a fleet's shared log another node signed and submitted a larger checkpoint first: nothing is left to do.
+              if ((await this.#store.checkpoint(old)) !== undefined) return;
+              throw new Error(`the witness has size ${old}, larger than the checkpoint's ${checkpoint.size}`);
+            }
             const proof = await this.#consistencyHashes(old, checkpoint.size);
             const answer = await submitCheckpoint(witness, checkpoint.note, old, proof);
             if (answer.ok) {

@@ -44,3 +44,22 @@ export interface LogStore {
   witnessed(): Promise<ReadonlyMap<string, number>>;
   close(): Promise<void>;
 }
+
+/**
+ * How a store appends `leaves` to a log of `size`: each input's index (`logged` answers a key's
+ * existing one; a key twice in the batch gets one index) and the leaves to write, in order, from
+ * index `size` on. Called under the store's append lock, so `logged` sees every earlier batch.
+ */
+export function planAppend(size: number, leaves: readonly LeafInput[], logged: (key: string) => number | undefined): { indexes: number[]; added: LeafInput[] } {
+  const fresh = new Map<string, number>();
+  const added: LeafInput[] = [];
+  const indexes = leaves.map((leaf) => {
+    const known = fresh.get(leaf.key) ?? logged(leaf.key);
+    if (known !== undefined) return known;
+    const index = size + added.length;
+    fresh.set(leaf.key, index);
+    added.push(leaf);
+    return index;
+  });
+  return { indexes, added };
+}

@@ -5,8 +5,11 @@
  */
 import { join } from "node:path";
 import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log-store.js";
+import { ConflictError } from "../core/errors.js";
 import type { KeyStore } from "../journal/types.js";
+import { parseCheckpointText } from "../tlog/checkpoint.js";
 import { TransparencyLog } from "../tlog/log.js";
+import { parseNote } from "../tlog/note.js";
 import type { Attest, Statement } from "../tlog/statements.js";
 import type { LogStore } from "../tlog/store.js";
 import type { WitnessConfig } from "../tlog/witness-client.js";
@@ -36,7 +39,9 @@ export async function openEmbeddedLog(home: string, keys: KeyStore, options: Log
 export async function openLog(store: LogStore, keys: KeyStore, options: LogOptions): Promise<OpenedLog> {
   try {
     const published = await keys.publicKeys();
+    // The first key is the fleet's on PostgreSQL (one key table), so every node's default agrees.
     const origin = options.origin ?? `warden.local/${published[0]?.key_id ?? (await keys.active()).key_id}`;
+    await checkOrigin(store, origin);
     const log = new TransparencyLog({
       store,
       origin,
@@ -56,6 +61,24 @@ export async function openLog(store: LogStore, keys: KeyStore, options: LogOptio
   } catch (error) {
     await store.close();
     throw error;
+  }
+}
+
+/**
+ * A log has one name: checkpoints of one tree under two origins (a node restarted with another
+ * `--log-origin`, or a fleet's nodes started with different ones) would be refused by witnesses
+ * and by every policy naming the other, so such a start is refused instead.
+ */
+async function checkOrigin(store: LogStore, origin: string): Promise<void> {
+  const latest = await store.latestCheckpoint();
+  if (latest === undefined) return;
+  const signed = parseCheckpointText(parseNote(latest.note).text).origin;
+  if (signed !== origin) {
+    throw new ConflictError(
+      "log-origin-mismatch",
+      `the transparency log's checkpoints are signed as ${signed}, and this node would sign them as ${origin}: start it with --log-origin ${signed} (every node of a fleet alike)`,
+      { details: { logged: signed, configured: origin } },
+    );
   }
 }
 

@@ -3,6 +3,7 @@
  * sumdb/tlog (Debian's golang-golang-x-mod-dev, installed by scripts/test-prereqs.mjs) check a
  * real node's checkpoint signature, inclusion and consistency proofs, and read its tiles over
  * HTTP — with a log past 65,536 leaves, so tiles of levels 0, 1 and 2, full and partial, are read.
+ * Once on an embedded node, once on a fleet node (the log on PostgreSQL).
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -15,29 +16,41 @@ import type { AddressInfo } from "node:net";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { parseNote } from "../../src/tlog/note.js";
 import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 
 const run = promisify(execFile);
 const PROGRAM = fileURLToPath(new URL("../fixtures/go/tlog-interop.go", import.meta.url));
 
-describe("Go's x/mod/sumdb verifies warden's log", () => {
+let built: string;
+let binary: string;
+before(() => {
+  built = tempRoot("tlog-go-build");
+  // Compiled once for the file, with Debian's x/mod from GOPATH: no network, no module download.
+  binary = path.join(built, "tlog-interop");
+  execFileSync("go", ["build", "-o", binary, PROGRAM], {
+    env: { ...process.env, GOPATH: "/usr/share/gocode", GO111MODULE: "off", GOFLAGS: "", GOCACHE: path.join(built, "gocache") },
+    stdio: "pipe",
+  });
+});
+after(() => fs.rmSync(built, { recursive: true, force: true }));
+
+// The same log served by a node of each backend: its own (SQLite), and a fleet's (PostgreSQL).
+for (const backend of ["embedded", "postgres"] as const) describe(`Go's x/mod/sumdb verifies warden's log (${backend})`, () => {
   let root: string;
+  let pg: TestPostgres | undefined;
   let node: TestNode;
-  let binary: string;
   let base: string;
   before(async () => {
     root = tempRoot("tlog-go");
-    // Compiled once for the file, with Debian's x/mod from GOPATH: no network, no module download.
-    binary = path.join(root, "tlog-interop");
-    execFileSync("go", ["build", "-o", binary, PROGRAM], {
-      env: { ...process.env, GOPATH: "/usr/share/gocode", GO111MODULE: "off", GOFLAGS: "", GOCACHE: path.join(root, "gocache") },
-      stdio: "pipe",
-    });
-    node = await openTestNode(root, { warden: { log: { origin: "warden.test/interop", checkpointIntervalMs: 3_600_000 } } });
+    if (backend === "postgres") pg = await startTestPostgres();
+    const postgres = pg === undefined ? {} : { postgres: { url: await pg.createDatabase("interop") } };
+    node = await openTestNode(root, { warden: { ...postgres, log: { origin: "warden.test/interop", checkpointIntervalMs: 3_600_000 } } });
     await node.app.listen({ host: "127.0.0.1", port: 0 });
     base = `http://127.0.0.1:${(node.app.server.address() as AddressInfo).port}/v1/log`;
   });
   after(async () => {
     await node.close();
+    await pg?.stop();
     fs.rmSync(root, { recursive: true, force: true });
   });
 

@@ -4,7 +4,7 @@
  * transaction per batch of leaves: a leaf is durable with its nodes, or not at all.
  */
 import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../tlog/merkle.js";
-import type { LeafInput, LogStore, StoredCheckpoint } from "../../tlog/store.js";
+import { planAppend, type LeafInput, type LogStore, type StoredCheckpoint } from "../../tlog/store.js";
 import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase, type SqliteStatement, type OpenDatabaseOptions } from "./sqlite.js";
 
 export const LOG_DATABASE = "tlog.sqlite";
@@ -37,16 +37,7 @@ export class EmbeddedLogStore implements LogStore {
     const insertNode = db.prepare("INSERT INTO tlog_nodes (level, idx, hash) VALUES (?, ?, ?)");
     this.#append = db.transaction((leaves: readonly LeafInput[]): number[] => {
       const size = sizeOf.get()!.n;
-      const fresh = new Map<string, number>();
-      const added: LeafInput[] = [];
-      const indexes = leaves.map((leaf) => {
-        const known = fresh.get(leaf.key) ?? byKey.get(leaf.key)?.idx;
-        if (known !== undefined) return known;
-        const index = size + added.length;
-        fresh.set(leaf.key, index);
-        added.push(leaf);
-        return index;
-      });
+      const { indexes, added } = planAppend(size, leaves, (key) => byKey.get(key)?.idx);
       if (added.length === 0) return indexes;
       const edge = new Map<string, Hash>();
       for (const n of frontier(size)) {

@@ -9,6 +9,7 @@
  *   warden_blobs, …_blob_chunks      content-addressed blobs as bytea rows
  *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
  *   warden_commits, …_commit_blobs   the catalog of committed bundles
+ *   warden_tlog_*                    the fleet's transparency log (log-store.ts)
  *
  * Opening applies migrations, then registers this process as a new owner (owner.ts). A node
  * still needs its own private home directory for what is local to it (materializations, agent
@@ -23,6 +24,7 @@ import { PostgresClaimStore } from "./claim-store.js";
 import { openPool, type ConnectionSettings, type PgPool } from "./connection.js";
 import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
+import { PostgresLogStore } from "./log-store.js";
 import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
 import { migrate } from "./schema.js";
 import { PostgresStageStore } from "./stage-store.js";
@@ -46,6 +48,8 @@ export interface PostgresBackend {
   readonly claims: PostgresClaimStore;
   readonly journals: PostgresJournalStore;
   readonly keys: PostgresKeyStore;
+  /** the fleet's transparency log (one per database); on the pool that `close` ends */
+  readonly log: PostgresLogStore;
   /** the delivery stores, for `Delivery.open`; closing them leaves the pool to `close` below */
   readonly delivery: DeliveryBackend;
   readonly owner: OwnerSession;
@@ -89,6 +93,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     claims,
     journals,
     keys,
+    log: new PostgresLogStore(pool),
     delivery,
     owner: session,
     close(): Promise<void> {

@@ -240,6 +240,31 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     UNIQUE (manifest_digest, fingerprint)
   );
   `,
+  // 4: the fleet's transparency log (DESIGN.md "Transparency", log-store.ts): one head row whose
+  // lock serializes appenders fleet-wide, leaves, Merkle nodes, checkpoints, cosignatures
+  `
+  CREATE TABLE warden_tlog_head (one boolean PRIMARY KEY DEFAULT true CHECK (one), size bigint NOT NULL);
+  INSERT INTO warden_tlog_head (size) VALUES (0);
+  CREATE TABLE warden_tlog_leaves (
+    idx bigint PRIMARY KEY,
+    key text COLLATE "C" NOT NULL UNIQUE,
+    body bytea NOT NULL
+  );
+  CREATE TABLE warden_tlog_nodes (
+    level integer NOT NULL,
+    idx bigint NOT NULL,
+    hash bytea NOT NULL,
+    PRIMARY KEY (level, idx)
+  );
+  CREATE TABLE warden_tlog_checkpoints (size bigint PRIMARY KEY, note text NOT NULL);
+  CREATE TABLE warden_tlog_cosignatures (
+    size bigint NOT NULL,
+    witness text COLLATE "C" NOT NULL,
+    lines text NOT NULL,
+    PRIMARY KEY (size, witness)
+  );
+  CREATE TABLE warden_tlog_witnessed (witness text COLLATE "C" PRIMARY KEY, size bigint NOT NULL);
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */
