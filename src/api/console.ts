@@ -4,6 +4,7 @@
  */
 import { Type, type Static } from "typebox";
 import { Count, List, Timestamp, Uuid } from "./common.js";
+import { UploadProgress } from "./delivery.js";
 import { PublicKey } from "./runs.js";
 
 export const InvocationCounts = Type.Object({
@@ -34,8 +35,8 @@ export const NodeSummary = Type.Object({
   counts: InvocationCounts,
   /** runs this node's process is running now */
   active_runs: Count,
-  /** stages begun through this node and neither committed nor aborted */
-  uploads: List(Type.String()),
+  /** stages being uploaded now (through any node sharing the stores), with their progress */
+  uploads: List(UploadProgress),
   recent_failures: List(RunFailure),
 });
 export type NodeSummary = Static<typeof NodeSummary>;

@@ -26,6 +26,7 @@ export type {
   LoginLink,
   Manifest,
   NodeSummary,
+  OutputTail,
   InvocationCounts,
   RunFailure,
   SessionView,
@@ -40,6 +41,8 @@ export type {
   StageBegun,
   StageCommitted,
   StageStatus,
+  UploadList,
+  UploadProgress,
   Verification,
 } from "../api/index.js";
 

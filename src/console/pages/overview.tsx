@@ -2,6 +2,7 @@
 import { client } from "../api.js";
 import { href, Link } from "../router.js";
 import { Empty, ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
+import { UploadRows } from "../uploads.js";
 
 const POLL_MS = 3000;
 
@@ -57,21 +58,18 @@ export function Overview() {
             <dt>Runs active</dt>
             <dd data-testid="active-runs">{n.active_runs}</dd>
             <dt>Uploads in progress</dt>
-            <dd>
-              {n.uploads.length === 0 ? "none" : n.uploads.length}
-              {n.uploads.length > 0 && (
-                <ul class="plain">
-                  {n.uploads.map((u) => (
-                    <li>
-                      <code>{u}</code>
-                    </li>
-                  ))}
-                </ul>
-              )}
+            <dd data-testid="upload-count">
+              {n.uploads.length === 0 ? "none" : <Link href={href.bundles()}>{n.uploads.length}</Link>}
             </dd>
           </dl>
         </div>
       </div>
+      {n.uploads.length > 0 && (
+        <>
+          <h2>Uploads in progress</h2>
+          <UploadRows uploads={n.uploads} />
+        </>
+      )}
       <h2>Recent failures</h2>
       {n.recent_failures.length === 0 ? (
         <Empty>No run has ended without a recorded result since this node started.</Empty>

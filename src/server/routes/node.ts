@@ -13,7 +13,7 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       keys: await warden.publicKeys(),
       counts: await warden.invocations.counts(),
       active_runs: warden.activeRuns,
-      uploads: [...ctx.stages],
+      uploads: await warden.delivery.uploads(),
       recent_failures: ctx.recentFailures,
     }));
   };
