@@ -26,6 +26,8 @@ export type {
   LoginLink,
   Manifest,
   NodeSummary,
+  Fleet,
+  FleetNode,
   OutputTail,
   InvocationCounts,
   RunFailure,

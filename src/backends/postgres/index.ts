@@ -9,6 +9,7 @@
  *   warden_blobs, …_blob_chunks      content-addressed blobs as bytea rows
  *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
  *   warden_commits, …_commit_blobs   the catalog of committed bundles
+ *   warden_nodes                     the fleet's nodes (node-registry.ts)
  *
  * Opening applies migrations, then registers this process as a new owner (owner.ts). A node
  * still needs its own private home directory for what is local to it (materializations, agent
@@ -24,6 +25,7 @@ import { openPool, type ConnectionSettings, type PgPool } from "./connection.js"
 import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
 import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
+import { NodeRegistry } from "./node-registry.js";
 import { migrate } from "./schema.js";
 import { PostgresStageStore } from "./stage-store.js";
 
@@ -49,6 +51,8 @@ export interface PostgresBackend {
   /** the delivery stores, for `Delivery.open`; closing them leaves the pool to `close` below */
   readonly delivery: DeliveryBackend;
   readonly owner: OwnerSession;
+  /** the fleet's live nodes, and what this one says of itself */
+  readonly nodes: NodeRegistry;
   /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
   close(): Promise<void>;
 }
@@ -64,9 +68,10 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
   };
   const pool: PgPool = openPool(settings, options.poolSize ?? DEFAULT_POOL_SIZE);
   let owner: OwnerSession | undefined;
+  const nodes = new NodeRegistry(pool);
   try {
     await migrate(pool);
-    owner = await OwnerSession.open({ ...options.owner, settings });
+    owner = await OwnerSession.open({ ...options.owner, settings, onLocked: nodes.register });
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;
@@ -91,6 +96,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     keys,
     delivery,
     owner: session,
+    nodes,
     close(): Promise<void> {
       closing ??= (async () => {
         try {

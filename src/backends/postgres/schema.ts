@@ -240,6 +240,17 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     UNIQUE (manifest_digest, fingerprint)
   );
   `,
+  // 4: the fleet's nodes (node-registry.ts), one row per owner incarnation; live = its owner lock is held
+  `
+  CREATE TABLE warden_nodes (
+    owner text COLLATE "C" PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    version text,
+    url text,
+    started_at bigint NOT NULL
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */
