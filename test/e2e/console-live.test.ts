@@ -59,6 +59,14 @@ describe("the console's live views: agent output and uploads in progress (real C
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });
   });
 
+  it("says on the Overview that an embedded node is a single node", async () => {
+    const fleet = (await call("GET", "/v1/node")).body.fleet as { shared: boolean; nodes: { pid: number; url: string; self: boolean }[] };
+    assert.equal(fleet.shared, false);
+    assert.deepEqual(fleet.nodes.map((n) => [n.pid, n.url, n.self]), [[node.child.pid, node.url, true]]);
+    await page.goto(ui("/"));
+    assert.match((await page.getByTestId("single-node").textContent()) ?? "", /A single node/);
+  });
+
   it("shows the last lines of the agent's stderr on the run page while it runs, and after", async () => {
     const id = randomUUID();
     const reply = await call("POST", "/v1/invocations", { headers: { "idempotency-key": id }, body: { provider: "claude", prompt: "diagnose #noisy #gate" } });
