@@ -311,8 +311,7 @@ function AgentOutput(props: { runId: string; live: boolean; ended: number; resul
     props.live ? OUTPUT_POLL_MS : undefined,
   );
   const kept = (props.result as { output_tail?: unknown } | undefined)?.output_tail;
-  const pane = (stream: "stdout" | "stderr", tail: StreamTail | undefined) => {
-    if (tail === undefined) return <Loading what={stream} />;
+  const pane = (stream: "stdout" | "stderr", tail: StreamTail) => {
     if ("error" in tail) {
       const { message, code } = describeError(tail.error);
       if (stream === "stdout" && typeof kept === "string" && kept !== "") {
@@ -339,12 +338,18 @@ function AgentOutput(props: { runId: string; live: boolean; ended: number; resul
   return (
     <section aria-labelledby="output-title">
       <h2 id="output-title">Agent output</h2>
-      <h3 class="stream">stderr</h3>
-      {pane("stderr", output.data?.stderr)}
-      <details>
-        <summary>stdout (the event stream the timeline shows)</summary>
-        {pane("stdout", output.data?.stdout)}
-      </details>
+      {output.data === undefined ? (
+        <Loading what="the agent's output" />
+      ) : (
+        <>
+          <h3 class="stream">stderr</h3>
+          {pane("stderr", output.data.stderr)}
+          <details>
+            <summary>stdout (the event stream the timeline shows)</summary>
+            {pane("stdout", output.data.stdout)}
+          </details>
+        </>
+      )}
     </section>
   );
 }
