@@ -79,12 +79,15 @@ describe("the console's live views: agent output and uploads in progress (real C
     assert.equal((await call("GET", `/v1/invocations/api:operator/${id}`)).body.status, "in_progress");
     assert.ok(await page.locator("p .status-in_progress").isVisible());
     assert.equal(await stderr.textContent(), "fixture diagnostic line 0\nfixture diagnostic line 1\nfixture diagnostic line 2\n");
-    if (shots !== undefined) await page.getByRole("heading", { name: "Agent output" }).scrollIntoViewIfNeeded();
     fs.writeFileSync(gate, "");
     await page.locator("p .status-recorded").waitFor({ timeout: UI_WAIT_MS });
+    // (before stdout is unfolded: the fixture's stdout names its working directory, a path of this machine)
+    if (shots !== undefined) {
+      await page.getByRole("heading", { name: "Agent output" }).scrollIntoViewIfNeeded();
+      await page.screenshot({ path: path.join(shots, "run-output.png") });
+    }
     await page.getByText("stdout (the event stream the timeline shows)").click();
     await waitFor("stdout's last line, the result", async () => (/"type":"result"/.test((await page.getByTestId("stdout").textContent()) ?? "") ? true : undefined), UI_WAIT_MS);
-    if (shots !== undefined) await page.screenshot({ path: path.join(shots, "run-output.png") });
     assert.deepEqual(await seriousViolations(page), []);
 
     // The route: a window of the end, cut to whole lines; readable by an observer.
