@@ -44,19 +44,15 @@ export async function readOutputTail(outputDir: string, runId: string, stream: O
   try {
     const { size } = await fh.stat();
     const start = Math.max(0, size - maxBytes);
-    const window = Buffer.alloc(size - start);
-    const { bytesRead } = await fh.read(window, 0, window.byteLength, start);
-    let bytes = window.subarray(0, bytesRead);
-    let offset = start;
-    if (start > 0) {
-      // Drop the line the window cut into; a window with no newline at all is shown as it is.
-      const newline = bytes.indexOf(0x0a);
-      if (newline >= 0 && newline < bytes.byteLength - 1) {
-        bytes = bytes.subarray(newline + 1);
-        offset += newline + 1;
-      }
-    }
-    return { stream, size: start + bytesRead, offset, text: new TextDecoder("utf-8", { fatal: false }).decode(bytes) };
+    // One byte more in front: whether the window starts a line (the byte before it is a newline).
+    const from = Math.max(0, start - 1);
+    const buffer = Buffer.alloc(size - from);
+    const { bytesRead } = await fh.read(buffer, 0, buffer.byteLength, from);
+    const read = buffer.subarray(0, bytesRead);
+    // Cut after the first newline, so the text starts a line; a window inside one line is kept as it is.
+    const newline = start === 0 ? -1 : read.indexOf(0x0a);
+    const cut = newline >= 0 && newline < read.byteLength - 1 ? newline + 1 : start - from;
+    return { stream, size: from + bytesRead, offset: from + cut, text: new TextDecoder("utf-8", { fatal: false }).decode(read.subarray(cut)) };
   } finally {
     await fh.close();
   }
