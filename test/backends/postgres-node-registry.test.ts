@@ -6,20 +6,9 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import pg from "pg";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { adminQuery, startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { waitFor } from "../support/wait.js";
-
-async function admin<T>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T & pg.QueryResultRow>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await client.query<T & pg.QueryResultRow>(sql, values);
-  } finally {
-    await client.end();
-  }
-}
 
 describe("postgres node registry", () => {
   let server: TestPostgres;
@@ -53,12 +42,12 @@ describe("postgres node registry", () => {
     assert.deepEqual((await a.nodes.live()).map((n) => n.node_id), [a.owner.id], "a closed node's lock went with its session");
 
     const lost = a.owner.id;
-    const killed = await admin<{ ok: boolean }>(url, "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1", [`warden-owner ${lost}`]);
+    const killed = await adminQuery<{ ok: boolean }>(url, "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1", [`warden-owner ${lost}`]);
     assert.deepEqual(killed.rows.map((r) => r.ok), [true]);
     await waitFor("a to come back as a new owner", () => (a.owner.healthy && a.owner.id !== lost ? true : undefined));
     const after = await a.nodes.live();
     assert.deepEqual(after.map((n) => [n.node_id, n.version, n.url]), [[a.owner.id, "9.9.9", "http://127.0.0.1:1"]]);
-    const rows = await admin<{ owner: string }>(url, "SELECT owner FROM warden_nodes ORDER BY owner");
+    const rows = await adminQuery<{ owner: string }>(url, "SELECT owner FROM warden_nodes ORDER BY owner");
     assert.deepEqual(rows.rows.map((r) => r.owner), [a.owner.id], "the rows of dead owners were deleted at the new registration");
   });
 });
