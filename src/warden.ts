@@ -36,6 +36,7 @@ import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
+import { Fleet, type SharedNodes } from "./warden/fleet.js";
 import { bundleStatement, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
 import type { TransparencyLog } from "./tlog/log.js";
 
@@ -75,7 +76,10 @@ export interface WardenOptions {
  * What the facade keeps of its backend: where the node lives, its limits, how to close it, and —
  * on a shared database — the owner session whose health says whether this node can claim now.
  */
-type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & { readonly owner?: { readonly healthy: boolean } };
+type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
+  readonly owner?: { readonly healthy: boolean; readonly id: string };
+  readonly nodes?: SharedNodes["registry"];
+};
 
 /** What `start` answers: this caller started the run, or the invocation's existing state. */
 export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
@@ -130,6 +134,8 @@ export class Warden {
   readonly materializer: Materializer;
   readonly runner: Runner;
   readonly journals: JournalTap;
+  /** the nodes sharing this node's state (the fleet on PostgreSQL; this node alone when embedded) */
+  readonly fleet: Fleet;
   /** the node's transparency log, when it keeps one */
   readonly log: TransparencyLog | undefined;
   readonly #logFailures: () => number;
@@ -165,6 +171,8 @@ export class Warden {
     this.#logFailures = parts.log?.failures ?? (() => 0);
     this.reapedAgents = parts.reaped;
     this.#backend = parts.backend;
+    const { owner, nodes } = parts.backend;
+    this.fleet = new Fleet(owner === undefined || nodes === undefined ? undefined : { registry: nodes, selfId: () => owner.id });
     this.home = parts.backend.home;
     this.limits = parts.backend.limits;
     this.delivery = parts.delivery;

@@ -4,6 +4,7 @@
  */
 import { Type, type Static } from "typebox";
 import { Count, List, Timestamp, Uuid } from "./common.js";
+import { UploadProgress } from "./delivery.js";
 import { PublicKey } from "./runs.js";
 
 export const InvocationCounts = Type.Object({
@@ -26,16 +27,40 @@ export const RunFailure = Type.Object({
 });
 export type RunFailure = Static<typeof RunFailure>;
 
+/** A node sharing this node's state (`fleet` of GET /v1/node). */
+export const FleetNode = Type.Object({
+  /** its owner id (on PostgreSQL: the id its claims carry, new after a lost database connection) */
+  node_id: Type.String(),
+  host: Type.String(),
+  pid: Count,
+  version: Type.Optional(Type.String()),
+  /** where it listens, once it does */
+  url: Type.Optional(Type.String()),
+  /** when this incarnation started (on PostgreSQL: took its owner lock) */
+  started_at: Timestamp,
+  /** the node that answered */
+  self: Type.Boolean(),
+});
+export type FleetNode = Static<typeof FleetNode>;
+
+/** On PostgreSQL the fleet's live nodes (owner lock held now); on the embedded backend this node alone. */
+export const Fleet = Type.Object({
+  shared: Type.Boolean(),
+  nodes: List(FleetNode),
+});
+export type Fleet = Static<typeof Fleet>;
+
 export const NodeSummary = Type.Object({
   version: Type.String(),
   backend: Type.Union([Type.Literal("embedded"), Type.Literal("postgres")]),
   ready: Type.Boolean(),
+  fleet: Fleet,
   keys: List(PublicKey),
   counts: InvocationCounts,
   /** runs this node's process is running now */
   active_runs: Count,
-  /** stages begun through this node and neither committed nor aborted */
-  uploads: List(Type.String()),
+  /** stages being uploaded now (through any node sharing the stores), with their progress */
+  uploads: List(UploadProgress),
   recent_failures: List(RunFailure),
 });
 export type NodeSummary = Static<typeof NodeSummary>;

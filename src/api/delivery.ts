@@ -84,6 +84,25 @@ export const StageStatus = Type.Object({
 });
 export type StageStatus = Static<typeof StageStatus>;
 
+/** A stage being uploaded, and how far it got (`GET /v1/stages`). */
+export const UploadProgress = Type.Object({
+  stage_id: Type.String(),
+  manifest_digest: Digest,
+  bundle_id: Type.String(),
+  revision: Type.String(),
+  created_at: Timestamp,
+  last_active_at: Timestamp,
+  /** blobs the stage receives: those the node lacked when it began */
+  blobs: Count,
+  blobs_received: Count,
+  /** the bytes of those blobs, as the manifest declares them */
+  bytes_declared: Count,
+  bytes_received: Count,
+});
+export type UploadProgress = Static<typeof UploadProgress>;
+export const UploadList = Type.Object({ stages: List(UploadProgress) });
+export type UploadList = Static<typeof UploadList>;
+
 export const CommitReply = Type.Object({ receipt: CommitReceipt });
 
 /** Largest armored signature, and most signatures at once (signing-errors.ts). */

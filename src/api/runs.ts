@@ -32,3 +32,29 @@ export type KeyList = Static<typeof KeyList>;
 
 export const Health = Type.Object({ status: Type.Literal("ok") });
 export const Readiness = Type.Object({ status: Type.Literal("ready") });
+
+/** `GET /v1/runs/{run_id}/output/{stream}`: which of the agent's captured streams. */
+export const OutputParams = Type.Object(
+  { run_id: Uuid, stream: Type.Union([Type.Literal("stdout"), Type.Literal("stderr")]) },
+  { additionalProperties: false },
+);
+export type OutputParams = Static<typeof OutputParams>;
+
+export const OUTPUT_TAIL_MAX = 65_536;
+export const OutputQuery = Type.Object(
+  { tail: Type.Optional(Type.Integer({ minimum: 1, maximum: OUTPUT_TAIL_MAX, default: 16_384, description: "at most this many bytes from the end" })) },
+  { additionalProperties: false },
+);
+export type OutputQuery = Static<typeof OutputQuery>;
+
+/** The end of one captured stream of a run's agent, as the node that ran it holds it now. */
+export const OutputTail = Type.Object({
+  stream: Type.Union([Type.Literal("stdout"), Type.Literal("stderr")]),
+  /** bytes in the node's file so far (it keeps a stream's first runOutputBytes) */
+  size: Count,
+  /** where `text` starts in the file: past the first newline of the window, unless the window starts the file */
+  offset: Count,
+  /** UTF-8 (invalid sequences replaced) */
+  text: Type.String(),
+});
+export type OutputTail = Static<typeof OutputTail>;

@@ -25,6 +25,7 @@ import type {
   Manifest as ManifestView,
   MaterializationReply,
   NodeSummary,
+  OutputTail,
   RetirementReply,
   RevisionView,
   ProviderName,
@@ -32,6 +33,8 @@ import type {
   ReconciliationReceipt,
   Review,
   StageStatus,
+  UploadList,
+  UploadProgress,
   Verification,
 } from "./wire.js";
 
@@ -116,6 +119,11 @@ export class WardenClient implements StageApi {
   async addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
     const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/signatures`;
     return (await this.#http.json<RevisionView>({ method: "POST", path, json: { signature } })).body;
+  }
+
+  /** Stages being uploaded now (by any client, through any node sharing the stores), with their progress. */
+  async listStages(): Promise<readonly UploadProgress[]> {
+    return (await this.#http.json<UploadList>({ method: "GET", path: "/v1/stages" })).body.stages;
   }
 
   async abortStage(stageId: string): Promise<void> {
@@ -211,6 +219,12 @@ export class WardenClient implements StageApi {
     const path = `/v1/runs/${seg(runId)}/events`;
     const response = await this.#http.send({ method: "GET", path, accept: "text/event-stream", signal: options.signal, retry: false });
     yield* readEvents(response, path);
+  }
+
+  /** The end of what the run's agent printed on `stream` (at most `tailBytes`, whole lines), from the node that ran it. */
+  async runOutput(runId: string, stream: "stdout" | "stderr", options: { tailBytes?: number } = {}): Promise<OutputTail> {
+    const query = options.tailBytes === undefined ? "" : `?tail=${options.tailBytes}`;
+    return (await this.#http.json<OutputTail>({ method: "GET", path: `/v1/runs/${seg(runId)}/output/${stream}${query}` })).body;
   }
 
   async keys(): Promise<KeyList["keys"]> {

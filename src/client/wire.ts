@@ -26,6 +26,9 @@ export type {
   LoginLink,
   Manifest,
   NodeSummary,
+  Fleet,
+  FleetNode,
+  OutputTail,
   InvocationCounts,
   RunFailure,
   SessionView,
@@ -40,6 +43,8 @@ export type {
   StageBegun,
   StageCommitted,
   StageStatus,
+  UploadList,
+  UploadProgress,
   Verification,
 } from "../api/index.js";
 

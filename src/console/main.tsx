@@ -1,7 +1,7 @@
 /** The operator console: session, layout and routes. */
 import "./console.css";
 import { render } from "preact";
-import { useEffect, useLayoutEffect, useState } from "preact/hooks";
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks";
 import type { SessionView } from "../client/wire.js";
 import { currentSession, logIn, logOut } from "./api.js";
 import { Bundles } from "./pages/bundles.js";
@@ -98,6 +98,16 @@ function App() {
   useEffect(() => {
     const title = NAV.find((n) => n.match(route.path))?.label ?? "warden";
     document.title = `${title} · warden console`;
+  }, [route.path]);
+  // A link followed in place leaves focus on a link that is gone: focus the new page's main
+  // region instead, so the next Tab enters its content (as after a full page load), and a screen
+  // reader starts there. Not on a change of query alone (a filter, the next page): focus stays on
+  // the control that made it.
+  const shownPath = useRef(route.path);
+  useEffect(() => {
+    if (shownPath.current === route.path) return;
+    shownPath.current = route.path;
+    document.getElementById("main")?.focus({ preventScroll: true });
   }, [route.path]);
   if (error !== undefined) return <ErrorBox error={error} />;
   if (session === null) return <Login onSession={(s) => setSession(s)} />;

@@ -78,6 +78,22 @@ export interface CommittedBegun {
 
 export type BeginResult = StagingBegun | CommittedBegun;
 
+/** A stage being uploaded, and how far it got (the console's uploads in progress). */
+export interface UploadProgress {
+  readonly stage_id: string;
+  readonly manifest_digest: Digest;
+  readonly bundle_id: string;
+  readonly revision: string;
+  readonly created_at: string;
+  readonly last_active_at: string;
+  /** blobs the stage receives (those the node lacked when it began) */
+  readonly blobs: number;
+  readonly blobs_received: number;
+  /** their bytes, as the manifest declares them */
+  readonly bytes_declared: number;
+  readonly bytes_received: number;
+}
+
 export interface StageStatus {
   readonly stage_id: string;
   readonly manifest_digest: Digest;
@@ -450,6 +466,27 @@ export class Delivery {
     return removed;
   }
 
+  /**
+   * Every stage being uploaded now, by any node sharing these stores, oldest first, with the
+   * bytes received of those declared. Expired stages (swept at the next chance) and damaged
+   * records (refused where they are used) are left out.
+   */
+  async uploads(): Promise<UploadProgress[]> {
+    return guard(async () => {
+      const now = this.#clock();
+      const stages: StageRecord[] = [];
+      for (const candidate of await this.#backend.stages.activity()) {
+        if (!isTime(candidate.last_active_at) || isExpired(candidate, now, this.limits.stageExpiryMs)) continue;
+        const stage = await this.#backend.stages.get(candidate.stage_id).catch((error: unknown) => {
+          if (isDamagedRecord(error)) return undefined;
+          throw error;
+        });
+        if (stage !== undefined) stages.push(stage);
+      }
+      return stages.sort((a, b) => a.created_at - b.created_at).map(progressOf);
+    });
+  }
+
   async list(): Promise<BundleView[]> {
     return guard(async () => {
       return bundleViews(await this.#backend.catalog.list());
@@ -545,4 +582,28 @@ function parseJsonText(text: string): unknown {
   } catch (error) {
     throw new ValidationError("manifest-json-invalid", "the manifest is not valid JSON", { cause: error });
   }
+}
+
+function progressOf(stage: StageRecord): UploadProgress {
+  let received = 0;
+  let declared = 0;
+  let done = 0;
+  for (const blob of stage.blobs) {
+    const got = blob.complete ? blob.byte_len : Math.min(blob.received, blob.byte_len);
+    declared += blob.byte_len;
+    received += got;
+    if (got === blob.byte_len) done++;
+  }
+  return {
+    stage_id: stage.stage_id,
+    manifest_digest: stage.manifest.manifest_digest,
+    bundle_id: stage.manifest.bundle_id,
+    revision: stage.manifest.revision,
+    created_at: new Date(stage.created_at).toISOString(),
+    last_active_at: new Date(stage.last_active_at).toISOString(),
+    blobs: stage.blobs.length,
+    blobs_received: done,
+    bytes_declared: declared,
+    bytes_received: received,
+  };
 }

@@ -17,7 +17,7 @@
  * launched again: only an operator's reconciliation closes it.
  */
 import * as fs from "node:fs";
-import { isAbsolute, join } from "node:path";
+import { isAbsolute } from "node:path";
 import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
@@ -33,6 +33,7 @@ import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
+import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
 import { eventReader } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
@@ -147,6 +148,11 @@ export class Runner {
     this.#maxLineBytes = options.maxEventLineBytes ?? 8 * 1024 * 1024;
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_LIMITS.runOutputBytes;
     this.#hooks = options.hooks ?? {};
+  }
+
+  /** The end of what a run's agent printed on `stream`, as this node captured it (live while it runs). */
+  outputTail(runId: string, stream: OutputStream, maxBytes: number): Promise<OutputTail> {
+    return readOutputTail(this.#outputDir, runId, stream, maxBytes);
   }
 
   /** Runs the invocation to its end (or answers its existing state without launching anything). */
@@ -297,7 +303,7 @@ export class Runner {
     const read = eventReader(profile.events);
     let streamIncomplete = false;
     const stdout = await OutputCapture.create({
-      path: join(this.#outputDir, `${handle.run_id}.stdout`),
+      path: outputPath(this.#outputDir, handle.run_id, "stdout"),
       tailBytes: this.#tailBytes,
       maxLineBytes: this.#maxLineBytes,
       maxFileBytes: this.#maxOutputBytes,
@@ -315,7 +321,7 @@ export class Runner {
           }),
     });
     const stderr = await OutputCapture.create({
-      path: join(this.#outputDir, `${handle.run_id}.stderr`),
+      path: outputPath(this.#outputDir, handle.run_id, "stderr"),
       tailBytes: 0,
       maxLineBytes: 0,
       maxFileBytes: this.#maxOutputBytes,

@@ -13,6 +13,7 @@ import { createServer, type CreateServerOptions } from "./app.js";
 import type { App } from "./context.js";
 import type { ListenReservation } from "./listen-reservation.js";
 import { removeNodeFile, writeNodeFile } from "./node-file.js";
+import { packageVersion } from "./console/assets.js";
 
 export interface RunningNode {
   readonly url: string;
@@ -49,6 +50,8 @@ export async function startNode(config: ServeConfig, options: StartNodeOptions =
     await app.listen({ host: config.listen.host, port: config.listen.port });
     const address = app.server.address() as AddressInfo;
     const url = urlOf({ host: config.listen.host, port: address.port });
+    // Listed with the fleet's nodes; a node the database cannot hear now still serves (its row lacks the URL).
+    await warden.fleet.announce({ url, version: serverOptions.version ?? packageVersion() }).catch((error: unknown) => app?.log.warn({ err: error }, "could not record this node's URL in the fleet's list"));
     await writeNodeFile(config.home, { url, pid: process.pid });
     const served = app;
     let closing: Promise<void> | undefined;

@@ -15,10 +15,11 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { fixtureAgents, httpCall, repo, startNode, tempDir, warden, type HttpCallOptions, type NodeProcess } from "../client/harness.js";
+import { httpCall, repo, startNode, tempDir, warden, type HttpCallOptions, type NodeProcess } from "../client/harness.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
 import { waitFor } from "../support/wait.js";
+import { fixtureAgentPath } from "./console-support.js";
 
 const OPERATOR_TOKEN = "console-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "console-observer-token-0123456789abcdef";
@@ -103,8 +104,9 @@ describe("operator console (real Chromium, real node)", () => {
     await seedRecordedClaims(home, SEEDED);
     node = await startNode({
       home,
-      args: ["--provider", `claude=${path.join(fixtureAgents, "claude.mjs")}`, "--workspace", `main=${workspace}`, "--log-level", "info"],
-      env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_GATE: gate },
+      // The fixture agents on PATH by their real names: journals (and screenshots) name `claude`, no path of this machine.
+      args: ["--workspace", `main=${workspace}`, "--log-level", "info"],
+      env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_GATE: gate, ...fixtureAgentPath(root) },
       // Generous: on a busy machine a node's start (tsx compiling the sources) can take long.
       timeoutMs: 90_000,
     });

@@ -94,7 +94,7 @@ describe("HTTP conformance: a known resource asked with a method it does not ans
   it("is a 405 method-not-allowed problem naming the methods it does answer (Allow)", async () => {
     const stage = "0123456789abcdef0123456789abcdef";
     for (const [method, url, allow] of [
-      ["PUT", "/v1/stages", "POST"],
+      ["PUT", "/v1/stages", "GET, HEAD, POST"],
       ["DELETE", "/v1/bundles", "GET, HEAD"],
       ["GET", `/v1/stages/${stage}/commit`, "POST"],
       ["POST", `/v1/runs/${randomUUID()}/journal`, "GET, HEAD"],

@@ -362,11 +362,12 @@ function freePort(): Promise<number> {
   });
 }
 
-async function adminQuery(url: string, sql: string): Promise<void> {
+/** One statement on its own connection to `url` (a test's view of the database, beside the nodes'). */
+export async function adminQuery<T extends pg.QueryResultRow = pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T>> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    await client.query(sql);
+    return await client.query<T>(sql, values);
   } finally {
     await client.end();
   }

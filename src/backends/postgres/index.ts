@@ -10,6 +10,7 @@
  *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
  *   warden_commits, …_commit_blobs   the catalog of committed bundles
  *   warden_tlog_*                    the fleet's transparency log (log-store.ts)
+ *   warden_nodes                     the fleet's nodes (node-registry.ts)
  *
  * Opening applies migrations, then registers this process as a new owner (owner.ts). A node
  * still needs its own private home directory for what is local to it (materializations, agent
@@ -26,6 +27,7 @@ import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
 import { PostgresLogStore } from "./log-store.js";
 import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
+import { NodeRegistry } from "./node-registry.js";
 import { migrate } from "./schema.js";
 import { PostgresStageStore } from "./stage-store.js";
 
@@ -53,6 +55,8 @@ export interface PostgresBackend {
   /** the delivery stores, for `Delivery.open`; closing them leaves the pool to `close` below */
   readonly delivery: DeliveryBackend;
   readonly owner: OwnerSession;
+  /** the fleet's live nodes, and what this one says of itself */
+  readonly nodes: NodeRegistry;
   /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
   close(): Promise<void>;
 }
@@ -68,9 +72,10 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
   };
   const pool: PgPool = openPool(settings, options.poolSize ?? DEFAULT_POOL_SIZE);
   let owner: OwnerSession | undefined;
+  const nodes = new NodeRegistry(pool);
   try {
     await migrate(pool);
-    owner = await OwnerSession.open({ ...options.owner, settings });
+    owner = await OwnerSession.open({ ...options.owner, settings, onLocked: nodes.register });
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw error;
@@ -96,6 +101,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     log: new PostgresLogStore(pool),
     delivery,
     owner: session,
+    nodes,
     close(): Promise<void> {
       closing ??= (async () => {
         try {

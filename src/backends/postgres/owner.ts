@@ -30,6 +30,8 @@ export interface OwnerSessionOptions {
   readonly heartbeatTimeoutMs?: number;
   /** first delay before reconnecting after a loss, ms (doubles up to 2 s) */
   readonly reconnectMs?: number;
+  /** run on the lock's connection once each incarnation holds its lock (the fleet's node registry) */
+  readonly onLocked?: (client: pg.Client, id: string) => Promise<void>;
 }
 
 const DEFAULT_HEARTBEAT_MS = 1000;
@@ -61,7 +63,7 @@ export class OwnerSession {
 
   /** Connects and takes the lock of a new owner id; fails `storage-unavailable` when it cannot. */
   static async open(options: OwnerSessionOptions): Promise<OwnerSession> {
-    const { id, client } = await lockNewOwner(options.settings);
+    const { id, client } = await lockNewOwner(options.settings, options.onLocked);
     return new OwnerSession(options, id, client);
   }
 
@@ -167,7 +169,7 @@ export class OwnerSession {
     if (this.#closed) return;
     let locked: { id: string; client: pg.Client };
     try {
-      locked = await lockNewOwner(this.#options.settings);
+      locked = await lockNewOwner(this.#options.settings, this.#options.onLocked);
     } catch {
       this.#scheduleReconnect();
       return;
@@ -181,7 +183,7 @@ export class OwnerSession {
 }
 
 /** Opens a dedicated connection and takes the advisory lock of a fresh owner id on it. */
-async function lockNewOwner(settings: ConnectionSettings): Promise<{ id: string; client: pg.Client }> {
+async function lockNewOwner(settings: ConnectionSettings, onLocked: OwnerSessionOptions["onLocked"]): Promise<{ id: string; client: pg.Client }> {
   for (let attempt = 0; attempt < 4; attempt++) {
     const id = randomUUID();
     const client = openDedicatedClient(settings, `warden-owner ${id}`);
@@ -194,7 +196,10 @@ async function lockNewOwner(settings: ConnectionSettings): Promise<{ id: string;
         text: "SELECT pg_try_advisory_lock(warden_owner_key($1)) AS locked",
         values: [id],
       });
-      if (result.rows[0]?.locked === true) return { id, client };
+      if (result.rows[0]?.locked === true) {
+        await onLocked?.(client, id);
+        return { id, client };
+      }
     } catch (error) {
       await client.end().catch(() => undefined);
       throw pgFailure(error, "take the owner lock");

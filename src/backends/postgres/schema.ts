@@ -265,6 +265,17 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
   );
   CREATE TABLE warden_tlog_witnessed (witness text COLLATE "C" PRIMARY KEY, size bigint NOT NULL);
   `,
+  // 5: the fleet's nodes (node-registry.ts), one row per owner incarnation; live = its owner lock is held
+  `
+  CREATE TABLE warden_nodes (
+    owner text COLLATE "C" PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    version text,
+    url text,
+    started_at bigint NOT NULL
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */

@@ -2,11 +2,12 @@
  * Bundles: the catalog, each revision's manifest as a file tree, which providers it
  * materializes for, and retiring a revision with a confirmation that says what GC frees.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { client } from "../api.js";
 import type { BundleView, Manifest, RevisionView } from "../../client/wire.js";
 import { href, Link } from "../router.js";
 import { Empty, ErrorBox, formatBytes, Loading, shortDigest, Time, useAsync } from "../ui.js";
+import { UploadRows } from "../uploads.js";
 
 /** Blobs only `revision` references among the live revisions of every bundle: what GC deletes once it is retired. */
 function freedBy(all: readonly BundleView[], bundleId: string, revision: RevisionView): { blobs: number; bytes: number } {
@@ -27,20 +28,33 @@ function freedBy(all: readonly BundleView[], bundleId: string, revision: Revisio
   return { blobs, bytes };
 }
 
+/** Uploads move fast: their progress is asked for every second. */
+const UPLOADS_POLL_MS = 1000;
+
 export function Bundles(props: { operator: boolean; selected?: string }) {
   const bundles = useAsync(() => client.listBundles(), []);
-  const node = useAsync(() => client.node(), [], 3000);
+  const uploads = useAsync(() => client.listStages(), [], UPLOADS_POLL_MS);
+  // An upload that leaves the list was committed (a new revision) or aborted: read the catalog again.
+  const uploading = uploads.data?.map((u) => u.stage_id).join(" ");
+  const seen = useRef(uploading);
+  useEffect(() => {
+    if (seen.current !== undefined && uploading !== seen.current) bundles.reload();
+    seen.current = uploading;
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [uploading]);
   if (bundles.data === undefined) return bundles.error !== undefined ? <ErrorBox error={bundles.error} /> : <Loading what="bundles" />;
   const all = bundles.data;
   const shown = props.selected === undefined ? all : all.filter((b) => b.bundle_id === props.selected);
   return (
     <section aria-labelledby="bundles-title">
       <h1 id="bundles-title">Bundles</h1>
-      {node.data !== undefined && node.data.uploads.length > 0 && (
-        <p role="status">
-          Uploads in progress: {node.data.uploads.map((u) => <code>{u} </code>)}
-        </p>
+      {uploads.data !== undefined && uploads.data.length > 0 && (
+        <section aria-labelledby="uploads-title">
+          <h2 id="uploads-title">Uploads in progress</h2>
+          <UploadRows uploads={uploads.data} />
+        </section>
       )}
+      {uploads.error !== undefined && <ErrorBox error={uploads.error} title="Uploads in progress" />}
       {all.length === 0 ? (
         <Empty>
           No bundle is delivered to this node yet. Push a directory of skills, a plugin manifest or MCP servers with <code>warden push ./my-bundle</code>.

@@ -2,6 +2,8 @@
 import { client } from "../api.js";
 import { href, Link } from "../router.js";
 import { Empty, ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
+import { UploadRows } from "../uploads.js";
+import type { Fleet } from "../../client/wire.js";
 
 const POLL_MS = 3000;
 
@@ -57,21 +59,19 @@ export function Overview() {
             <dt>Runs active</dt>
             <dd data-testid="active-runs">{n.active_runs}</dd>
             <dt>Uploads in progress</dt>
-            <dd>
-              {n.uploads.length === 0 ? "none" : n.uploads.length}
-              {n.uploads.length > 0 && (
-                <ul class="plain">
-                  {n.uploads.map((u) => (
-                    <li>
-                      <code>{u}</code>
-                    </li>
-                  ))}
-                </ul>
-              )}
+            <dd data-testid="upload-count">
+              {n.uploads.length === 0 ? "none" : <Link href={href.bundles()}>{n.uploads.length}</Link>}
             </dd>
           </dl>
         </div>
       </div>
+      <Nodes fleet={n.fleet} />
+      {n.uploads.length > 0 && (
+        <>
+          <h2>Uploads in progress</h2>
+          <UploadRows uploads={n.uploads} />
+        </>
+      )}
       <h2>Recent failures</h2>
       {n.recent_failures.length === 0 ? (
         <Empty>No run has ended without a recorded result since this node started.</Empty>
@@ -112,5 +112,55 @@ export function Overview() {
         </p>
       )}
     </section>
+  );
+}
+
+/** The nodes sharing this node's state: a fleet's live nodes (a node killed leaves the list as its database session ends), or this one alone. */
+function Nodes(props: { fleet: Fleet }) {
+  const { fleet } = props;
+  if (!fleet.shared) {
+    return (
+      <>
+        <h2>Nodes</h2>
+        <p class="muted" data-testid="single-node">
+          A single node: the embedded backend's state is this process's alone. A fleet shares one PostgreSQL database (<code>warden serve --postgres</code>).
+        </p>
+      </>
+    );
+  }
+  return (
+    <>
+      <h2>
+        Nodes <span class="badge">{fleet.nodes.length} live</span>
+      </h2>
+      <table class="fleet" data-testid="fleet">
+        <caption class="sr-only">The fleet's live nodes</caption>
+        <thead>
+          <tr>
+            <th scope="col">Host</th>
+            <th scope="col">PID</th>
+            <th scope="col">Listens on</th>
+            <th scope="col" class="wide">Version</th>
+            <th scope="col" class="wide">Started</th>
+          </tr>
+        </thead>
+        <tbody>
+          {fleet.nodes.map((node) => (
+            <tr data-node={node.node_id} data-pid={node.pid}>
+              <td>
+                {node.host}
+                {node.self && <span class="badge self">this node</span>}
+              </td>
+              <td>{node.pid}</td>
+              <td>{node.url === undefined ? <span class="muted">starting</span> : <code>{node.url}</code>}</td>
+              <td class="wide">{node.version ?? "—"}</td>
+              <td class="wide">
+                <Time iso={node.started_at} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
   );
 }

@@ -3,7 +3,7 @@
  * Evidence files are hashed here, in the browser (sha256 via WebCrypto); only their names and
  * digests are sent. The node's own rules answer a bad review, shown with their code.
  */
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { client } from "../api.js";
 import type { ReconciliationReceipt, Review } from "../../client/wire.js";
 import { href, Link } from "../router.js";
@@ -27,6 +27,9 @@ export function Reconcile(props: { scope: string; id: string }) {
   const [submitting, setSubmitting] = useState(false);
   const [error, setError] = useState<unknown>(undefined);
   const [receipt, setReceipt] = useState<ReconciliationReceipt | undefined>(undefined);
+  // The form that had focus is replaced by the receipt: focus its heading, where reading goes on.
+  const receiptHeading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => receiptHeading.current?.focus(), [receipt]);
 
   if (inspection.data === undefined) return inspection.error !== undefined ? <ErrorBox error={inspection.error} /> : <Loading what="the inspection" />;
   const { snapshot, snapshot_hash, report } = inspection.data;
@@ -50,7 +53,9 @@ export function Reconcile(props: { scope: string; id: string }) {
   if (receipt !== undefined) {
     return (
       <section aria-labelledby="rec-title">
-        <h1 id="rec-title">Reconciled</h1>
+        <h1 id="rec-title" tabIndex={-1} ref={receiptHeading}>
+          Reconciled
+        </h1>
         <p role="status" data-testid="receipt-status">
           The node signed the receipt: <Status status="reconciled" /> {receipt.review.outcome}, by {receipt.operator}, key <code>{receipt.key_id}</code>.
         </p>

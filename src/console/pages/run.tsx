@@ -5,7 +5,7 @@
  * here, in the browser, against the node's published keys.
  */
 import { useEffect, useState } from "preact/hooks";
-import { client } from "../api.js";
+import { client, describeError } from "../api.js";
 import type { InvocationView } from "../../client/wire.js";
 import { href, Link } from "../router.js";
 import { verifyJournal, type JournalCheck } from "../verify.js";
@@ -217,6 +217,7 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
           </p>
           <VerificationBadge runId={runId} check={check.result} error={check.error} />
           <Timeline entries={timeline.entries} live={timeline.live} reconnects={timeline.reconnects} />
+          <AgentOutput runId={runId} live={timeline.live || view.status === "in_progress"} ended={ended} result={view.result} />
         </>
       )}
     </section>
@@ -235,7 +236,7 @@ function requestHashOf(event: JournalEntry["event"] | undefined): string {
 
 function Outcome(props: { view: InvocationView }) {
   const { view } = props;
-  const result = view.result as { output_tail?: unknown; exit_code?: unknown } | undefined;
+  const result = view.result as { exit_code?: unknown } | undefined;
   return (
     <div class="card">
       <h2>Outcome</h2>
@@ -271,12 +272,6 @@ function Outcome(props: { view: InvocationView }) {
           </>
         )}
       </dl>
-      {typeof result?.output_tail === "string" && result.output_tail !== "" && (
-        <details>
-          <summary>Tail of the agent's stdout</summary>
-          <pre class="output">{result.output_tail}</pre>
-        </details>
-      )}
       {view.result !== undefined && (
         <details>
           <summary>Result (JSON)</summary>
@@ -284,5 +279,77 @@ function Outcome(props: { view: InvocationView }) {
         </details>
       )}
     </div>
+  );
+}
+
+/** How much of each stream the page asks for, and how many of its last lines it shows. */
+const OUTPUT_TAIL_BYTES = 8192;
+const OUTPUT_LINES = 40;
+const OUTPUT_POLL_MS = 1000;
+
+type StreamTail = { readonly text: string; readonly size: number } | { readonly error: unknown };
+
+async function streamTail(runId: string, stream: "stdout" | "stderr"): Promise<StreamTail> {
+  try {
+    const tail = await client.runOutput(runId, stream, { tailBytes: OUTPUT_TAIL_BYTES });
+    return { text: tail.text.split("\n").slice(-OUTPUT_LINES - 1).join("\n"), size: tail.size };
+  } catch (error) {
+    return { error };
+  }
+}
+
+/**
+ * The last lines the agent printed, from the files the node that ran it captures: stderr (its
+ * diagnostics) in view; stdout, the event stream the timeline already shows, folded. Polled
+ * while the run runs, read once more when it ends. A node that does not hold the files (another
+ * node of the fleet ran it, or retention removed them) says so; the result keeps stdout's tail.
+ */
+function AgentOutput(props: { runId: string; live: boolean; ended: number; result: unknown }) {
+  const output = useAsync(
+    async () => ({ stderr: await streamTail(props.runId, "stderr"), stdout: await streamTail(props.runId, "stdout") }),
+    [props.runId, props.ended],
+    props.live ? OUTPUT_POLL_MS : undefined,
+  );
+  const kept = (props.result as { output_tail?: unknown } | undefined)?.output_tail;
+  const pane = (stream: "stdout" | "stderr", tail: StreamTail) => {
+    if ("error" in tail) {
+      const { message, code } = describeError(tail.error);
+      if (stream === "stdout" && typeof kept === "string" && kept !== "") {
+        return (
+          <>
+            <p class="muted">The result keeps the end of stdout ({message}):</p>
+            <pre class="output" data-testid={stream}>{kept}</pre>
+          </>
+        );
+      }
+      return (
+        <p class="muted">
+          {message} <code class="code">{code}</code>
+        </p>
+      );
+    }
+    if (tail.size === 0) return <p class="muted" data-testid={stream}>Nothing written{props.live ? " yet" : ""}.</p>;
+    return (
+      <pre class="output" data-testid={stream} tabIndex={0} aria-label={`last lines of ${stream}`}>
+        {tail.text}
+      </pre>
+    );
+  };
+  return (
+    <section aria-labelledby="output-title">
+      <h2 id="output-title">Agent output</h2>
+      {output.data === undefined ? (
+        <Loading what="the agent's output" />
+      ) : (
+        <>
+          <h3 class="stream">stderr</h3>
+          {pane("stderr", output.data.stderr)}
+          <details>
+            <summary>stdout (the event stream the timeline shows)</summary>
+            {pane("stdout", output.data.stdout)}
+          </details>
+        </>
+      )}
+    </section>
   );
 }

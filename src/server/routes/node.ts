@@ -1,7 +1,13 @@
 /** What the console's overview shows of this node: identity, backend, readiness, work in flight. */
-import { NodeSummary } from "../../api/console.js";
+import { NodeSummary, type Fleet } from "../../api/console.js";
+import type { FleetView } from "../../warden/fleet.js";
 import { ProblemResponse } from "../../api/problem.js";
 import type { App, RouteContext } from "../context.js";
+
+/** Times on the wire are RFC 3339. */
+function fleetView(view: FleetView): Fleet {
+  return { shared: view.shared, nodes: view.nodes.map((node) => ({ ...node, started_at: new Date(node.started_at).toISOString() })) };
+}
 
 export function nodeRoutes(ctx: RouteContext, version: string) {
   const { warden } = ctx;
@@ -10,10 +16,11 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       version,
       backend: warden.backendKind,
       ready: !warden.closing && warden.storageReady,
+      fleet: fleetView(await warden.fleet.view()),
       keys: await warden.publicKeys(),
       counts: await warden.invocations.counts(),
       active_runs: warden.activeRuns,
-      uploads: [...ctx.stages],
+      uploads: await warden.delivery.uploads(),
       recent_failures: ctx.recentFailures,
     }));
   };

@@ -1,9 +1,11 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
 import { ProblemResponse } from "../../api/problem.js";
-import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, RunParams, Verification } from "../../api/runs.js";
+import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import type { App, RouteContext } from "../context.js";
 import { journalEventStream, type JournalEventStream } from "../journal-events.js";
+
+const DEFAULT_OUTPUT_TAIL = 16_384;
 
 export function runRoutes(ctx: RouteContext) {
   const { warden } = ctx;
@@ -63,6 +65,20 @@ export function runRoutes(ctx: RouteContext) {
           .header("x-accel-buffering", "no")
           .send(events.stream);
       },
+    );
+
+    app.get(
+      "/v1/runs/:run_id/output/:stream",
+      {
+        schema: {
+          operationId: "getRunOutput",
+          summary: "The end of what the run's agent printed on stdout or stderr, as the node that ran it captured it",
+          params: OutputParams,
+          querystring: OutputQuery,
+          response: { 200: OutputTail, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => warden.runner.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
     );
 
     app.get("/v1/keys", { schema: { operationId: "listKeys", summary: "The node's public keys", response: { 200: KeyList, "4xx": ProblemResponse } } }, async () => ({ keys: await warden.publicKeys() }));

@@ -22,6 +22,7 @@ import {
   StageCommitted,
   StageParams,
   StageStatus,
+  UploadList,
 } from "../../api/delivery.js";
 import { LimitError, ValidationError } from "../../core/errors.js";
 import type { App, RouteContext } from "../context.js";
@@ -64,6 +65,12 @@ export function stageRoutes(ctx: RouteContext) {
         stages.add(begun.stage_id);
         return reply.code(201).send({ stage_id: begun.stage_id, manifest_digest: begun.manifest_digest, missing: begun.missing });
       },
+    );
+
+    app.get(
+      "/v1/stages",
+      { schema: { operationId: "listStages", summary: "Stages being uploaded now, with the bytes received of those declared", response: { 200: UploadList, "4xx": ProblemResponse } } },
+      async () => ({ stages: await delivery.uploads() }),
     );
 
     app.get(
