@@ -240,6 +240,16 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     UNIQUE (manifest_digest, fingerprint)
   );
   `,
+  // 4: the operator's queue: rows a check found a problem on (see the embedded claim schema)
+  `
+  CREATE TABLE warden_claim_problems (
+    scope text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    code text NOT NULL,
+    found_at bigint NOT NULL,
+    PRIMARY KEY (scope, id)
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */
