@@ -10,7 +10,9 @@ import { randomUUID } from "node:crypto";
 import { appendFileSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import Database from "better-sqlite3";
+import { CLAIMS_DATABASE, openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { QUEUE_PAGE } from "../../src/backends/embedded/claim-store.js";
 import { Invocations, type ClaimStore } from "../../src/invocations/index.js";
 import type { ClaimSummary } from "../../src/invocations/types.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
@@ -146,4 +148,17 @@ test("the queue reads its own rows from the index, not the store's recorded rows
   rowsRead = 0;
   assert.equal((await invocations.counts()).unresolved, 2);
   assert.ok(rowsRead <= 1, `the count read ${rowsRead} rows`);
+});
+
+test("the queue's statement walks indexes only: no scan of the claims table (SQLite's own plan)", async (t) => {
+  const root = mkdtempSync(join(tmpdir(), "warden-queue-plan-"));
+  t.after(() => rmSync(root, { recursive: true, force: true }));
+  const home = join(root, "home");
+  await seedRecordedClaims(home, 1000, "a:seed");
+  const db = new Database(join(home, CLAIMS_DATABASE), { readonly: true });
+  t.after(() => db.close());
+  const plan = (db.prepare(`EXPLAIN QUERY PLAN ${QUEUE_PAGE}`).all("", "", 50, "", "", 50, 50) as { detail: string }[]).map((r) => r.detail);
+  assert.ok(plan.some((d) => /SEARCH claims USING INDEX claims_open/.test(d)), plan.join("\n"));
+  assert.ok(plan.some((d) => /SEARCH claim_problems USING PRIMARY KEY/.test(d)), plan.join("\n"));
+  assert.deepEqual(plan.filter((d) => /^SCAN (claims|c)\b/.test(d)), [], `a scan of the claims table:\n${plan.join("\n")}`);
 });

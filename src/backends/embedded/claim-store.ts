@@ -68,6 +68,20 @@ const IMPORT_CACHE_KIB = 128 * 1024;
 
 type Key = [scope: string, id: string];
 
+/**
+ * A page of the queue: two index walks from the cursor (the open rows' partial index, the
+ * problems' primary key), each stopped at the page's size, merged in key order, then each key's
+ * row by its primary key (CROSS JOIN keeps that order: with `(scope, id) IN (…)` SQLite scanned
+ * the whole table). The queue costs what its own rows cost, however many recorded rows sit
+ * between them. Parameters: cursor, limit, cursor, limit, limit.
+ */
+export const QUEUE_PAGE =
+  `SELECT ${CLAIM_COLUMNS.split(", ").map((c) => `c.${c}`).join(", ")} FROM (` +
+  "SELECT scope, id FROM (SELECT scope, id FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL " +
+  "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?) " +
+  "UNION SELECT scope, id FROM (SELECT scope, id FROM claim_problems WHERE (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?)" +
+  ") AS k CROSS JOIN claims c ON c.scope = k.scope AND c.id = k.id ORDER BY k.scope, k.id LIMIT ?";
+
 export class EmbeddedClaimStore implements ClaimStore {
   readonly #db: SqliteDatabase;
   readonly #owners: OwnerRegistry;
@@ -123,13 +137,7 @@ export class EmbeddedClaimStore implements ClaimStore {
     };
     // Two index walks from the cursor, each stopped at `limit` keys, merged in key order: the
     // queue costs what its own rows cost however many recorded rows sit between them.
-    this.#queue = db.prepare(
-      `SELECT ${CLAIM_COLUMNS} FROM claims WHERE (scope, id) IN (` +
-        "SELECT scope, id FROM (SELECT scope, id FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL " +
-        "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?) " +
-        "UNION SELECT scope, id FROM (SELECT scope, id FROM claim_problems WHERE (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?)" +
-        ") ORDER BY scope, id LIMIT ?",
-    );
+    this.#queue = db.prepare(QUEUE_PAGE);
     this.#pruneCandidates = db.prepare(
       "SELECT scope, id, recorded_at FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at < ? " +
         "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT " +

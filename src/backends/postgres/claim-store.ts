@@ -134,7 +134,8 @@ const RECORD_BATCH = `
 const LIST_FILTERS: Readonly<Record<ClaimListFilter, string>> = {
   all: "",
   open: "result_hash IS NULL AND receipt IS NULL AND",
-  // Two index walks from the cursor, each stopped at the page's size, merged in key order.
+  // Two index walks from the cursor, each stopped at the page's size (see QUEUE_PAGE); the
+  // planner joins the few keys they find to the primary key (a semi-join).
   queue:
     "(scope, id) IN (SELECT scope, id FROM (SELECT scope, id FROM warden_claims WHERE result_hash IS NULL AND receipt IS NULL " +
     "AND (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) o " +
