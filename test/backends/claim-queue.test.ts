@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { CLAIMS_DATABASE, openEmbeddedBackend } from "../../src/backends/embedded/index.js";
-import { QUEUE_PAGE } from "../../src/backends/embedded/claim-store.js";
+import { QUEUE_PAGE, TALLY } from "../../src/backends/embedded/claim-store.js";
 import { Invocations, type ClaimStore } from "../../src/invocations/index.js";
 import type { ClaimSummary } from "../../src/invocations/types.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
@@ -150,7 +150,7 @@ test("the queue reads its own rows from the index, not the store's recorded rows
   assert.ok(rowsRead <= 1, `the count read ${rowsRead} rows`);
 });
 
-test("the queue's statement walks indexes only: no scan of the claims table (SQLite's own plan)", async (t) => {
+test("the queue's page and the counts walk indexes only: no scan of the claims table (SQLite's own plans)", async (t) => {
   const root = mkdtempSync(join(tmpdir(), "warden-queue-plan-"));
   t.after(() => rmSync(root, { recursive: true, force: true }));
   const home = join(root, "home");
@@ -161,4 +161,6 @@ test("the queue's statement walks indexes only: no scan of the claims table (SQL
   assert.ok(plan.some((d) => /SEARCH claims USING INDEX claims_open/.test(d)), plan.join("\n"));
   assert.ok(plan.some((d) => /SEARCH claim_problems USING PRIMARY KEY/.test(d)), plan.join("\n"));
   assert.deepEqual(plan.filter((d) => /^SCAN (claims|c)\b/.test(d)), [], `a scan of the claims table:\n${plan.join("\n")}`);
+  const tally = (db.prepare(`EXPLAIN QUERY PLAN ${TALLY}`).all() as { detail: string }[]).map((r) => r.detail);
+  assert.deepEqual(tally.filter((d) => /^SCAN (claims|c)\b(?! USING INDEX claims_(open|reconciled))/.test(d)), [], `a scan of the claims table:\n${tally.join("\n")}`);
 });

@@ -69,6 +69,19 @@ const IMPORT_CACHE_KIB = 128 * 1024;
 type Key = [scope: string, id: string];
 
 /**
+ * Counts read only partial indexes (open and reconciled rows are few beside recorded ones) and
+ * the problems table, whose rows lead the joins (CROSS JOIN: else SQLite scanned the claims).
+ * Problems of open rows are counted as open already.
+ */
+export const TALLY =
+  "SELECT (SELECT count(*) FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL) AS open, " +
+  "(SELECT count(*) FROM claims INDEXED BY claims_reconciled WHERE receipt IS NOT NULL) AS reconciled, " +
+  "(SELECT count(*) FROM claim_problems p CROSS JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
+  "WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL) AS recorded_problems, " +
+  "(SELECT count(*) FROM claim_problems p CROSS JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
+  "WHERE c.receipt IS NOT NULL) AS reconciled_problems";
+
+/**
  * A page of the queue: two index walks from the cursor (the open rows' partial index, the
  * problems' primary key), each stopped at the page's size, merged in key order, then each key's
  * row by its primary key (CROSS JOIN keeps that order: with `(scope, id) IN (…)` SQLite scanned
@@ -116,16 +129,7 @@ export class EmbeddedClaimStore implements ClaimStore {
     );
     this.#count = db.prepare<[], number>("SELECT value FROM counters WHERE name = 'claims'").pluck();
     this.#addCount = db.prepare("UPDATE counters SET value = value + ? WHERE name = 'claims'");
-    // Both counts read only their partial index (open and reconciled rows are few beside recorded ones).
-    this.#tally = db.prepare(
-      "SELECT (SELECT count(*) FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL) AS open, " +
-        "(SELECT count(*) FROM claims INDEXED BY claims_reconciled WHERE receipt IS NOT NULL) AS reconciled, " +
-        // Problems of open rows are counted as open already; the table holds few rows.
-        "(SELECT count(*) FROM claim_problems p JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
-        "WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL) AS recorded_problems, " +
-        "(SELECT count(*) FROM claim_problems p JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
-        "WHERE c.receipt IS NOT NULL) AS reconciled_problems",
-    );
+    this.#tally = db.prepare(TALLY);
     // Row-value comparisons let SQLite seek the index to the cursor instead of scanning up to it.
     const page = (where: string, index: string): SqliteStatement<[string, string, number], ClaimRow> =>
       db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims ${index} WHERE ${where} (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);

@@ -131,15 +131,20 @@ const RECORD_BATCH = `
     AND c.result_hash IS NULL AND c.receipt IS NULL AND (SELECT warden_owner_alive($12))
   RETURNING c.scope, c.id`;
 
-const LIST_FILTERS: Readonly<Record<ClaimListFilter, string>> = {
+/**
+ * A page of the queue (see the embedded QUEUE_PAGE): two index walks from the cursor, each
+ * stopped at the page's size, merged in key order, then each key's row by its primary key (a
+ * LATERAL with LIMIT is never flattened into a join the planner could turn into a scan).
+ */
+const QUEUE_PAGE =
+  "SELECT c.* FROM (SELECT scope, id FROM (SELECT scope, id FROM warden_claims WHERE result_hash IS NULL AND receipt IS NULL " +
+  "AND (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) o " +
+  "UNION SELECT scope, id FROM (SELECT scope, id FROM warden_claim_problems WHERE (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) p) k " +
+  `CROSS JOIN LATERAL (${SELECT_STATE} WHERE scope = k.scope AND id = k.id LIMIT 1) c ORDER BY k.scope, k.id LIMIT $3`;
+
+const LIST_FILTERS: Readonly<Record<Exclude<ClaimListFilter, "queue">, string>> = {
   all: "",
   open: "result_hash IS NULL AND receipt IS NULL AND",
-  // Two index walks from the cursor, each stopped at the page's size (see QUEUE_PAGE); the
-  // planner joins the few keys they find to the primary key (a semi-join).
-  queue:
-    "(scope, id) IN (SELECT scope, id FROM (SELECT scope, id FROM warden_claims WHERE result_hash IS NULL AND receipt IS NULL " +
-    "AND (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) o " +
-    "UNION SELECT scope, id FROM (SELECT scope, id FROM warden_claim_problems WHERE (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) p) AND",
   recorded: "result_hash IS NOT NULL AND receipt IS NULL AND",
   reconciled: "receipt IS NOT NULL AND",
 };
@@ -274,7 +279,7 @@ export class PostgresClaimStore implements ClaimStore {
     // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
     const result = await query<StateRow>(this.#pool, "list claims", {
       name: `warden-claim-list-${filter}`,
-      text: `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
+      text: filter === "queue" ? QUEUE_PAGE : `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
       values: [after?.scope ?? "", after?.id ?? "", limit],
       types: ROW_CHECKED_TYPES,
     });
@@ -307,10 +312,12 @@ export class PostgresClaimStore implements ClaimStore {
         "SELECT (SELECT value FROM warden_counters WHERE name = 'claims')::float8 AS total, " +
         "count(*) FILTER (WHERE result_hash IS NULL AND receipt IS NULL)::float8 AS open, " +
         "count(*) FILTER (WHERE receipt IS NOT NULL)::float8 AS reconciled, " +
-        // Problems of open rows are counted as open already; the table holds few rows.
-        "(SELECT count(*) FROM warden_claim_problems p JOIN warden_claims c USING (scope, id) " +
-        "WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL)::float8 AS recorded_problems, " +
-        "(SELECT count(*) FROM warden_claim_problems p JOIN warden_claims c USING (scope, id) WHERE c.receipt IS NOT NULL)::float8 AS reconciled_problems " +
+        // Problems of open rows are counted as open already. Each problem row probes its claim (a
+        // LATERAL with LIMIT): a join could be planned as a scan of every claim.
+        "(SELECT count(*) FROM warden_claim_problems p CROSS JOIN LATERAL (SELECT result_hash, receipt FROM warden_claims c " +
+        "WHERE c.scope = p.scope AND c.id = p.id LIMIT 1) c WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL)::float8 AS recorded_problems, " +
+        "(SELECT count(*) FROM warden_claim_problems p CROSS JOIN LATERAL (SELECT receipt FROM warden_claims c " +
+        "WHERE c.scope = p.scope AND c.id = p.id LIMIT 1) c WHERE c.receipt IS NOT NULL)::float8 AS reconciled_problems " +
         "FROM warden_claims WHERE result_hash IS NULL OR receipt IS NOT NULL",
     });
     const row = result.rows[0];
