@@ -36,6 +36,7 @@ import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
+import { Scrub } from "./warden/scrub.js";
 import { Fleet, type SharedNodes } from "./warden/fleet.js";
 import { bundleStatement, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
 import type { TransparencyLog } from "./tlog/log.js";
@@ -145,6 +146,7 @@ export class Warden {
   readonly #bounds: { maxPromptBytes: number; maxTimeoutS: number };
   readonly #agents: AgentGroups;
   readonly #retention: Retention;
+  readonly #scrub: Scrub | undefined;
   /** scope\0id → run id of the runs this process is executing */
   readonly #active = new Map<string, RunningRun & { done: Promise<unknown> }>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
@@ -166,6 +168,7 @@ export class Warden {
     reaped: Reaped;
     retention: Retention;
     log?: OpenedLog | undefined;
+    scrub?: Scrub;
   }) {
     this.log = parts.log?.log;
     this.#logFailures = parts.log?.failures ?? (() => 0);
@@ -183,6 +186,7 @@ export class Warden {
     this.#agents = parts.agents;
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
+    this.#scrub = parts.scrub;
   }
 
   /** Statements the log could not store (a failed append is counted, never fails a run or commit). */
@@ -357,6 +361,7 @@ export class Warden {
     }
     this.invocations.close();
     await this.#retention.stop();
+    await this.#scrub?.stop();
     try {
       // After the runs: their seals are in the log's last checkpoint.
       await this.log?.close().catch(() => undefined);
@@ -504,7 +509,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     });
     const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
     retention.start(options.retentionIntervalMs);
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log });
+    // The queue's slow check of every recorded run (see scrub.ts).
+    const scrub = new Scrub(invocations);
+    scrub.start();
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub });
   } catch (error) {
     await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);

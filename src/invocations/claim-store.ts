@@ -89,14 +89,19 @@ export function isDamagedClaim(row: ListedClaim): row is DamagedClaim {
   return "damaged" in row;
 }
 
-/** Which rows `list` scans: open = neither result nor receipt. */
-export type ClaimListFilter = "all" | "open" | "recorded" | "reconciled";
+/**
+ * Which rows `list` scans: open = neither result nor receipt; queue = the open rows and the rows
+ * with a recorded problem (`noteProblem`), both read from an index, merged in key order.
+ */
+export type ClaimListFilter = "all" | "open" | "queue" | "recorded" | "reconciled";
 
 /** Row counts by stored columns: open = neither result nor receipt. */
 export interface ClaimTally {
   readonly total: number;
   readonly open: number;
   readonly reconciled: number;
+  /** rows with a recorded problem that are not open, by what they are stored as */
+  readonly problems: { readonly recorded: number; readonly reconciled: number };
 }
 
 export interface ClaimStore {
@@ -131,6 +136,12 @@ export interface ClaimStore {
 
   /** How many rows there are, and how many of them are open / carry a receipt, by their columns alone (no row checks). */
   tally(): Promise<ClaimTally>;
+
+  /**
+   * Records (`code`) or clears (undefined) the problem a check found on a row, durably, so the
+   * row is listed by the `queue` filter until it is cleared. Attaching a receipt clears it too.
+   */
+  noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void>;
 
   /** Drops payloads of results recorded before `olderThan` (ms); keeps everything else (G4). */
   pruneResults(olderThan: number, now: number): Promise<number>;

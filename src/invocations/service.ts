@@ -8,6 +8,7 @@
  * or `unresolved`: never a replay of wrong data, never `fresh`.
  */
 import { randomUUID } from "node:crypto";
+import { setImmediate as yieldToLoop } from "node:timers/promises";
 import { canonicalJson, type JsonValue } from "../core/canonical.js";
 import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError, ValidationError, isWardenError } from "../core/errors.js";
@@ -18,7 +19,16 @@ import type { Checkpoint } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
-import { isDamagedClaim, type ClaimKey, type ClaimListFilter, type ClaimState, type ClaimStore, type DamagedClaim, type JournalSeal } from "./claim-store.js";
+import {
+  isDamagedClaim,
+  type ClaimKey,
+  type ClaimListFilter,
+  type ClaimState,
+  type ClaimStore,
+  type DamagedClaim,
+  type JournalSeal,
+  type ListedClaim,
+} from "./claim-store.js";
 import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
@@ -74,6 +84,26 @@ const LIST_MAX = 1000;
 const LIST_SCAN_ROWS = 10_000;
 /** Rows asked of the store at once: a filter that keeps few of them must not cost a query per row. */
 const LIST_READ_ROWS = 100;
+/** Rows `scrub` checks between two turns of the event loop. */
+const SCRUB_YIELD_ROWS = 10;
+/** Findings `#noteProblem` remembers before it forgets them all (each then costs one more write). */
+const NOTED_PROBLEMS_MAX = 10_000;
+/** The errors that are a row's own problem: the row is listed unresolved with the code, and queued. */
+const ROW_PROBLEMS = new Set(["claim-record-malformed", "claim-record-corrupt", "receipt-invalid"]);
+
+/** What `scrub` checks: `rows` rows from `cursor` (default: from the start, LIST_SCAN_ROWS). */
+export interface ScrubOptions {
+  readonly cursor?: string;
+  readonly rows?: number;
+}
+
+/** One `scrub` call: rows checked, problems found among them, and where to go on (none at the end). */
+export interface ScrubPass {
+  readonly checked: number;
+  readonly problems: number;
+  readonly cursor?: string;
+}
+
 /** Pages of open rows `counts` reads at most (LIST_MAX each). */
 const COUNT_OPEN_PAGES = 100;
 
@@ -99,6 +129,8 @@ export class Invocations {
   readonly #replayChecks = new ReplayChecks();
   readonly #unreleased: UnreleasedRuns;
   readonly #attest: Attest | undefined;
+  /** Problems this process has recorded (or cleared, null), so a row read again and again is written once. */
+  readonly #notedProblems = new Map<string, string | null>();
   #signingKey: Promise<SigningKey> | undefined;
   #publicKeys: Promise<readonly PublicKeyRecord[]> | undefined;
 
@@ -172,7 +204,7 @@ export class Invocations {
   async lookup(scope: string, id: string, request?: JsonValue): Promise<ExistingOutcome | undefined> {
     const key = this.#key(scope, id);
     const request_hash = request === undefined ? undefined : requestHashOf(request, this.limits);
-    const claim = await this.#claims.get(key);
+    const claim = await this.#noting(key, () => this.#claims.get(key));
     return claim === undefined ? undefined : this.#outcomeOf(claim, request_hash);
   }
 
@@ -205,10 +237,12 @@ export class Invocations {
    * the row, and a recorded row's journal is checked against its seal (as a replay checks it; no
    * signatures): a row that fails its own checks (or cannot be read at all), or whose journal
    * changed since its result was recorded, is listed as unresolved with its `problem`, as lookup
-   * and inspect answer it (G2), in every listing its columns fall in and in the `unresolved` one.
-   * Such a row can sit among any others, so the `unresolved` listing reads every row. A listing
-   * reads at most LIST_SCAN_ROWS rows per call, then answers a cursor, with fewer items than asked
-   * (none, maybe) when most rows it read were of another status.
+   * and inspect answer it (G2), in every listing its columns fall in, and its problem is recorded
+   * in the store. The `unresolved` listing, the operator's queue, reads only the open rows and the
+   * rows with a recorded problem (found by a lookup, a listing or `scrub`), both from an index: it
+   * costs what its own rows cost, however many recorded rows the store holds. A listing reads at
+   * most LIST_SCAN_ROWS rows per call, then answers a cursor, with fewer items than asked (none,
+   * maybe) when most rows it read were of another status.
    */
   async list(query: ListQuery = {}): Promise<ListPage> {
     const limit = query.limit ?? LIST_DEFAULT;
@@ -226,7 +260,11 @@ export class Invocations {
       for (const row of rows) {
         after = { scope: row.scope, id: row.id };
         scanned++;
-        const summary = isDamagedClaim(row) ? damagedSummaryOf(row) : await this.#listedSummaryOf(row);
+        const summary = await this.#checkedSummaryOf(row);
+        if (filter === "queue" && summary.problem === undefined && (summary.status === "recorded" || summary.status === "reconciled")) {
+          // Its recorded problem is gone (a journal put back, a receipt attached elsewhere): out of the queue.
+          await this.#noteProblem(row, undefined);
+        }
         // A row with a problem is shown in every listing its columns fall in: never hidden by a filter.
         if (query.status === undefined || summary.status === query.status || summary.problem !== undefined) items.push(summary);
         if (items.length === limit) return { items, cursor: encodeCursor(after) };
@@ -237,10 +275,38 @@ export class Invocations {
   }
 
   /**
+   * Checks up to `rows` rows from `cursor` on (all of them, in key order) as a listing checks
+   * them, and records each problem found, so the `unresolved` listing shows a run whose journal
+   * was edited though nobody looked it up. Answers the cursor to go on from (none at the end).
+   */
+  async scrub(options: ScrubOptions = {}): Promise<ScrubPass> {
+    const rows = options.rows ?? LIST_SCAN_ROWS;
+    if (!Number.isSafeInteger(rows) || rows < 1) throw new ValidationError("invalid-scrub-rows", "rows must be a positive integer");
+    let after = options.cursor === undefined ? undefined : decodeCursor(options.cursor);
+    let checked = 0;
+    let problems = 0;
+    while (checked < rows) {
+      const read = Math.min(LIST_READ_ROWS, rows - checked);
+      const batch = await this.#claims.list("all", after, read);
+      for (const row of batch) {
+        after = { scope: row.scope, id: row.id };
+        checked++;
+        if ((await this.#checkedSummaryOf(row)).problem !== undefined) problems++;
+        // A small journal is read synchronously: without a turn of the loop now and then, a
+        // step of a thousand rows held every request for a few hundred milliseconds.
+        if (checked % SCRUB_YIELD_ROWS === 0) await yieldToLoop();
+      }
+      if (batch.length < read) return { checked, problems };
+    }
+    return { checked, problems, cursor: encodeCursor(after!) };
+  }
+
+  /**
    * Invocations by status, for an overview. Read from the rows' columns (recorded and reconciled
    * rows are counted, not checked one by one); open rows are listed, since only their owner's
-   * liveness tells in_progress from unresolved. A recorded row that would fail its checks counts
-   * as recorded here and is listed as unresolved (see `list`).
+   * liveness tells in_progress from unresolved. A row with a recorded problem counts as
+   * unresolved (as the `unresolved` listing shows it); one whose problem nobody has found yet
+   * counts by its columns until a lookup, a listing or the scrub finds it.
    */
   async counts(): Promise<InvocationCounts> {
     const tally = await this.#claims.tally();
@@ -253,12 +319,13 @@ export class Invocations {
       cursor = listed.cursor;
       if (cursor === undefined) break;
     }
+    const problems = tally.problems.recorded + tally.problems.reconciled;
     return {
       total: tally.total,
       in_progress: inProgress,
-      unresolved: Math.max(0, tally.open - inProgress),
-      recorded: Math.max(0, tally.total - tally.open - tally.reconciled),
-      reconciled: tally.reconciled,
+      unresolved: Math.max(0, tally.open - inProgress) + problems,
+      recorded: Math.max(0, tally.total - tally.open - tally.reconciled - tally.problems.recorded),
+      reconciled: Math.max(0, tally.reconciled - tally.problems.reconciled),
     };
   }
 
@@ -367,7 +434,7 @@ export class Invocations {
   }
 
   async #existingClaim(key: ClaimKey): Promise<ClaimState> {
-    const claim = await this.#claims.get(key);
+    const claim = await this.#noting(key, () => this.#claims.get(key));
     if (claim === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${key.scope}/${key.id}`);
     return claim;
   }
@@ -381,13 +448,19 @@ export class Invocations {
     return !claim.released && this.#unreleased.givenUp(claim.run_id);
   }
 
-  /** The outcome a stored claim stands for; see the module comment for what is checked. */
-  async #outcomeOf(claim: ClaimState, requestHash?: Digest, reread = true): Promise<ExistingOutcome> {
+  /** The outcome a stored claim stands for; see the module comment for what is checked. A problem found is recorded. */
+  async #outcomeOf(claim: ClaimState, requestHash?: Digest): Promise<ExistingOutcome> {
+    const outcome = await this.#noting(claim, () => this.#checkedOutcomeOf(claim, requestHash));
+    if (outcome.status === "unresolved" && outcome.audit.reasons?.includes("journal-changed") === true) await this.#noteProblem(claim, "journal-changed");
+    return outcome;
+  }
+
+  async #checkedOutcomeOf(claim: ClaimState, requestHash?: Digest, reread = true): Promise<ExistingOutcome> {
     if (reread && claim.receipt === undefined && claim.result === undefined && !claim.owner_alive && !claim.released) {
       // The row was read before the liveness probe: its owner may have recorded a result and
       // exited in between. An owner found dead cannot write any more, so one more read is final.
       const again = await this.#claims.get(claim);
-      if (again !== undefined) return this.#outcomeOf(again, requestHash, false);
+      if (again !== undefined) return this.#checkedOutcomeOf(again, requestHash, false);
     }
     this.#replayChecks.claimIntegrity(claim);
     if (requestHash !== undefined && claim.request_hash !== requestHash) {
@@ -485,6 +558,40 @@ export class Invocations {
     return { snapshot, snapshot_hash: snapshotHashOf(snapshot), report: { status: outcome.status, journal: journalReportOf(report) } };
   }
 
+  /** A listed row's summary (see `list`); a problem found is recorded. */
+  async #checkedSummaryOf(row: ListedClaim): Promise<ClaimSummary> {
+    const summary = isDamagedClaim(row) ? damagedSummaryOf(row) : await this.#listedSummaryOf(row);
+    if (summary.problem !== undefined) await this.#noteProblem(row, summary.problem);
+    return summary;
+  }
+
+  /** `read()`, recording the row's problem when it throws one (a damaged row, a receipt that does not verify). */
+  async #noting<T>(key: ClaimKey, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (error) {
+      if (isWardenError(error) && ROW_PROBLEMS.has(error.code)) await this.#noteProblem(key, error.code);
+      throw error;
+    }
+  }
+
+  /**
+   * Records (or clears, for undefined) a row's problem for the queue. Best effort: the answer the
+   * caller gives is the same either way (G2 holds on every read), and the scrub finds it again.
+   * Each finding is written once per process while it stays the same.
+   */
+  async #noteProblem(key: ClaimKey, code: string | undefined): Promise<void> {
+    const noted = `${key.scope.length}:${key.scope}:${key.id}`;
+    if (this.#notedProblems.get(noted) === (code ?? null)) return;
+    try {
+      await this.#claims.noteProblem({ scope: key.scope, id: key.id }, code, this.#now().getTime());
+    } catch {
+      return;
+    }
+    if (this.#notedProblems.size >= NOTED_PROBLEMS_MAX) this.#notedProblems.clear();
+    this.#notedProblems.set(noted, code ?? null);
+  }
+
   /** A row's status for listings; a recorded one whose journal changed since reads unresolved (`journal-changed`). */
   async #listedSummaryOf(claim: ClaimState): Promise<ClaimSummary> {
     const summary = this.#summaryOf(claim);
@@ -572,8 +679,8 @@ function listFilterOf(status: ExistingStatus | undefined): ClaimListFilter {
     case "in_progress":
       return "open";
     case "unresolved":
-      // Besides the open rows: recorded and reconciled rows that fail their checks (see list).
-      return "all";
+      // The open rows, and the recorded and reconciled rows whose problem a check recorded (see list).
+      return "queue";
     case "recorded":
       return "recorded";
     case "reconciled":

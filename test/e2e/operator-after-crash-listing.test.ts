@@ -4,7 +4,8 @@
  * no longer passes its checks answers `unresolved` to lookup and inspect (G2: no verified recorded
  * result), and needs an operator as much as a run cut off by `kill -9`. The listing must show it,
  * marked with its problem, beside the run the crash left unresolved; an intact recorded run stays
- * out of it.
+ * out of it. The run looked up is queued by the lookup that found its problem; the damaged row,
+ * which nobody looked up, by the node's scrub (it starts with the node).
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -91,9 +92,16 @@ describe("operator after a crash: the unresolved listing includes damaged record
       items.map((i) => ({ id: i.id, status: i.status, ...(i.problem === undefined ? {} : { problem: i.problem }) })).sort((a, b) => (a.id < b.id ? -1 : 1));
     const want = [...expected.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
 
-    const http = await httpCall(node.url, TOKEN, "GET", "/v1/invocations?status=unresolved");
-    assert.equal(http.status, 200);
-    assert.deepEqual(shown(http.body.items as Item[]), want);
+    const queued = async (): Promise<Item[]> => {
+      const http = await httpCall(node!.url, TOKEN, "GET", "/v1/invocations?status=unresolved");
+      assert.equal(http.status, 200);
+      return shown(http.body.items as Item[]);
+    };
+    // The scrub's first step at start-up finds the damaged row: wait for it to be recorded.
+    await waitFor("the scrub to queue the damaged row", async () => ((await queued()).length === want.length ? true : undefined));
+    assert.deepEqual(await queued(), want);
+    const counts = await httpCall(node.url, TOKEN, "GET", "/v1/node");
+    assert.equal((counts.body.counts as { unresolved: number }).unresolved, want.length, "the count badge counts the queue");
 
     const cli = await warden(["invocations", "--status", "unresolved", "--json"], { env: { WARDEN_HOME: home, WARDEN_TOKEN: TOKEN } });
     assert.equal(cli.code, 0, cli.stderr);

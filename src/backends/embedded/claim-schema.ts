@@ -41,6 +41,18 @@ export const CLAIM_SCHEMA_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX claims_prunable ON claims (recorded_at, scope, id) WHERE result IS NOT NULL;
   `,
+  // The operator's queue (status=unresolved) is the open rows (claims_open) and the rows a check
+  // found a problem on (a journal changed since its seal, a damaged row): recorded here when a
+  // lookup, a listing or the scrub finds one, so the queue never reads every recorded row.
+  `
+  CREATE TABLE claim_problems (
+    scope TEXT NOT NULL,
+    id TEXT NOT NULL,
+    code TEXT NOT NULL,
+    found_at INTEGER NOT NULL,
+    PRIMARY KEY (scope, id)
+  ) WITHOUT ROWID;
+  `,
 ];
 
 /** Columns in the order every SELECT of a whole claim row uses. */

@@ -68,6 +68,33 @@ const IMPORT_CACHE_KIB = 128 * 1024;
 
 type Key = [scope: string, id: string];
 
+/**
+ * Counts read only partial indexes (open and reconciled rows are few beside recorded ones) and
+ * the problems table, whose rows lead the joins (CROSS JOIN: else SQLite scanned the claims).
+ * Problems of open rows are counted as open already.
+ */
+export const TALLY =
+  "SELECT (SELECT count(*) FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL) AS open, " +
+  "(SELECT count(*) FROM claims INDEXED BY claims_reconciled WHERE receipt IS NOT NULL) AS reconciled, " +
+  "(SELECT count(*) FROM claim_problems p CROSS JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
+  "WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL) AS recorded_problems, " +
+  "(SELECT count(*) FROM claim_problems p CROSS JOIN claims c ON c.scope = p.scope AND c.id = p.id " +
+  "WHERE c.receipt IS NOT NULL) AS reconciled_problems";
+
+/**
+ * A page of the queue: two index walks from the cursor (the open rows' partial index, the
+ * problems' primary key), each stopped at the page's size, merged in key order, then each key's
+ * row by its primary key (CROSS JOIN keeps that order: with `(scope, id) IN (…)` SQLite scanned
+ * the whole table). The queue costs what its own rows cost, however many recorded rows sit
+ * between them. Parameters: cursor, limit, cursor, limit, limit.
+ */
+export const QUEUE_PAGE =
+  `SELECT ${CLAIM_COLUMNS.split(", ").map((c) => `c.${c}`).join(", ")} FROM (` +
+  "SELECT scope, id FROM (SELECT scope, id FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL " +
+  "AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?) " +
+  "UNION SELECT scope, id FROM (SELECT scope, id FROM claim_problems WHERE (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?)" +
+  ") AS k CROSS JOIN claims c ON c.scope = k.scope AND c.id = k.id ORDER BY k.scope, k.id LIMIT ?";
+
 export class EmbeddedClaimStore implements ClaimStore {
   readonly #db: SqliteDatabase;
   readonly #owners: OwnerRegistry;
@@ -78,8 +105,9 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #insertMany: SqliteStatement<unknown[]>;
   readonly #count: SqliteStatement<[], number>;
   readonly #addCount: SqliteStatement<[number]>;
-  readonly #tally: SqliteStatement<[], { open: number; reconciled: number }>;
-  readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
+  readonly #tally: SqliteStatement<[], { open: number; reconciled: number; recorded_problems: number; reconciled_problems: number }>;
+  readonly #list: Readonly<Record<Exclude<ClaimListFilter, "queue">, SqliteStatement<[string, string, number], ClaimRow>>>;
+  readonly #queue: SqliteStatement<[string, string, number, string, string, number, number], ClaimRow>;
   readonly #pruneCandidates: SqliteStatement<[number, number, string, string], { scope: string; id: string; recorded_at: number }>;
   readonly #dataVersion: SqliteStatement<[], number>;
   readonly #totalChanges: SqliteStatement<[], number>;
@@ -101,11 +129,7 @@ export class EmbeddedClaimStore implements ClaimStore {
     );
     this.#count = db.prepare<[], number>("SELECT value FROM counters WHERE name = 'claims'").pluck();
     this.#addCount = db.prepare("UPDATE counters SET value = value + ? WHERE name = 'claims'");
-    // Both counts read only their partial index (open and reconciled rows are few beside recorded ones).
-    this.#tally = db.prepare(
-      "SELECT (SELECT count(*) FROM claims INDEXED BY claims_open WHERE result_hash IS NULL AND receipt IS NULL) AS open, " +
-        "(SELECT count(*) FROM claims INDEXED BY claims_reconciled WHERE receipt IS NOT NULL) AS reconciled",
-    );
+    this.#tally = db.prepare(TALLY);
     // Row-value comparisons let SQLite seek the index to the cursor instead of scanning up to it.
     const page = (where: string, index: string): SqliteStatement<[string, string, number], ClaimRow> =>
       db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims ${index} WHERE ${where} (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
@@ -115,6 +139,9 @@ export class EmbeddedClaimStore implements ClaimStore {
       recorded: page("result_hash IS NOT NULL AND receipt IS NULL AND", ""),
       reconciled: page("receipt IS NOT NULL AND", "INDEXED BY claims_reconciled"),
     };
+    // Two index walks from the cursor, each stopped at `limit` keys, merged in key order: the
+    // queue costs what its own rows cost however many recorded rows sit between them.
+    this.#queue = db.prepare(QUEUE_PAGE);
     this.#pruneCandidates = db.prepare(
       "SELECT scope, id, recorded_at FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at < ? " +
         "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT " +
@@ -219,10 +246,16 @@ export class EmbeddedClaimStore implements ClaimStore {
     const scope = after?.scope ?? "";
     const id = after?.id ?? "";
     try {
-      return this.#list[filter].all(scope, id, limit).map((row) => listedOf(row, (r) => this.#state(r)));
+      const rows = filter === "queue" ? this.#queue.all(scope, id, limit, scope, id, limit, limit) : this.#list[filter].all(scope, id, limit);
+      return rows.map((row) => listedOf(row, (r) => this.#state(r)));
     } catch (error) {
       throw sqliteFailure(error, "list claims");
     }
+  }
+
+  async noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void> {
+    this.#assertOpen();
+    await this.#writes.noteProblem(key, code, at);
   }
 
   async pruneResults(olderThan: number, now: number): Promise<number> {
@@ -297,7 +330,12 @@ export class EmbeddedClaimStore implements ClaimStore {
     this.#assertOpen();
     try {
       const row = this.#tally.get()!;
-      return { total: this.#count.get() ?? 0, open: row.open, reconciled: row.reconciled };
+      return {
+        total: this.#count.get() ?? 0,
+        open: row.open,
+        reconciled: row.reconciled,
+        problems: { recorded: row.recorded_problems, reconciled: row.reconciled_problems },
+      };
     } catch (error) {
       throw sqliteFailure(error, "count claims");
     }

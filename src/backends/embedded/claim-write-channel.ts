@@ -99,6 +99,10 @@ export class ClaimWriteChannel implements ClaimWrites {
     return this.#submit({ op: "prune", keys: keys.map((k) => ({ scope: k.scope, id: k.id })), now }) as Promise<number>;
   }
 
+  async noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void> {
+    await this.#submit({ op: "noteProblem", key: { scope: key.scope, id: key.id }, code, at });
+  }
+
   /** Lets every write already made commit, then closes the worker's connection and the worker. */
   close(): Promise<void> {
     this.#closing ??= this.#close();

@@ -26,7 +26,8 @@ export type ClaimWriteOp =
   | { readonly op: "record"; readonly key: ClaimKey; readonly runId: string; readonly result: StoredResult; readonly claimHash: Digest }
   | { readonly op: "release"; readonly key: ClaimKey; readonly runId: string }
   | { readonly op: "attachReceipt"; readonly key: ClaimKey; readonly claimHash: Digest; readonly receipt: string }
-  | { readonly op: "prune"; readonly keys: readonly ClaimKey[]; readonly now: number };
+  | { readonly op: "prune"; readonly keys: readonly ClaimKey[]; readonly now: number }
+  | { readonly op: "noteProblem"; readonly key: ClaimKey; readonly code: string | undefined; readonly at: number };
 
 export type ClaimWriteRequest = ClaimWriteOp & { readonly id: number };
 
@@ -72,5 +73,7 @@ export function applyClaimWrite(writes: ClaimWrites, op: ClaimWriteOp): Promise<
       return writes.attachReceipt(op.key, op.claimHash, op.receipt);
     case "prune":
       return writes.prune(op.keys, op.now);
+    case "noteProblem":
+      return writes.noteProblem(op.key, op.code, op.at);
   }
 }

@@ -26,6 +26,7 @@ export interface ClaimWrites {
   release(key: ClaimKey, runId: string): Promise<void>;
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
   prune(keys: readonly ClaimKey[], now: number): Promise<number>;
+  noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void>;
   /** write transactions committed so far */
   readonly commits: number;
   /** Lets queued writes commit; later writes are refused. */
@@ -44,6 +45,8 @@ export class ClaimWriter implements ClaimWrites {
   readonly #release: SqliteStatement<unknown[]>;
   readonly #attachReceipt: SqliteStatement<unknown[]>;
   readonly #prune: SqliteStatement<[number, string, string]>;
+  readonly #noteProblem: SqliteStatement<[string, string, string, number]>;
+  readonly #clearProblem: SqliteStatement<Key>;
 
   constructor(db: SqliteDatabase, owner: string, maxClaims: number) {
     this.#owner = owner;
@@ -66,6 +69,12 @@ export class ClaimWriter implements ClaimWrites {
     this.#attachReceipt = db.prepare(
       "UPDATE claims SET receipt = ? WHERE scope = ? AND id = ? AND receipt IS NULL AND claim_hash = ?",
     );
+    // The first finding's time stays: the row has been in the queue since then.
+    this.#noteProblem = db.prepare(
+      "INSERT INTO claim_problems (scope, id, code, found_at) VALUES (?, ?, ?, ?) " +
+        "ON CONFLICT (scope, id) DO UPDATE SET code = excluded.code",
+    );
+    this.#clearProblem = db.prepare("DELETE FROM claim_problems WHERE scope = ? AND id = ?");
     this.#prune = db.prepare(
       "UPDATE claims SET result = NULL, pruned_at = ? WHERE scope = ? AND id = ? AND result IS NOT NULL",
     );
@@ -115,7 +124,18 @@ export class ClaimWriter implements ClaimWrites {
   }
 
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
-    return this.#writes.submit(() => this.#attachReceipt.run(receipt, key.scope, key.id, claimHash).changes === 1);
+    return this.#writes.submit(() => {
+      if (this.#attachReceipt.run(receipt, key.scope, key.id, claimHash).changes !== 1) return false;
+      // Reviewed and closed: whatever problem put it in the queue is the receipt's to tell now.
+      this.#clearProblem.run(key.scope, key.id);
+      return true;
+    });
+  }
+
+  async noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void> {
+    await this.#writes.submit(() =>
+      code === undefined ? this.#clearProblem.run(key.scope, key.id) : this.#noteProblem.run(key.scope, key.id, code, at),
+    );
   }
 
   prune(keys: readonly ClaimKey[], now: number): Promise<number> {

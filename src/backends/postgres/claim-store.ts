@@ -131,7 +131,18 @@ const RECORD_BATCH = `
     AND c.result_hash IS NULL AND c.receipt IS NULL AND (SELECT warden_owner_alive($12))
   RETURNING c.scope, c.id`;
 
-const LIST_FILTERS: Readonly<Record<ClaimListFilter, string>> = {
+/**
+ * A page of the queue (see the embedded QUEUE_PAGE): two index walks from the cursor, each
+ * stopped at the page's size, merged in key order, then each key's row by its primary key (a
+ * LATERAL with LIMIT is never flattened into a join the planner could turn into a scan).
+ */
+const QUEUE_PAGE =
+  "SELECT c.* FROM (SELECT scope, id FROM (SELECT scope, id FROM warden_claims WHERE result_hash IS NULL AND receipt IS NULL " +
+  "AND (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) o " +
+  "UNION SELECT scope, id FROM (SELECT scope, id FROM warden_claim_problems WHERE (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3) p) k " +
+  `CROSS JOIN LATERAL (${SELECT_STATE} WHERE scope = k.scope AND id = k.id LIMIT 1) c ORDER BY k.scope, k.id LIMIT $3`;
+
+const LIST_FILTERS: Readonly<Record<Exclude<ClaimListFilter, "queue">, string>> = {
   all: "",
   open: "result_hash IS NULL AND receipt IS NULL AND",
   recorded: "result_hash IS NOT NULL AND receipt IS NULL AND",
@@ -239,10 +250,28 @@ export class PostgresClaimStore implements ClaimStore {
     this.#assertOpen();
     const result = await query(this.#pool, "attach a receipt", {
       name: "warden-claim-receipt",
-      text: "UPDATE warden_claims SET receipt = $1 WHERE scope = $2 AND id = $3 AND receipt IS NULL AND claim_hash = $4",
+      // Reviewed and closed: whatever problem put it in the queue is the receipt's to tell now.
+      text:
+        "WITH attached AS (UPDATE warden_claims SET receipt = $1 WHERE scope = $2 AND id = $3 AND receipt IS NULL AND claim_hash = $4 " +
+        "RETURNING scope, id), cleared AS (DELETE FROM warden_claim_problems p USING attached a WHERE p.scope = a.scope AND p.id = a.id) " +
+        "SELECT count(*)::int AS n FROM attached",
       values: [receipt, key.scope, key.id, claimHash],
     });
-    return result.rowCount === 1;
+    return (result.rows[0] as { n: number } | undefined)?.n === 1;
+  }
+
+  async noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void> {
+    this.#assertOpen();
+    // The first finding's time stays: the row has been in the queue since then.
+    await query(this.#pool, "record a claim's problem", {
+      name: code === undefined ? "warden-claim-problem-clear" : "warden-claim-problem-note",
+      text:
+        code === undefined
+          ? "DELETE FROM warden_claim_problems WHERE scope = $1 AND id = $2"
+          : "INSERT INTO warden_claim_problems (scope, id, code, found_at) VALUES ($1, $2, $3, $4) " +
+            "ON CONFLICT (scope, id) DO UPDATE SET code = excluded.code",
+      values: code === undefined ? [key.scope, key.id] : [key.scope, key.id, code, at],
+    });
   }
 
   async list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]> {
@@ -250,7 +279,7 @@ export class PostgresClaimStore implements ClaimStore {
     // "" sorts before every scope (scopes are never empty), so no cursor means "from the start".
     const result = await query<StateRow>(this.#pool, "list claims", {
       name: `warden-claim-list-${filter}`,
-      text: `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
+      text: filter === "queue" ? QUEUE_PAGE : `${SELECT_STATE} WHERE ${LIST_FILTERS[filter]} (scope, id) > ($1, $2) ORDER BY scope, id LIMIT $3`,
       values: [after?.scope ?? "", after?.id ?? "", limit],
       types: ROW_CHECKED_TYPES,
     });
@@ -277,14 +306,27 @@ export class PostgresClaimStore implements ClaimStore {
 
   async tally(): Promise<ClaimTally> {
     this.#assertOpen();
-    const result = await query<{ total: number; open: number; reconciled: number }>(this.#pool, "count claims", {
+    type Row = { total: number; open: number; reconciled: number; recorded_problems: number; reconciled_problems: number };
+    const result = await query<Row>(this.#pool, "count claims", {
       text:
         "SELECT (SELECT value FROM warden_counters WHERE name = 'claims')::float8 AS total, " +
         "count(*) FILTER (WHERE result_hash IS NULL AND receipt IS NULL)::float8 AS open, " +
-        "count(*) FILTER (WHERE receipt IS NOT NULL)::float8 AS reconciled FROM warden_claims WHERE result_hash IS NULL OR receipt IS NOT NULL",
+        "count(*) FILTER (WHERE receipt IS NOT NULL)::float8 AS reconciled, " +
+        // Problems of open rows are counted as open already. Each problem row probes its claim (a
+        // LATERAL with LIMIT): a join could be planned as a scan of every claim.
+        "(SELECT count(*) FROM warden_claim_problems p CROSS JOIN LATERAL (SELECT result_hash, receipt FROM warden_claims c " +
+        "WHERE c.scope = p.scope AND c.id = p.id LIMIT 1) c WHERE c.result_hash IS NOT NULL AND c.receipt IS NULL)::float8 AS recorded_problems, " +
+        "(SELECT count(*) FROM warden_claim_problems p CROSS JOIN LATERAL (SELECT receipt FROM warden_claims c " +
+        "WHERE c.scope = p.scope AND c.id = p.id LIMIT 1) c WHERE c.receipt IS NOT NULL)::float8 AS reconciled_problems " +
+        "FROM warden_claims WHERE result_hash IS NULL OR receipt IS NOT NULL",
     });
     const row = result.rows[0];
-    return { total: Number(row?.total ?? 0), open: Number(row?.open ?? 0), reconciled: Number(row?.reconciled ?? 0) };
+    return {
+      total: Number(row?.total ?? 0),
+      open: Number(row?.open ?? 0),
+      reconciled: Number(row?.reconciled ?? 0),
+      problems: { recorded: Number(row?.recorded_problems ?? 0), reconciled: Number(row?.reconciled_problems ?? 0) },
+    };
   }
 
   /** Identities held by the whole database (the capacity counter). */

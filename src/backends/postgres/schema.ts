@@ -274,6 +274,15 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     version text,
     url text,
     started_at bigint NOT NULL
+  `,
+  // 6: the operator's queue: rows a check found a problem on (see the embedded claim schema)
+  `
+  CREATE TABLE warden_claim_problems (
+    scope text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    code text NOT NULL,
+    found_at bigint NOT NULL,
+    PRIMARY KEY (scope, id)
   );
   `,
 ];

@@ -12,6 +12,7 @@ import { AuthError, NotFoundError, WardenError } from "../../core/errors.js";
 import type { TokenAuthority } from "../auth.js";
 import { callerOf, type App } from "../context.js";
 import type { ConsoleAsset, ConsoleAssets } from "./assets.js";
+import { firstRequestOf, withPreload } from "./preload.js";
 import { checkCsrf, cookieValue, SESSION_MS, type ConsoleSession, type ConsoleSessions } from "./sessions.js";
 
 /**
@@ -88,7 +89,8 @@ export function consoleRoutes(options: { sessions: ConsoleSessions; authority: T
     // Every other path under /ui/ is a page of the console: the same document, which routes by its URL.
     app.get("/ui/*", publicRoute, async (request, reply) => {
       if (assets === undefined) return notBuilt();
-      return sendAsset(request, reply, assets.index, "no-store");
+      const first = firstRequestOf(request.url);
+      return sendAsset(request, reply, first === undefined ? assets.index : withPreload(assets.index, first), "no-store");
     });
 
     app.post(
