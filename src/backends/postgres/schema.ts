@@ -274,6 +274,7 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     version text,
     url text,
     started_at bigint NOT NULL
+  );
   `,
   // 6: the operator's queue: rows a check found a problem on (see the embedded claim schema)
   `
