@@ -36,7 +36,8 @@ import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
 import { LaunchRecords } from "./runner/launch-records.js";
 import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
-import { bundleStatement, openEmbeddedLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import { deliveryAttest, openEmbeddedLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import { catchUpLog } from "./warden/log-catchup.js";
 import type { TransparencyLog } from "./tlog/log.js";
 
 export interface WardenOptions {
@@ -438,7 +439,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     await backend.keys.active();
     log = options.log === false || options.postgres !== undefined ? undefined : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
     const attest = log?.attest;
-    if (attest !== undefined) delivery.attestCommits((receipt) => attest(bundleStatement(receipt)));
+    if (attest !== undefined) delivery.attestTo(deliveryAttest(attest));
     const invocations = new Invocations({
       claims: backend.claims,
       journals,
@@ -449,6 +450,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const profiles = resolveProfiles(options.providers ?? {});
     const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
     await materializer.sweep();
+    // Before retention prunes anything and before new work: facts a crash kept out of the log.
+    if (log !== undefined) await catchUpLog(log.log, { claims: backend.claims, delivery });
     // Before anything is launched: agents an earlier process on this home left running when it
     // died; their runs read unresolved, and nothing may go on acting for them.
     const reaped = reapOrphanedAgents(backend.home);

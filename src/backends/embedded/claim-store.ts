@@ -21,6 +21,8 @@ import type {
   ClaimStore,
   ClaimTally,
   ListedClaim,
+  RecordedCursor,
+  RecordedPage,
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
@@ -80,6 +82,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #addCount: SqliteStatement<[number]>;
   readonly #tally: SqliteStatement<[], { open: number; reconciled: number }>;
   readonly #list: Readonly<Record<ClaimListFilter, SqliteStatement<[string, string, number], ClaimRow>>>;
+  readonly #recordedSince: SqliteStatement<[number, number, string, string, number], ClaimRow>;
   readonly #pruneCandidates: SqliteStatement<[number, number, string, string], { scope: string; id: string; recorded_at: number }>;
   readonly #dataVersion: SqliteStatement<[], number>;
   readonly #totalChanges: SqliteStatement<[], number>;
@@ -115,6 +118,10 @@ export class EmbeddedClaimStore implements ClaimStore {
       recorded: page("result_hash IS NOT NULL AND receipt IS NULL AND", ""),
       reconciled: page("receipt IS NOT NULL AND", "INDEXED BY claims_reconciled"),
     };
+    this.#recordedSince = db.prepare(
+      `SELECT ${CLAIM_COLUMNS} FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at >= ? ` +
+        "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT ?",
+    );
     this.#pruneCandidates = db.prepare(
       "SELECT scope, id, recorded_at FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at < ? " +
         "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT " +
@@ -222,6 +229,16 @@ export class EmbeddedClaimStore implements ClaimStore {
       return this.#list[filter].all(scope, id, limit).map((row) => listedOf(row, (r) => this.#state(r)));
     } catch (error) {
       throw sqliteFailure(error, "list claims");
+    }
+  }
+
+  async recordedSince(from: number, after: RecordedCursor | undefined, limit: number): Promise<RecordedPage> {
+    this.#assertOpen();
+    try {
+      const rows = this.#recordedSince.all(from, after?.recorded_at ?? -1, after?.scope ?? "", after?.id ?? "", limit);
+      return recordedPage(rows, limit, (row) => listedOf(row, (r) => this.#state(r)));
+    } catch (error) {
+      throw sqliteFailure(error, "list recently recorded claims");
     }
   }
 
@@ -407,6 +424,15 @@ function time(row: ClaimRow, column: keyof ClaimRow): number {
 
 function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
   return row[column] === null ? undefined : integer(row, column);
+}
+
+/** A `recordedSince` page of `rows` (as the index ordered them), its cursor from the last raw row. */
+export function recordedPage<R extends ClaimRow>(rows: readonly R[], limit: number, read: (row: R) => ListedClaim): RecordedPage {
+  const last = rows[rows.length - 1];
+  return {
+    claims: rows.map(read),
+    next: rows.length < limit || last === undefined ? undefined : { recorded_at: Number(last.recorded_at), scope: String(last.scope), id: String(last.id) },
+  };
 }
 
 /** `read(row)`, or for a malformed row its key and the error, for a listing to show (ListedClaim). */

@@ -240,6 +240,12 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     UNIQUE (manifest_digest, fingerprint)
   );
   `,
+  // 4: the transparency log's catch-up reads what was committed or signed since its watermark
+  // (claims recorded since it are found by warden_claims_prunable, on recorded_at)
+  `
+  CREATE INDEX warden_commits_by_time ON warden_commits (committed_at);
+  CREATE INDEX warden_commit_signatures_by_time ON warden_commit_signatures (signed_at);
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */
