@@ -182,7 +182,7 @@ export class TransparencyLog {
           batch.map((p) => leafOf(p.statement)),
           this.#watermarkFor(batch),
         );
-        for (const p of batch) this.#unlogged.delete(statementKey(p.statement));
+        if (this.#unlogged.size > 0) for (const p of batch) this.#unlogged.delete(statementKey(p.statement));
         let size = this.#known.size;
         for (const i of indexes) if (i >= size) size = i + 1;
         this.#known = { ...this.#known, size };
@@ -288,7 +288,6 @@ export class TransparencyLog {
             if (answer.ok) {
               await this.#store.saveCosignature(checkpoint.size, witness.name, answer.lines);
               this.#witnessErrors.delete(witness.name);
-              this.#noteWitnessed(witness.name, checkpoint.size);
               return;
             }
             if ("conflict" in answer) {
@@ -310,12 +309,6 @@ export class TransparencyLog {
     this.#forgetCosigned();
     if (failed) this.#scheduleWitnessRetry();
     else this.#witnessRetry.wait = this.#retryMs;
-  }
-
-  #noteWitnessed(name: string, size: number): void {
-    const witnessed = new Map(this.#known.witnessed);
-    witnessed.set(name, Math.max(witnessed.get(name) ?? 0, size));
-    this.#known = { ...this.#known, witnessed };
   }
 
   /** Signing times of checkpoints every witness has cosigned are not needed for the lag any more. */
