@@ -451,7 +451,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
     await materializer.sweep();
     // Before retention prunes anything and before new work: facts a crash kept out of the log.
-    if (log !== undefined) await catchUpLog(log.log, { claims: backend.claims, delivery });
+    // A failure there is counted (warden_log_append_failures_total) and tried again at the next start.
+    if (log !== undefined) await catchUpLog(log.log, { claims: backend.claims, delivery, onError: log.countFailure });
     // Before anything is launched: agents an earlier process on this home left running when it
     // died; their runs read unresolved, and nothing may go on acting for them.
     const reaped = reapOrphanedAgents(backend.home);

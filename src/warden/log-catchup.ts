@@ -20,27 +20,49 @@ const PAGE = 1000;
 export interface CatchUpSources {
   readonly claims: ClaimStore;
   readonly delivery: Delivery;
+  /** hears of each failure (the node counts it) */
+  readonly onError?: (error: unknown) => void;
 }
 
-/** Appends what a crash kept out of the log; resolves with the number of leaves that added. */
-export async function catchUpLog(log: TransparencyLog, sources: CatchUpSources, now = Date.now()): Promise<number> {
+export interface CatchUpReport {
+  /** leaves the catch-up added */
+  readonly added: number;
+  /** what failed (a store that cannot be read or written, a damaged record): the watermark stayed, the next start tries again */
+  readonly errors: readonly unknown[];
+}
+
+/**
+ * Appends what a crash kept out of the log. A failure does not fail the start (the log never
+ * fails the node's work) and does not raise the watermark, so the next start reads the same facts.
+ */
+export async function catchUpLog(log: TransparencyLog, sources: CatchUpSources, now = Date.now()): Promise<CatchUpReport> {
   const before = (await log.status()).size;
   const from = await log.watermark();
+  const errors: unknown[] = [];
   // A log without a watermark (new, or from before it had one) starts counting now: facts from
   // before the log kept one are not backfilled.
   if (from !== undefined) {
-    // Appended as the log would have: a failure throws (the start fails rather than hide a gap).
     const append: Attest = (statement, at) => log.append(statement, at);
-    await catchUpRuns(sources.claims, from, append);
-    await catchUpReceipts(sources.claims, append);
     const delivery = deliveryAttest(append);
-    for (const entry of await sources.delivery.changedSince(from)) {
-      await delivery.commit(entry);
-      await Promise.all(entry.signatures.filter((s) => !s.at_commit).map((s) => delivery.signed(entry, s)));
+    const steps = [
+      () => catchUpRuns(sources.claims, from, append),
+      () => catchUpReceipts(sources.claims, append),
+      async () => {
+        for (const entry of await sources.delivery.changedSince(from)) {
+          await delivery.commit(entry);
+          await Promise.all(entry.signatures.filter((s) => !s.at_commit).map((s) => delivery.signed(entry, s)));
+        }
+      },
+    ];
+    for (const step of steps) {
+      await step().catch((error: unknown) => {
+        errors.push(error);
+        sources.onError?.(error);
+      });
     }
   }
-  await log.advanceWatermark(now);
-  return (await log.status()).size - before;
+  if (errors.length === 0) await log.advanceWatermark(now);
+  return { added: (await log.status()).size - before, errors };
 }
 
 async function catchUpRuns(claims: ClaimStore, from: number, append: Attest): Promise<void> {

@@ -36,6 +36,8 @@ export interface OpenedLog {
   /** appends, counting instead of throwing: a log failure never fails a run or a commit */
   readonly attest: Attest;
   readonly failures: () => number;
+  /** counts a failure that happened elsewhere than in `attest` (the catch-up at start) */
+  readonly countFailure: () => void;
 }
 
 export async function openEmbeddedLog(home: string, keys: KeyStore, options: LogOptions): Promise<OpenedLog> {
@@ -63,7 +65,14 @@ export async function openLog(store: LogStore, keys: KeyStore, options: LogOptio
       log.append(statement, at).catch(() => {
         failures++;
       });
-    return { log, attest, failures: () => failures };
+    return {
+      log,
+      attest,
+      failures: () => failures,
+      countFailure: () => {
+        failures++;
+      },
+    };
   } catch (error) {
     await store.close();
     throw error;

@@ -11,12 +11,16 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
 import { EmbeddedLogStore, LOG_DATABASE } from "../../src/backends/embedded/log-store.js";
 import { main } from "../../src/cli/main.js";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { leafHash, verifyInclusion } from "../../src/tlog/merkle.js";
 import { parseNote } from "../../src/tlog/note.js";
 import { parseHashes } from "../../src/tlog/verify.js";
+import { openWarden } from "../../src/warden.js";
+import { uniqueBundle } from "../backends/harness.js";
+import { uploadMissing } from "../delivery/store-harness.js";
 import { makeKey, tempDir } from "../signing/ssh-fixtures.js";
 import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, tempRoot } from "../server/helpers.js";
 
@@ -110,6 +114,33 @@ describe("transparency log catch-up after kill -9", () => {
     } finally {
       fs.rmSync(root, { recursive: true, force: true });
       fs.rmSync(keys, { recursive: true, force: true });
+    }
+  });
+
+  it("a record it cannot read does not stop the start: counted, and the watermark stays for the next start", async () => {
+    const root = tempRoot("tlog-catch-up-damaged");
+    const home = path.join(root, "home");
+    try {
+      const first = await openWarden({ home, log: { origin: ORIGIN } });
+      const built = uniqueBundle([500]);
+      const begun = await first.delivery.begin(built.manifest);
+      await uploadMissing(first.delivery, begun, built.blobs);
+      await first.delivery.commit(begun.stage_id);
+      const watermark = await first.log!.watermark();
+      await first.close();
+      // A bad disk or a hand edit: the commit's stored manifest no longer parses.
+      const db = new Database(path.join(home, "delivery", "catalog.sqlite"));
+      db.prepare("UPDATE commits SET manifest = '{' WHERE bundle_id = ?").run(built.manifest.bundle_id);
+      db.close();
+      const second = await openWarden({ home, log: { origin: ORIGIN } });
+      try {
+        assert.equal(second.logFailures, 1, "the catch-up's failure is counted");
+        assert.equal(await second.log!.watermark(), watermark, "not raised past what could not be checked");
+      } finally {
+        await second.close();
+      }
+    } finally {
+      fs.rmSync(root, { recursive: true, force: true });
     }
   });
 });
