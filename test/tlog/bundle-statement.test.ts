@@ -21,6 +21,7 @@ import { uniqueBundle } from "../backends/harness.js";
 import { uploadMissing } from "../delivery/store-harness.js";
 import { tempRoot } from "../server/helpers.js";
 import { makeKey, sshSignWith, tempDir } from "../signing/ssh-fixtures.js";
+import { entryLeaves } from "./entries.js";
 
 const receipt = {
   bundle_id: "review-tools",
@@ -63,8 +64,7 @@ test("a signature added after the commit is its own leaf, with the armored signa
 
     const checkpoint = parseCheckpointText(parseNote((await warden.log!.checkpoint()).note).text);
     const leaves = (await warden.log!.tile({ level: "entries", index: 0, width: checkpoint.size }))!;
-    const bodies: Buffer[] = [];
-    for (let at = 0; at < leaves.byteLength; at += 2 + leaves.readUInt16BE(at)) bodies.push(leaves.subarray(at + 2, at + 2 + leaves.readUInt16BE(at)));
+    const bodies = entryLeaves(leaves);
     const index = bodies.findIndex((b) => (JSON.parse(b.toString("utf8")) as { type: string }).type === "bundle.signed");
     assert.ok(index >= 0, "the later signature is a leaf");
     assert.equal(

@@ -21,6 +21,7 @@ import { parseHashes } from "../../src/tlog/verify.js";
 import { openWarden } from "../../src/warden.js";
 import { uniqueBundle } from "../backends/harness.js";
 import { uploadMissing } from "../delivery/store-harness.js";
+import { entryLeaves } from "./entries.js";
 import { makeKey, tempDir } from "../signing/ssh-fixtures.js";
 import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, tempRoot } from "../server/helpers.js";
 
@@ -82,7 +83,7 @@ describe("transparency log catch-up after kill -9", () => {
         for (let tile = 0; tile * 256 < size; tile++) {
           const width = Math.min(256, size - tile * 256);
           const bundleBytes = (await get(`/v1/log/tile/entries/${String(tile).padStart(3, "0")}${width === 256 ? "" : `.p/${width}`}`)).rawPayload;
-          for (let at = 0; at < bundleBytes.byteLength; at += 2 + bundleBytes.readUInt16BE(at)) leaves.push(bundleBytes.subarray(at + 2, at + 2 + bundleBytes.readUInt16BE(at)).toString("utf8"));
+          leaves.push(...entryLeaves(bundleBytes).map((leaf) => leaf.toString("utf8")));
         }
         const find = (match: (s: Record<string, unknown>) => boolean): number => leaves.findIndex((l) => match(JSON.parse(l) as Record<string, unknown>));
         const indexes = {
