@@ -33,6 +33,8 @@ export const DEFAULT_WATERMARK_MARGIN_MS = 60_000;
 /** First wait before a failed append or a witness that failed is tried again; doubles up to MAX_RETRY_MS. */
 export const DEFAULT_RETRY_MS = 1000;
 const MAX_RETRY_MS = 60_000;
+/** The watermark is written when it rises by at least this much: a lower stored one is only more cautious, and most batches then write none. */
+const WATERMARK_STEP_MS = 1000;
 
 /** Points where a test may fail or kill the process (like delivery-faults.ts); production passes nothing. */
 export interface LogFaults {
@@ -126,6 +128,8 @@ export class TransparencyLog {
   readonly #signedAt = new Map<number, number>();
   /** what this process knows without a store read, for metrics scraped synchronously */
   #known = { size: 0, checkpointSize: 0, witnessed: new Map<string, number>() as ReadonlyMap<string, number> };
+  /** the watermark this process last stored (the store keeps the larger of it and any other) */
+  #storedMark = -Infinity;
   #closed = false;
 
   constructor(options: TransparencyLogOptions) {
@@ -178,10 +182,12 @@ export class TransparencyLog {
       this.#queue = [];
       try {
         this.#faults?.beforeAppend?.(batch.map((p) => p.statement));
+        const mark = this.#watermarkFor(batch);
         const indexes = await this.#store.append(
           batch.map((p) => leafOf(p.statement)),
-          this.#watermarkFor(batch),
+          mark,
         );
+        if (mark !== undefined) this.#storedMark = mark;
         if (this.#unlogged.size > 0) for (const p of batch) this.#unlogged.delete(statementKey(p.statement));
         let size = this.#known.size;
         for (const i of indexes) if (i >= size) size = i + 1;
@@ -209,7 +215,8 @@ export class TransparencyLog {
     let lowest = Infinity;
     for (const p of batch) if (p.at !== undefined && p.at < lowest) lowest = p.at;
     for (const u of this.#unlogged.values()) if (u.at !== undefined && u.at < lowest) lowest = u.at;
-    return lowest === Infinity ? undefined : lowest - this.#margin;
+    const mark = lowest - this.#margin;
+    return lowest === Infinity || mark < this.#storedMark + WATERMARK_STEP_MS ? undefined : mark;
   }
 
   #scheduleAppendRetry(): void {
@@ -238,6 +245,7 @@ export class TransparencyLog {
    */
   async advanceWatermark(at: number): Promise<void> {
     await this.#store.append([], at - this.#margin);
+    this.#storedMark = Math.max(this.#storedMark, at - this.#margin);
   }
 
   #scheduleCheckpoint(): void {
