@@ -41,7 +41,7 @@ async function throughput(withLog: boolean): Promise<number> {
     keys: backend.keys,
     limits: backend.limits,
     checker: checker!,
-    ...(log === undefined ? {} : { attest: (s) => log.append(s) }),
+    ...(log === undefined ? {} : { attest: (s, at) => log.append(s, at) }),
   });
   const once = async (): Promise<void> => {
     const outcome = await invocations.run("bench", randomUUID(), { task: "bench" }, "bench", async (h) => {

@@ -38,7 +38,8 @@ import { JournalTap } from "./warden/journal-tap.js";
 import { Retention } from "./warden/retention.js";
 import { Scrub } from "./warden/scrub.js";
 import { Fleet, type SharedNodes } from "./warden/fleet.js";
-import { bundleStatement, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
+import { catchUpLog } from "./warden/log-catchup.js";
 import type { TransparencyLog } from "./tlog/log.js";
 
 export interface WardenOptions {
@@ -457,7 +458,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
           ? await openLog(backend.log, backend.keys, options.log ?? {})
           : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
     const attest = log?.attest;
-    if (attest !== undefined) delivery.attestCommits((receipt) => attest(bundleStatement(receipt)));
+    if (attest !== undefined) delivery.attestTo(deliveryAttest(attest));
     const invocations = new Invocations({
       claims: backend.claims,
       journals,
@@ -468,6 +469,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const profiles = resolveProfiles(options.providers ?? {});
     const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
     await materializer.sweep();
+    // Before retention prunes anything and before new work: facts a crash kept out of the log.
+    // A failure there is counted (warden_log_append_failures_total) and tried again at the next start.
+    if (log !== undefined) await catchUpLog(log.log, { claims: backend.claims, delivery, onError: log.countFailure });
     // Before anything is launched: agents an earlier process on this home left running when it
     // died; their runs read unresolved, and nothing may go on acting for them.
     const reaped = reapOrphanedAgents(backend.home);

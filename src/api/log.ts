@@ -25,13 +25,24 @@ export const RunProofBody = Type.Object({
   checkpoint: Type.String({ description: "the signed checkpoint of `size`, with the witness cosignatures the node got" }),
 });
 export type RunProofBody = Static<typeof RunProofBody>;
+/** How far the log and its witnesses are (also in the readiness report: witnessing never makes a node unready). */
+export const LogState = Type.Object({
+  size: Count,
+  checkpoint_size: Count,
+  unlogged: Type.Integer({ minimum: 0, description: "statements whose append failed, tried again (and at the next start)" }),
+  witnesses: List(
+    Type.Object({
+      name: Type.String(),
+      size: Count,
+      behind: Count,
+      lag_seconds: Type.Number({ minimum: 0, description: "age of the oldest checkpoint it has not cosigned (0: it has the latest)" }),
+      last_error: Type.Optional(Type.String()),
+    }),
+  ),
+});
 export const LogStatusBody = Type.Object({
   origin: Type.String(),
   vkey: Type.String({ description: "the note verifier key of the node's checkpoints" }),
-  size: Count,
-  checkpoint_size: Count,
-  witnesses: List(
-    Type.Object({ name: Type.String(), size: Count, behind: Count, last_error: Type.Optional(Type.String()) }),
-  ),
+  ...LogState.properties,
 });
 export type LogStatusBody = Static<typeof LogStatusBody>;

@@ -2,6 +2,7 @@
 import { Type, type Static } from "typebox";
 import { Count, List, Uuid } from "./common.js";
 import { Finding, VerifyErrorView } from "./invocations.js";
+import { LogState } from "./log.js";
 
 export const JOURNAL_CONTENT_TYPE = "application/x-ndjson";
 export const EVENTS_CONTENT_TYPE = "text/event-stream";
@@ -31,7 +32,7 @@ export const KeyList = Type.Object({ keys: List(PublicKey) });
 export type KeyList = Static<typeof KeyList>;
 
 export const Health = Type.Object({ status: Type.Literal("ok") });
-export const Readiness = Type.Object({ status: Type.Literal("ready") });
+export const Readiness = Type.Object({ status: Type.Literal("ready"), log: Type.Optional(LogState) });
 
 /** `GET /v1/runs/{run_id}/output/{stream}`: which of the agent's captured streams. */
 export const OutputParams = Type.Object(

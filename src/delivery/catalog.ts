@@ -58,6 +58,11 @@ export interface CatalogStore {
    * stored one stays) or there is no such revision.
    */
   addSignature(bundleId: string, revision: string, signature: StoredSignature): Promise<boolean>;
+  /**
+   * Entries committed at or after `at` (ms), or carrying a signature accepted at or after it, in
+   * commit order: what the transparency log's catch-up re-checks (by index, not a scan of all).
+   */
+  changedSince(at: number): Promise<readonly CatalogEntry[]>;
   /** Marks a revision retired; false when there is no such revision. Retiring twice is a no-op. */
   retire(bundleId: string, revision: string, now: number): Promise<boolean>;
   /** Digests referenced by revisions that are not retired. */

@@ -53,6 +53,12 @@ export interface DeliveryBackend extends DeliveryStores {
   close(): Promise<void>;
 }
 
+/** Who hears of durable commits and later signatures (the transparency log); resolves once told. */
+export interface DeliveryAttest {
+  commit(entry: CatalogEntry): Promise<unknown>;
+  signed(entry: CatalogEntry, signature: StoredSignature): Promise<unknown>;
+}
+
 export interface DeliveryOptions {
   readonly limits?: Limits;
   /** Milliseconds since the epoch; injectable so expiry can be tested without waiting. */
@@ -123,14 +129,15 @@ export class Delivery {
   readonly #trust: TrustPolicy | undefined;
   #recovery: RecoveryReport | undefined;
 
-  /** Told of each commit once it is durable (the transparency log); see attestCommits. */
-  #attest: ((receipt: CommitReceipt) => Promise<unknown>) | undefined;
+  /** Told of each commit, and each signature added later, once durable (the transparency log); see attestTo. */
+  #attest: DeliveryAttest | undefined;
 
   /**
-   * Has `attest` called with each receipt after its commit is durable, and again when a commit is
-   * answered from the catalog (a crash between the two then heals on the client's retry).
+   * Has `attest` told of each commit after it is durable, and of each signature added to a
+   * committed revision after it is stored; again when a commit or signature is answered from the
+   * catalog (a crash between the two then heals on the client's retry).
    */
-  attestCommits(attest: (receipt: CommitReceipt) => Promise<unknown>): void {
+  attestTo(attest: DeliveryAttest): void {
     this.#attest = attest;
   }
 
@@ -313,20 +320,20 @@ export class Delivery {
    * stores nothing.
    */
   async commit(stageId: string, signatures: readonly string[] = []): Promise<CommitReceipt> {
-    const receipt = await this.#commit(stageId, signatures);
-    await this.#attest?.(receipt);
-    return receipt;
+    const entry = await this.#commit(stageId, signatures);
+    await this.#attest?.commit(entry);
+    return entry.receipt;
   }
 
-  async #commit(stageId: string, signatures: readonly string[]): Promise<CommitReceipt> {
+  async #commit(stageId: string, signatures: readonly string[]): Promise<CatalogEntry> {
     return guard(async () => {
       const id = parseStageId(stageId);
       const { catalog } = this.#backend;
       const done = await catalog.findByStage(id);
-      if (done !== undefined) return done.receipt;
+      if (done !== undefined) return done;
       return this.#locks.exclusive(stageKey(id), async () => {
         const replay = await catalog.findByStage(id);
-        if (replay !== undefined) return replay.receipt;
+        if (replay !== undefined) return replay;
         const stage = await this.#liveStage(id, this.#clock());
         throwIfIncomplete(stage);
         const manifest = stage.manifest;
@@ -351,7 +358,7 @@ export class Delivery {
         // The commit is durable: a failure to delete the stage's files must not turn it into an
         // error. Start-up recovery removes a stage directory that has no metadata.
         await this.#backend.stages.remove(id).catch(() => undefined);
-        return entry.receipt;
+        return entry;
       });
     });
   }
@@ -376,8 +383,16 @@ export class Delivery {
       if (added !== undefined) await catalog.addSignature(bundleId, revision, { ...added, at_commit: false });
       const now = await catalog.get(bundleId, revision);
       if (now === undefined) throw revisionNotFound(bundleId, revision);
+      // The stored signature of that key (this one, or the one it signed with before).
+      const stored = added === undefined ? undefined : now.signatures.find((s) => s.fingerprint === added.fingerprint);
+      if (stored !== undefined && !stored.at_commit) await this.#attest?.signed(now, stored);
       return revisionView(now);
     });
+  }
+
+  /** Revisions committed, or signed later, at or after `at` (ms): the transparency log's catch-up. */
+  async changedSince(at: number): Promise<readonly CatalogEntry[]> {
+    return guard(() => this.#backend.catalog.changedSince(at));
   }
 
   /**

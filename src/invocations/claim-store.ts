@@ -95,6 +95,17 @@ export function isDamagedClaim(row: ListedClaim): row is DamagedClaim {
  */
 export type ClaimListFilter = "all" | "open" | "queue" | "recorded" | "reconciled";
 
+/** Where a `recordedSince` page ended: the last row's recorded_at and key. */
+export interface RecordedCursor extends ClaimKey {
+  readonly recorded_at: number;
+}
+
+export interface RecordedPage {
+  readonly claims: readonly ListedClaim[];
+  /** where the next page starts (also past a damaged row); undefined when this page was the last */
+  readonly next: RecordedCursor | undefined;
+}
+
 /** Row counts by stored columns: open = neither result nor receipt. */
 export interface ClaimTally {
   readonly total: number;
@@ -133,6 +144,13 @@ export interface ClaimStore {
 
   /** Rows after `after` in (scope, id) order; a malformed row is listed as a DamagedClaim. */
   list(filter: ClaimListFilter, after: ClaimKey | undefined, limit: number): Promise<readonly ListedClaim[]>;
+
+  /**
+   * Rows whose result (payload not pruned) was recorded at or after `from` (ms), after `after`,
+   * in (recorded_at, scope, id) order, found by an index on recorded_at: the transparency log's
+   * catch-up reads the recent ones without reading all claims.
+   */
+  recordedSince(from: number, after: RecordedCursor | undefined, limit: number): Promise<RecordedPage>;
 
   /** How many rows there are, and how many of them are open / carry a receipt, by their columns alone (no row checks). */
   tally(): Promise<ClaimTally>;

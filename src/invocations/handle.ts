@@ -21,6 +21,7 @@ import { sealOf } from "./seal.js";
 import type { EffectSpec, FinishOptions, FinishOutcome, ReleaseOptions, UnresolvedOutcome, UnresolvedReason } from "./types.js";
 import type { UnreleasedRuns } from "./unreleased.js";
 import type { Attest } from "../tlog/statements.js";
+import { runSealStatement } from "./statements.js";
 
 /**
  * Thrown by an effect's function to say the effect definitely did not happen (it was refused,
@@ -226,16 +227,7 @@ export class InvocationHandle implements AsyncDisposable {
         status: 500,
       });
     }
-    await this.#ctx.attest?.({
-      v: 1,
-      type: "run.sealed",
-      run_id: this.run_id,
-      scope: this.scope,
-      id: this.id,
-      outcome: "recorded",
-      result_hash: hash,
-      ...verdict.seal,
-    });
+    await this.#ctx.attest?.(runSealStatement(this.#claim, this.run_id, stored), stored.recorded_at);
     return {
       status: "recorded",
       audit: { run_id: this.run_id, agent: this.agent, journal: verdict.seal },

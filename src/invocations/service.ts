@@ -35,7 +35,8 @@ import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
 import { parseReceipt, parseReview, sameSubmission, signReceipt, snapshotHashOf, verifyReceipt } from "./reconciliation.js";
 import { UnreleasedRuns } from "./unreleased.js";
-import type { Attest, ReconciliationStatement } from "../tlog/statements.js";
+import type { Attest } from "../tlog/statements.js";
+import { reconciliationStatement } from "./statements.js";
 import type {
   Audit,
   ClaimSnapshot,
@@ -58,10 +59,6 @@ import type {
 
 
 export type { Attest } from "../tlog/statements.js";
-
-function reconciliationStatement(key: ClaimKey, runId: string, operator: string, receipt: string): ReconciliationStatement {
-  return { v: 1, type: "run.reconciled", run_id: runId, scope: key.scope, id: key.id, operator, receipt_sha256: sha256Digest(receipt) };
-}
 
 export interface InvocationsOptions {
   readonly claims: ClaimStore;

@@ -130,6 +130,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       activeStages: () => ctx.stages.size,
       activeRuns: () => warden.activeRuns,
       journalAppends: () => warden.journals.appends,
+      ...(warden.log === undefined ? {} : { log: { snapshot: () => warden.log!.snapshot(), failures: () => warden.logFailures } }),
     }),
     stages: new Set(),
     closers: new Set(),

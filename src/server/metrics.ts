@@ -2,6 +2,7 @@
  * The node's counters and gauges, rendered in the Prometheus text exposition format (0.0.4).
  * Deliberately tiny: a handful of series with low-cardinality labels, no dependency.
  */
+import type { TransparencyLog } from "../tlog/log.js";
 type Labels = Readonly<Record<string, string>>;
 
 interface Family {
@@ -11,6 +12,8 @@ interface Family {
   readonly series: Map<string, { labels: Labels; value: number }>;
   /** gauges read at scrape time */
   readonly read?: () => number;
+  /** labelled gauges read at scrape time, one series per label set */
+  readonly readSeries?: () => readonly { readonly labels: Labels; readonly value: number }[];
 }
 
 function labelKey(labels: Labels): string {
@@ -36,12 +39,21 @@ export class MetricsRegistry {
     this.#families.set(name, { name, help, type, series: new Map(), read });
   }
 
+  /** Series read when scraped, one per label set (a gauge per witness). */
+  observeSeries(name: string, help: string, type: "counter" | "gauge", read: () => readonly { readonly labels: Labels; readonly value: number }[]): void {
+    this.#families.set(name, { name, help, type, series: new Map(), readSeries: read });
+  }
+
   render(): string {
     const out: string[] = [];
     for (const f of this.#families.values()) {
       out.push(`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`);
       if (f.read !== undefined) {
         out.push(`${f.name} ${f.read()}`);
+        continue;
+      }
+      if (f.readSeries !== undefined) {
+        for (const s of f.readSeries()) out.push(`${f.name}{${labelKey(s.labels)}} ${s.value}`);
         continue;
       }
       for (const [key, s] of f.series) out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
@@ -94,7 +106,11 @@ export interface GaugeSources {
   activeStages(): number;
   activeRuns(): number;
   journalAppends(): number;
+  /** the transparency log's state, when the node keeps one */
+  log?: { snapshot(): LogSnapshot; failures(): number };
 }
+
+type LogSnapshot = ReturnType<TransparencyLog["snapshot"]>;
 
 export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   const registry = new MetricsRegistry();
@@ -114,5 +130,18 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
+  if (sources.log !== undefined) logMetrics(registry, sources.log);
   return metrics;
+}
+
+/** The transparency log's gauges (DESIGN.md "Transparency"): how far checkpoints and each witness are behind the log. */
+function logMetrics(registry: MetricsRegistry, log: NonNullable<GaugeSources["log"]>): void {
+  registry.observe("warden_log_size", "Leaves in the transparency log", "gauge", () => log.snapshot().size);
+  registry.observe("warden_log_checkpoint_size", "Leaves covered by the latest signed checkpoint", "gauge", () => log.snapshot().checkpoint_size);
+  registry.observe("warden_log_unlogged", "Statements whose append failed and that are being tried again", "gauge", () => log.snapshot().unlogged);
+  registry.observe("warden_log_append_failures_total", "Appends to the transparency log that failed (each tried again; never failed a run or commit)", "counter", log.failures);
+  const perWitness = (value: (w: LogSnapshot["witnesses"][number]) => number) => () => log.snapshot().witnesses.map((w) => ({ labels: { witness: w.name }, value: value(w) }));
+  registry.observeSeries("warden_log_witness_cosigned_size", "Largest checkpoint size the witness cosigned", "gauge", perWitness((w) => w.size));
+  registry.observeSeries("warden_log_witness_behind_leaves", "Leaves of the latest checkpoint the witness has not cosigned", "gauge", perWitness((w) => w.behind));
+  registry.observeSeries("warden_log_witness_lag_seconds", "Age of the oldest checkpoint the witness has not cosigned (0: it has the latest)", "gauge", perWitness((w) => w.lag_seconds));
 }

@@ -18,12 +18,29 @@ import {
   type NodeReader,
 } from "./merkle.js";
 import { ed25519NoteSigner, formatVkey, SIG_ED25519, signNote } from "./note.js";
-import { leafOf, type Statement } from "./statements.js";
+import { leafOf, statementKey, type Statement } from "./statements.js";
 import type { LogStore, StoredCheckpoint } from "./store.js";
 import { MAX_ENTRY_BYTES, TILE_HEIGHT, TILE_WIDTH, type TileRef } from "./tiles.js";
 import { submitCheckpoint, type WitnessConfig } from "./witness-client.js";
 
 export const DEFAULT_CHECKPOINT_INTERVAL_MS = 1000;
+/**
+ * How far the catch-up watermark stays behind the facts it covers: a fact's statement may reach
+ * the log after a later one (records race, fleet nodes' clocks differ), and the watermark must not
+ * pass it before it is logged.
+ */
+export const DEFAULT_WATERMARK_MARGIN_MS = 60_000;
+/** First wait before a failed append or a witness that failed is tried again; doubles up to MAX_RETRY_MS. */
+export const DEFAULT_RETRY_MS = 1000;
+const MAX_RETRY_MS = 60_000;
+/** The watermark is written when it rises by at least this much: a lower stored one is only more cautious, and most batches then write none. */
+const WATERMARK_STEP_MS = 1000;
+
+/** Points where a test may fail or kill the process (like delivery-faults.ts); production passes nothing. */
+export interface LogFaults {
+  /** before a batch of statements is stored */
+  readonly beforeAppend?: (statements: readonly Statement[]) => void;
+}
 
 export interface TransparencyLogOptions {
   readonly store: LogStore;
@@ -35,6 +52,10 @@ export interface TransparencyLogOptions {
   readonly witnesses?: readonly WitnessConfig[];
   /** called with a witness failure (down, refusing): the log goes on */
   readonly onWitnessError?: (witness: string, error: unknown) => void;
+  readonly watermarkMarginMs?: number;
+  /** first wait before a failed append, or a witness behind, is tried again (default DEFAULT_RETRY_MS) */
+  readonly retryMs?: number;
+  readonly faults?: LogFaults;
 }
 
 export interface InclusionProof {
@@ -57,6 +78,11 @@ export interface WitnessStatus {
   readonly size: number;
   /** leaves of the latest checkpoint it has not cosigned */
   readonly behind: number;
+  /**
+   * Seconds since the oldest checkpoint it has not cosigned was signed (0 when it has the latest),
+   * as this process saw it: a checkpoint signed before the process started counts from its start.
+   */
+  readonly lag_seconds: number;
   readonly last_error?: string;
 }
 
@@ -65,11 +91,14 @@ export interface LogStatus {
   readonly vkey: string;
   readonly size: number;
   readonly checkpoint_size: number;
+  /** statements whose append failed and that are tried again (also at the next start: see Warden's log catch-up) */
+  readonly unlogged: number;
   readonly witnesses: readonly WitnessStatus[];
 }
 
 interface Pending {
   readonly statement: Statement;
+  readonly at: number | undefined;
   resolve(index: number): void;
   reject(error: unknown): void;
 }
@@ -88,6 +117,19 @@ export class TransparencyLog {
   #checkpointing: Promise<StoredCheckpoint> = Promise.resolve({ size: -1, note: "" });
   #witnessing: Promise<void> = Promise.resolve();
   readonly #witnessErrors = new Map<string, string>();
+  readonly #margin: number;
+  readonly #retryMs: number;
+  readonly #faults: LogFaults | undefined;
+  /** statements whose append failed, by key, tried again with backoff; they hold the watermark back */
+  readonly #unlogged = new Map<string, { readonly statement: Statement; readonly at: number | undefined }>();
+  #appendRetry: { timer: NodeJS.Timeout | undefined; wait: number };
+  #witnessRetry: { timer: NodeJS.Timeout | undefined; wait: number };
+  /** checkpoint size → when this process signed (or, for the latest at open, first saw) it */
+  readonly #signedAt = new Map<number, number>();
+  /** what this process knows without a store read, for metrics scraped synchronously */
+  #known = { size: 0, checkpointSize: 0, witnessed: new Map<string, number>() as ReadonlyMap<string, number> };
+  /** the watermark this process last stored (the store keeps the larger of it and any other) */
+  #storedMark = -Infinity;
   #closed = false;
 
   constructor(options: TransparencyLogOptions) {
@@ -97,6 +139,11 @@ export class TransparencyLog {
     this.#interval = options.checkpointIntervalMs ?? DEFAULT_CHECKPOINT_INTERVAL_MS;
     this.#witnesses = options.witnesses ?? [];
     this.#onWitnessError = options.onWitnessError ?? (() => undefined);
+    this.#margin = options.watermarkMarginMs ?? DEFAULT_WATERMARK_MARGIN_MS;
+    this.#retryMs = options.retryMs ?? DEFAULT_RETRY_MS;
+    this.#faults = options.faults;
+    this.#appendRetry = { timer: undefined, wait: this.#retryMs };
+    this.#witnessRetry = { timer: undefined, wait: this.#retryMs };
   }
 
   /**
@@ -105,17 +152,24 @@ export class TransparencyLog {
    */
   async open(): Promise<void> {
     const latest = await this.checkpoint();
+    if (this.#witnesses.length > 0 && !this.#signedAt.has(latest.size)) this.#signedAt.set(latest.size, Date.now());
+    this.#known = { size: await this.#store.size(), checkpointSize: latest.size, witnessed: await this.#store.witnessed() };
     // Witnesses behind the latest checkpoint (down at our last run, or new) get it now, in the background.
     if (this.#witnesses.length > 0) this.#witnessing = this.#witnessing.then(() => this.#witness(latest));
   }
 
-  /** Appends `statement` (once per key) and resolves with its leaf index once it is durable. */
-  append(statement: Statement): Promise<number> {
+  /**
+   * Appends `statement` (once per key) and resolves with its leaf index once it is durable. `at`
+   * (ms) is when the fact it states became durable where it is kept: until the statement is
+   * stored, the catch-up watermark stays below it. A statement whose append fails is tried again
+   * (with backoff) while the process lives; the promise rejects all the same.
+   */
+  append(statement: Statement, at?: number): Promise<number> {
     if (this.#closed) return Promise.reject(new ValidationError("log-closed", "the transparency log is closed", { status: 503 }));
     const body = leafOf(statement).body;
     if (body.byteLength > MAX_ENTRY_BYTES) return Promise.reject(new ValidationError("log-entry-too-large", `a log entry has at most ${MAX_ENTRY_BYTES} bytes`));
     return new Promise<number>((resolve, reject) => {
-      this.#queue.push({ statement, resolve, reject });
+      this.#queue.push({ statement, at, resolve, reject });
       this.#flushing ??= this.#flush();
     });
   }
@@ -127,14 +181,71 @@ export class TransparencyLog {
       const batch = this.#queue;
       this.#queue = [];
       try {
-        const indexes = await this.#store.append(batch.map((p) => leafOf(p.statement)));
+        this.#faults?.beforeAppend?.(batch.map((p) => p.statement));
+        const mark = this.#watermarkFor(batch);
+        const indexes = await this.#store.append(
+          batch.map((p) => leafOf(p.statement)),
+          mark,
+        );
+        if (mark !== undefined) this.#storedMark = mark;
+        if (this.#unlogged.size > 0) for (const p of batch) this.#unlogged.delete(statementKey(p.statement));
+        let size = this.#known.size;
+        for (const i of indexes) if (i >= size) size = i + 1;
+        this.#known = { ...this.#known, size };
         batch.forEach((p, i) => p.resolve(indexes[i]!));
+        this.#appendRetry.wait = this.#retryMs;
         this.#scheduleCheckpoint();
       } catch (error) {
-        for (const p of batch) p.reject(error);
+        for (const p of batch) {
+          this.#unlogged.set(statementKey(p.statement), { statement: p.statement, at: p.at });
+          p.reject(error);
+        }
+        this.#scheduleAppendRetry();
       }
     }
     this.#flushing = undefined;
+  }
+
+  /**
+   * The watermark stored with a batch: below every fact of the batch, and of any statement still
+   * unlogged, by the margin (a fact whose record raced a later one may still be on its way).
+   * Undefined (the stored one stays) when none of them carries a time.
+   */
+  #watermarkFor(batch: readonly Pending[]): number | undefined {
+    let lowest = Infinity;
+    for (const p of batch) if (p.at !== undefined && p.at < lowest) lowest = p.at;
+    for (const u of this.#unlogged.values()) if (u.at !== undefined && u.at < lowest) lowest = u.at;
+    const mark = lowest - this.#margin;
+    return lowest === Infinity || mark < this.#storedMark + WATERMARK_STEP_MS ? undefined : mark;
+  }
+
+  #scheduleAppendRetry(): void {
+    if (this.#appendRetry.timer !== undefined || this.#closed || this.#unlogged.size === 0) return;
+    const wait = this.#appendRetry.wait;
+    this.#appendRetry.wait = Math.min(wait * 2, MAX_RETRY_MS);
+    this.#appendRetry.timer = setTimeout(() => {
+      this.#appendRetry.timer = undefined;
+      // Each failure re-queues itself (and re-arms this timer) inside append; nothing to catch here.
+      for (const { statement, at } of [...this.#unlogged.values()]) this.append(statement, at).catch(() => undefined);
+    }, wait);
+    this.#appendRetry.timer.unref();
+  }
+
+  /**
+   * The catch-up watermark (ms): every fact whose statement was attested with a time before it is
+   * in the log; undefined for a log that never had one.
+   */
+  watermark(): Promise<number | undefined> {
+    return this.#store.watermark();
+  }
+
+  /**
+   * Raises the watermark to `at` minus the margin, after a caller checked that every fact before
+   * `at` is logged (Warden's catch-up at start).
+   */
+  async advanceWatermark(at: number): Promise<void> {
+    await this.#store.append([], at - this.#margin);
+    this.#storedMark = Math.max(this.#storedMark, at - this.#margin);
   }
 
   #scheduleCheckpoint(): void {
@@ -163,6 +274,8 @@ export class TransparencyLog {
     await this.#store.saveCheckpoint({ size, note });
     // On a shared store another node may have signed this size first: serve the stored one.
     const stored = (await this.#store.checkpoint(size)) ?? { size, note };
+    if (this.#witnesses.length > 0 && !this.#signedAt.has(size)) this.#signedAt.set(size, Date.now());
+    this.#known = { ...this.#known, size: Math.max(this.#known.size, size), checkpointSize: Math.max(this.#known.checkpointSize, size) };
     if (this.#witnesses.length > 0) this.#witnessing = this.#witnessing.then(() => this.#witness(stored));
     return stored;
   }
@@ -170,6 +283,7 @@ export class TransparencyLog {
   /** Submits `checkpoint` to each witness that has not cosigned it; a failure is reported, never thrown. */
   async #witness(checkpoint: StoredCheckpoint): Promise<void> {
     const witnessed = await this.#store.witnessed();
+    let failed = false;
     await Promise.all(
       this.#witnesses.map(async (witness) => {
         try {
@@ -196,12 +310,38 @@ export class TransparencyLog {
           }
           throw new Error("the witness kept changing its size");
         } catch (error) {
+          failed = true;
           const message = error instanceof Error ? error.message : String(error);
           this.#witnessErrors.set(witness.name, message);
           this.#onWitnessError(witness.name, error);
         }
       }),
     );
+    this.#known = { ...this.#known, witnessed: await this.#store.witnessed() };
+    this.#forgetCosigned();
+    if (failed) this.#scheduleWitnessRetry();
+    else this.#witnessRetry.wait = this.#retryMs;
+  }
+
+  /** Signing times of checkpoints every witness has cosigned are not needed for the lag any more. */
+  #forgetCosigned(): void {
+    const lowest = Math.min(...this.#witnesses.map((w) => this.#known.witnessed.get(w.name) ?? 0));
+    for (const size of this.#signedAt.keys()) if (size < lowest) this.#signedAt.delete(size);
+  }
+
+  /**
+   * A witness that failed gets the latest checkpoint again after a wait that doubles (up to a
+   * minute) while it keeps failing, so it catches up when it is back even if no new leaf arrives.
+   */
+  #scheduleWitnessRetry(): void {
+    if (this.#witnessRetry.timer !== undefined || this.#closed) return;
+    const wait = this.#witnessRetry.wait;
+    this.#witnessRetry.wait = Math.min(wait * 2, MAX_RETRY_MS);
+    this.#witnessRetry.timer = setTimeout(() => {
+      this.#witnessRetry.timer = undefined;
+      this.catchUpWitnesses().catch((error: unknown) => this.#onWitnessError("(catch-up)", error));
+    }, wait);
+    this.#witnessRetry.timer.unref();
   }
 
   /** Resubmits the latest checkpoint to witnesses that are behind (a witness that was down catches up). */
@@ -223,6 +363,8 @@ export class TransparencyLog {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearTimeout(this.#appendRetry.timer);
+    clearTimeout(this.#witnessRetry.timer);
     try {
       await this.checkpoint();
       await this.#witnessing;
@@ -337,17 +479,39 @@ export class TransparencyLog {
     const key = await this.#key();
     const checkpointSize = await this.#checkpointSize();
     const witnessed = await this.#store.witnessed();
+    const size = await this.#store.size();
+    this.#known = { size, checkpointSize, witnessed };
+    return { origin: this.origin, vkey: formatVkey(this.origin, SIG_ED25519, key.public_key), ...this.snapshot() };
+  }
+
+  /**
+   * The log's state as this process last saw it, without a store read (for metrics, which are
+   * read synchronously): sizes, and per witness what it cosigned, how far behind it is, since when.
+   */
+  snapshot(now = Date.now()): Omit<LogStatus, "origin" | "vkey"> {
+    const { size, checkpointSize, witnessed } = this.#known;
     return {
-      origin: this.origin,
-      vkey: formatVkey(this.origin, SIG_ED25519, key.public_key),
-      size: await this.#store.size(),
+      size,
       checkpoint_size: checkpointSize,
+      unlogged: this.#unlogged.size,
       witnesses: this.#witnesses.map((w) => {
-        const size = witnessed.get(w.name) ?? 0;
+        const cosigned = witnessed.get(w.name) ?? 0;
         const error = this.#witnessErrors.get(w.name);
-        return { name: w.name, size, behind: Math.max(0, checkpointSize - size), ...(error === undefined ? {} : { last_error: error }) };
+        return {
+          name: w.name,
+          size: cosigned,
+          behind: Math.max(0, checkpointSize - cosigned),
+          lag_seconds: cosigned >= checkpointSize ? 0 : this.#lagSeconds(cosigned, now),
+          ...(error === undefined ? {} : { last_error: error }),
+        };
       }),
     };
+  }
+
+  #lagSeconds(cosigned: number, now: number): number {
+    let oldest = now;
+    for (const [size, at] of this.#signedAt) if (size > cosigned && at < oldest) oldest = at;
+    return Math.max(0, (now - oldest) / 1000);
   }
 }
 

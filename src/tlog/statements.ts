@@ -49,6 +49,27 @@ export interface BundleCommitStatement {
   readonly signers?: readonly { readonly principals: readonly string[]; readonly fingerprint: string; readonly key_type: string; readonly signed_at: string }[];
 }
 
+/**
+ * A signature added to a committed revision after its commit (`POST …/signatures`, `warden
+ * bundles sign`): the commit's leaf, logged once, cannot carry it.
+ */
+export interface BundleSignedStatement {
+  readonly v: 1;
+  readonly type: "bundle.signed";
+  readonly bundle_id: string;
+  readonly revision: string;
+  readonly manifest_digest: Digest;
+  /** `SHA256:…` of the signing key, as the catalog stores it */
+  readonly fingerprint: string;
+  readonly key_type: string;
+  /** the principals the trust policy vouched for when the node accepted it (empty under no rule) */
+  readonly principals: readonly string[];
+  /** when the node accepted it (RFC 3339, ms, UTC) */
+  readonly signed_at: string;
+  /** `sha256:` of the armored signature's UTF-8 bytes, as stored */
+  readonly signature_sha256: Digest;
+}
+
 /** A node key published (the first one at the node's first start, then each rotation). */
 export interface KeyStatement {
   readonly v: 1;
@@ -57,10 +78,15 @@ export interface KeyStatement {
   readonly public_key: string;
 }
 
-export type Statement = RunSealStatement | ReconciliationStatement | BundleCommitStatement | KeyStatement;
+export type Statement = RunSealStatement | ReconciliationStatement | BundleCommitStatement | BundleSignedStatement | KeyStatement;
 
-/** Logs a statement; resolves once it is durable in the log. */
-export type Attest = (statement: Statement) => Promise<unknown>;
+/**
+ * Logs a statement; resolves once it is durable in the log. `at` is when the fact it states
+ * became durable where it is kept (a result's recorded_at, a commit's committed_at, a
+ * signature's signed_at, ms): the log's catch-up watermark never passes a statement it could
+ * not store (log.ts).
+ */
+export type Attest = (statement: Statement, at?: number) => Promise<unknown>;
 
 export function statementKey(statement: Statement): string {
   switch (statement.type) {
@@ -70,6 +96,8 @@ export function statementKey(statement: Statement): string {
       return `reconciled:${statement.run_id}`;
     case "bundle.committed":
       return `bundle:${statement.bundle_id}@${statement.revision}`;
+    case "bundle.signed":
+      return `signed:${statement.bundle_id}@${statement.revision}/${statement.fingerprint}`;
     case "key.published":
       return `key:${statement.key_id}`;
   }

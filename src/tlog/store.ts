@@ -22,9 +22,15 @@ export interface LogStore {
   /**
    * Appends the leaves whose key is not logged yet, with the Merkle nodes they complete, in one
    * durable transaction that is serialized with every other appender of the log. Resolves with
-   * each leaf's index (the existing one for a key already logged).
+   * each leaf's index (the existing one for a key already logged). With `watermark`, the store
+   * keeps the larger of it and the stored one in that same transaction (also for no new leaf).
    */
-  append(leaves: readonly LeafInput[]): Promise<number[]>;
+  append(leaves: readonly LeafInput[], watermark?: number): Promise<number[]>;
+  /**
+   * The catch-up watermark (ms): every durable fact the node attests that became durable before it
+   * is in the log (log.ts); undefined for a log that never had one.
+   */
+  watermark(): Promise<number | undefined>;
   /** leaves in the log now */
   size(): Promise<number>;
   /** stored node hashes by nodeKey; a node that is not stored is missing from the map */

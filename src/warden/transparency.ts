@@ -8,12 +8,17 @@ import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log-store.j
 import { ConflictError } from "../core/errors.js";
 import type { KeyStore } from "../journal/types.js";
 import { parseCheckpointText } from "../tlog/checkpoint.js";
-import { TransparencyLog } from "../tlog/log.js";
+import { TransparencyLog, type LogFaults } from "../tlog/log.js";
 import { parseNote } from "../tlog/note.js";
+import { sha256Digest } from "../core/digest.js";
 import type { Attest, Statement } from "../tlog/statements.js";
 import type { LogStore } from "../tlog/store.js";
 import type { WitnessConfig } from "../tlog/witness-client.js";
 import type { CommitReceipt } from "../delivery/manifest-types.js";
+import type { CatalogEntry } from "../delivery/catalog.js";
+import type { DeliveryAttest } from "../delivery/service.js";
+import type { StoredSignature } from "../delivery/signature-record.js";
+import { signerView } from "../signing/policy.js";
 
 export interface LogOptions {
   /** the checkpoint origin line and note key name (default `warden.local/<first key id>`) */
@@ -23,6 +28,12 @@ export interface LogOptions {
   readonly witnesses?: readonly WitnessConfig[];
   /** a witness that failed (down, refusing): the log goes on; this hears about it */
   readonly onWitnessError?: (witness: string, error: unknown) => void;
+  /** first wait before a failed append, or a witness that failed, is tried again (default 1000) */
+  readonly retryMs?: number;
+  /** test seam: fail or kill the process at a point of the log (see LogFaults) */
+  readonly faults?: LogFaults;
+  /** how far the catch-up watermark stays behind the facts it covers (default 60 s; tests shorten it) */
+  readonly watermarkMarginMs?: number;
 }
 
 export interface OpenedLog {
@@ -30,6 +41,8 @@ export interface OpenedLog {
   /** appends, counting instead of throwing: a log failure never fails a run or a commit */
   readonly attest: Attest;
   readonly failures: () => number;
+  /** counts a failure that happened elsewhere than in `attest` (the catch-up at start) */
+  readonly countFailure: () => void;
 }
 
 export async function openEmbeddedLog(home: string, keys: KeyStore, options: LogOptions): Promise<OpenedLog> {
@@ -49,15 +62,25 @@ export async function openLog(store: LogStore, keys: KeyStore, options: LogOptio
       ...(options.checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs: options.checkpointIntervalMs }),
       ...(options.witnesses === undefined ? {} : { witnesses: options.witnesses }),
       ...(options.onWitnessError === undefined ? {} : { onWitnessError: options.onWitnessError }),
+      ...(options.retryMs === undefined ? {} : { retryMs: options.retryMs }),
+      ...(options.faults === undefined ? {} : { faults: options.faults }),
+      ...(options.watermarkMarginMs === undefined ? {} : { watermarkMarginMs: options.watermarkMarginMs }),
     });
     await Promise.all(published.map((k) => log.append({ v: 1, type: "key.published", key_id: k.key_id, public_key: k.public_key })));
     await log.open();
     let failures = 0;
-    const attest: Attest = (statement: Statement) =>
-      log.append(statement).catch(() => {
+    const attest: Attest = (statement: Statement, at?: number) =>
+      log.append(statement, at).catch(() => {
         failures++;
       });
-    return { log, attest, failures: () => failures };
+    return {
+      log,
+      attest,
+      failures: () => failures,
+      countFailure: () => {
+        failures++;
+      },
+    };
   } catch (error) {
     await store.close();
     throw error;
@@ -93,5 +116,30 @@ export function bundleStatement(receipt: CommitReceipt): Statement {
     // Who vouched for the bundle is part of what the node attests: a signer list rewritten later
     // (with the node's key) then disagrees with the logged one.
     ...(receipt.signers === undefined || receipt.signers.length === 0 ? {} : { signers: receipt.signers }),
+  };
+}
+
+/** A signature added to a committed revision after its commit: its own leaf (the commit's is logged once). */
+export function signatureStatement(entry: CatalogEntry, signature: StoredSignature): Statement {
+  const { principals, fingerprint, key_type, signed_at } = signerView(signature);
+  return {
+    v: 1,
+    type: "bundle.signed",
+    bundle_id: entry.bundle_id,
+    revision: entry.revision,
+    manifest_digest: entry.manifest_digest,
+    fingerprint,
+    key_type,
+    principals,
+    signed_at,
+    signature_sha256: sha256Digest(signature.signature),
+  };
+}
+
+/** What delivery tells the log: each commit at its committed_at, each later signature at its signed_at. */
+export function deliveryAttest(attest: Attest): DeliveryAttest {
+  return {
+    commit: (entry) => attest(bundleStatement(entry.receipt), entry.committed_at),
+    signed: (entry, signature) => attest(signatureStatement(entry, signature), signature.signed_at),
   };
 }

@@ -22,6 +22,7 @@ import { OBSERVER, OPERATOR, compileTestBundle, json, openTestNode, pushThroughA
 import { ValidationError } from "../../src/core/errors.js";
 import { parseVkey } from "../../src/tlog/note.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
+import { entryLeaves } from "./entries.js";
 
 describe("transparency log on a node", () => {
   let root: string;
@@ -81,12 +82,7 @@ describe("transparency log on a node", () => {
       const width = Math.min(256, checkpoint.size - tile * 256);
       const res = await get(`/v1/log/tile/entries/${String(tile).padStart(3, "0")}${width === 256 ? "" : `.p/${width}`}`);
       assert.equal(res.statusCode, 200, res.payload);
-      const bundle = res.rawPayload;
-      for (let at = 0; at < bundle.byteLength; ) {
-        const n = bundle.readUInt16BE(at);
-        leaves.push(bundle.subarray(at + 2, at + 2 + n).toString("utf8"));
-        at += 2 + n;
-      }
+      leaves.push(...entryLeaves(res.rawPayload).map((leaf) => leaf.toString("utf8")));
     }
     assert.equal(leaves.length, checkpoint.size);
     const types = leaves.map((l) => JSON.parse(l) as { type: string; run_id?: string; bundle_id?: string });

@@ -126,6 +126,20 @@ for (const backend of [embedded, postgres]) {
       await assertLogOf(store, ["a", "b", "c", "d"].map((k) => leaf(k).body));
     });
 
+    it("the catch-up watermark: none at first, raised with a batch (also one with no new leaf), never lowered", async (t) => {
+      const { store } = await backend.open(t);
+      assert.equal(await store.watermark(), undefined);
+      await store.append([leaf("a")]);
+      assert.equal(await store.watermark(), undefined, "a batch without a watermark leaves it as it is");
+      await store.append([leaf("b")], 1_000);
+      assert.equal(await store.watermark(), 1_000);
+      await store.append([], 5_000);
+      assert.equal(await store.watermark(), 5_000, "raised by a batch with no leaf");
+      await store.append([leaf("c")], 2_000);
+      assert.equal(await store.watermark(), 5_000, "never lowered");
+      assert.equal(await store.size(), 3);
+    });
+
     it("a size is signed once, the latest checkpoint is the largest, and cosignatures are kept per (size, witness)", async (t) => {
       const { store } = await backend.open(t);
       assert.equal(await store.latestCheckpoint(), undefined);

@@ -7,9 +7,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
-import * as http from "node:http";
 import * as path from "node:path";
-import type { AddressInfo } from "node:net";
 import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint.js";
@@ -18,36 +16,9 @@ import { leafHash } from "../../src/tlog/merkle.js";
 import { ed25519NoteSigner, parseNote, parseVkey, signNote } from "../../src/tlog/note.js";
 import { parsePolicy, verifyCheckpoint } from "../../src/tlog/policy.js";
 import { addCheckpointBody } from "../../src/tlog/witness-client.js";
-import { witnessHandler } from "../../src/witness/server.js";
-import { SqliteWitnessStore } from "../../src/witness/store.js";
-import { Witness } from "../../src/witness/witness.js";
+import { startWitness, type RunningWitness } from "./witness-fixture.js";
 import { openWarden, type Warden } from "../../src/warden.js";
 import { tempRoot } from "../server/helpers.js";
-
-interface RunningWitness {
-  readonly url: string;
-  readonly vkey: string;
-  stop(): Promise<void>;
-}
-
-async function startWitness(dir: string, logVkey: string, port = 0): Promise<RunningWitness> {
-  ensurePrivateDirSync(dir, { create: true, recursive: true });
-  const key = await new EmbeddedKeyStore(path.join(dir, "keys")).active();
-  const store = new SqliteWitnessStore(dir);
-  const log = parseVkey(logVkey, verifierFor);
-  const witness = new Witness({ name: "witness.test/w1", key, logs: [log], store });
-  const server = http.createServer(witnessHandler(witness, [log.name]));
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    vkey: witness.vkey,
-    stop: async () => {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      store.close();
-    },
-  };
-}
 
 const post = async (url: string, body: string) => {
   const res = await fetch(`${url}/add-checkpoint`, { method: "POST", body });
@@ -77,6 +48,8 @@ describe("witnesses (C2SP tlog-witness)", () => {
       log: {
         origin: "warden.test/witnessed",
         checkpointIntervalMs: 3_600_000,
+        // No retry by itself here: the last test restarts the witness and asks it for its size first.
+        retryMs: 3_600_000,
         witnesses: [{ name: "witness.test/w1", url: witness.url, verifier: parseVkey(witness.vkey, verifierFor) }],
         onWitnessError: (name, error) => errors.push(`${name}: ${String(error)}`),
       },

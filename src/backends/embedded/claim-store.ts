@@ -21,6 +21,8 @@ import type {
   ClaimStore,
   ClaimTally,
   ListedClaim,
+  RecordedCursor,
+  RecordedPage,
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
@@ -108,6 +110,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #tally: SqliteStatement<[], { open: number; reconciled: number; recorded_problems: number; reconciled_problems: number }>;
   readonly #list: Readonly<Record<Exclude<ClaimListFilter, "queue">, SqliteStatement<[string, string, number], ClaimRow>>>;
   readonly #queue: SqliteStatement<[string, string, number, string, string, number, number], ClaimRow>;
+  readonly #recordedSince: SqliteStatement<[number, number, string, string, number], ClaimRow>;
   readonly #pruneCandidates: SqliteStatement<[number, number, string, string], { scope: string; id: string; recorded_at: number }>;
   readonly #dataVersion: SqliteStatement<[], number>;
   readonly #totalChanges: SqliteStatement<[], number>;
@@ -142,6 +145,10 @@ export class EmbeddedClaimStore implements ClaimStore {
     // Two index walks from the cursor, each stopped at `limit` keys, merged in key order: the
     // queue costs what its own rows cost however many recorded rows sit between them.
     this.#queue = db.prepare(QUEUE_PAGE);
+    this.#recordedSince = db.prepare(
+      `SELECT ${CLAIM_COLUMNS} FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at >= ? ` +
+        "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT ?",
+    );
     this.#pruneCandidates = db.prepare(
       "SELECT scope, id, recorded_at FROM claims INDEXED BY claims_prunable WHERE result IS NOT NULL AND recorded_at < ? " +
         "AND (recorded_at, scope, id) > (?, ?, ?) ORDER BY recorded_at, scope, id LIMIT " +
@@ -256,6 +263,16 @@ export class EmbeddedClaimStore implements ClaimStore {
   async noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void> {
     this.#assertOpen();
     await this.#writes.noteProblem(key, code, at);
+  }
+
+  async recordedSince(from: number, after: RecordedCursor | undefined, limit: number): Promise<RecordedPage> {
+    this.#assertOpen();
+    try {
+      const rows = this.#recordedSince.all(from, after?.recorded_at ?? -1, after?.scope ?? "", after?.id ?? "", limit);
+      return recordedPage(rows, limit, (row) => listedOf(row, (r) => this.#state(r)));
+    } catch (error) {
+      throw sqliteFailure(error, "list recently recorded claims");
+    }
   }
 
   async pruneResults(olderThan: number, now: number): Promise<number> {
@@ -445,6 +462,15 @@ function time(row: ClaimRow, column: keyof ClaimRow): number {
 
 function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
   return row[column] === null ? undefined : integer(row, column);
+}
+
+/** A `recordedSince` page of `rows` (as the index ordered them), its cursor from the last raw row. */
+export function recordedPage<R extends ClaimRow>(rows: readonly R[], limit: number, read: (row: R) => ListedClaim): RecordedPage {
+  const last = rows[rows.length - 1];
+  return {
+    claims: rows.map(read),
+    next: rows.length < limit || last === undefined ? undefined : { recorded_at: Number(last.recorded_at), scope: String(last.scope), id: String(last.id) },
+  };
 }
 
 /** `read(row)`, or for a malformed row its key and the error, for a listing to show (ListedClaim). */

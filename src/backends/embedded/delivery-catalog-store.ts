@@ -23,6 +23,7 @@ export class EmbeddedCatalogStore implements CatalogStore {
   readonly #byRevision;
   readonly #all;
   readonly #allOfBundle;
+  readonly #since;
   readonly #insert;
   readonly #insertBlob;
   readonly #closeStage;
@@ -43,6 +44,9 @@ export class EmbeddedCatalogStore implements CatalogStore {
     this.#byRevision = db.prepare<[string, string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE bundle_id = ? AND revision = ?`);
     this.#all = db.prepare<[], CommitRow>(`SELECT ${COLUMNS} FROM commits ORDER BY bundle_id, seq`);
     this.#allOfBundle = db.prepare<[string], CommitRow>(`SELECT ${COLUMNS} FROM commits WHERE bundle_id = ? ORDER BY seq`);
+    this.#since = db.prepare<[number, number], CommitRow>(
+      `SELECT ${COLUMNS} FROM commits WHERE committed_at >= ? OR manifest_digest IN (SELECT manifest_digest FROM commit_signatures WHERE signed_at >= ?) ORDER BY seq`,
+    );
     this.#insert = db.prepare<[string, string, string, string, string, number]>(
       "INSERT INTO commits (manifest_digest, stage_id, bundle_id, revision, manifest, committed_at) VALUES (?, ?, ?, ?, ?, ?)",
     );
@@ -84,6 +88,10 @@ export class EmbeddedCatalogStore implements CatalogStore {
   async list(bundleId?: string): Promise<readonly CatalogEntry[]> {
     const rows = bundleId === undefined ? this.#all.all() : this.#allOfBundle.all(bundleId);
     return rows.map((row) => this.#entry(row)!);
+  }
+
+  async changedSince(at: number): Promise<readonly CatalogEntry[]> {
+    return this.#since.all(at, at).map((row) => this.#entry(row)!);
   }
 
   async record(entry: CatalogEntry, manifest: Manifest): Promise<CatalogEntry> {

@@ -57,6 +57,11 @@ CREATE TABLE commit_signatures (
   PRIMARY KEY (manifest_digest, fingerprint)
 ) STRICT;
 `,
+  // 3: the transparency log's catch-up reads what was committed or signed since its watermark
+  `
+CREATE INDEX commits_by_time ON commits(committed_at);
+CREATE INDEX commit_signatures_by_time ON commit_signatures(signed_at);
+`,
 ];
 
 /** Opens (creating it private when missing) and migrates the delivery database. */

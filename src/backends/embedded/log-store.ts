@@ -14,11 +14,14 @@ const MIGRATIONS = [
    CREATE TABLE tlog_nodes (level INTEGER NOT NULL, idx INTEGER NOT NULL, hash BLOB NOT NULL, PRIMARY KEY (level, idx)) WITHOUT ROWID;
    CREATE TABLE tlog_checkpoints (size INTEGER PRIMARY KEY, note TEXT NOT NULL);
    CREATE TABLE tlog_cosignatures (size INTEGER NOT NULL, witness TEXT NOT NULL, lines TEXT NOT NULL, PRIMARY KEY (size, witness)) WITHOUT ROWID;`,
+  // 2: the catch-up watermark (TransparencyLog), written in the transaction of the leaves it covers
+  `CREATE TABLE tlog_marks (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;`,
 ];
 
 export class EmbeddedLogStore implements LogStore {
   readonly #db: SqliteDatabase;
-  readonly #append: { immediate(leaves: readonly LeafInput[]): number[] };
+  readonly #append: { immediate(leaves: readonly LeafInput[], watermark: number | undefined): number[] };
+  readonly #watermark: SqliteStatement<[], { value: number }>;
   // Prepared once: a proof's read is a handful of point lookups, and compiling SQL would cost more.
   readonly #size: SqliteStatement<[], { n: number }>;
   readonly #node: SqliteStatement<[number, number], { hash: Buffer }>;
@@ -35,7 +38,12 @@ export class EmbeddedLogStore implements LogStore {
     this.#latest = db.prepare<[], StoredCheckpoint>("SELECT size, note FROM tlog_checkpoints ORDER BY size DESC LIMIT 1");
     const insertLeaf = db.prepare("INSERT INTO tlog_leaves (idx, key, body) VALUES (?, ?, ?)");
     const insertNode = db.prepare("INSERT INTO tlog_nodes (level, idx, hash) VALUES (?, ?, ?)");
-    this.#append = db.transaction((leaves: readonly LeafInput[]): number[] => {
+    const mark = db.prepare<[number]>(
+      "INSERT INTO tlog_marks (name, value) VALUES ('watermark', ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)",
+    );
+    this.#watermark = db.prepare<[], { value: number }>("SELECT value FROM tlog_marks WHERE name = 'watermark'");
+    this.#append = db.transaction((leaves: readonly LeafInput[], watermark: number | undefined): number[] => {
+      if (watermark !== undefined) mark.run(watermark);
       const size = sizeOf.get()!.n;
       const { indexes, added } = planAppend(size, leaves, (key) => byKey.get(key)?.idx);
       if (added.length === 0) return indexes;
@@ -51,12 +59,16 @@ export class EmbeddedLogStore implements LogStore {
     });
   }
 
-  async append(leaves: readonly LeafInput[]): Promise<number[]> {
+  async append(leaves: readonly LeafInput[], watermark?: number): Promise<number[]> {
     try {
-      return this.#append.immediate(leaves);
+      return this.#append.immediate(leaves, watermark);
     } catch (error) {
       throw sqliteFailure(error, "append to the transparency log", this.#db.name);
     }
+  }
+
+  async watermark(): Promise<number | undefined> {
+    return this.#watermark.get()?.value;
   }
 
   async size(): Promise<number> {

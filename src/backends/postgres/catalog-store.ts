@@ -61,6 +61,17 @@ export class PostgresCatalogStore implements CatalogStore {
     return result.rows.map((row) => this.#entry(row, signatures.get(row.manifest_digest) ?? []));
   }
 
+  async changedSince(at: number): Promise<readonly CatalogEntry[]> {
+    const result = await query<CommitRow>(this.#pool, "list recent commits", {
+      name: "warden-commit-since",
+      text: `${SELECT_COMMIT} WHERE committed_at >= $1 OR manifest_digest IN (SELECT manifest_digest FROM warden_commit_signatures WHERE signed_at >= $1) ORDER BY seq`,
+      values: [at],
+      types: ROW_CHECKED_TYPES,
+    });
+    const signatures = await this.#signaturesOf(this.#pool, result.rows.map((r) => r.manifest_digest));
+    return result.rows.map((row) => this.#entry(row, signatures.get(row.manifest_digest) ?? []));
+  }
+
   /** The stored signatures of these revisions, by manifest digest, each list in acceptance order. */
   async #signaturesOf(db: PgQueryable, digests: readonly string[]): Promise<Map<string, StoredSignature[]>> {
     const out = new Map<string, StoredSignature[]>();

@@ -19,11 +19,13 @@ import type {
   ClaimStore,
   ClaimTally,
   ListedClaim,
+  RecordedCursor,
+  RecordedPage,
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
-import { listedOf, rowToRecord } from "../embedded/claim-store.js";
+import { listedOf, recordedPage, rowToRecord } from "../embedded/claim-store.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, type PgPool } from "./connection.js";
 import type { JournalPrefetch } from "./journal-store.js";
@@ -284,6 +286,18 @@ export class PostgresClaimStore implements ClaimStore {
       types: ROW_CHECKED_TYPES,
     });
     return result.rows.map((row) => listedOf(row, stateOf));
+  }
+
+  async recordedSince(from: number, after: RecordedCursor | undefined, limit: number): Promise<RecordedPage> {
+    this.#assertOpen();
+    // warden_claims_prunable (recorded_at) WHERE result IS NOT NULL finds them.
+    const result = await query<StateRow>(this.#pool, "list recently recorded claims", {
+      name: "warden-claim-recorded-since",
+      text: `${SELECT_STATE} WHERE result IS NOT NULL AND recorded_at >= $1 AND (recorded_at, scope, id) > ($2, $3, $4) ORDER BY recorded_at, scope, id LIMIT $5`,
+      values: [from, after?.recorded_at ?? -1, after?.scope ?? "", after?.id ?? "", limit],
+      types: ROW_CHECKED_TYPES,
+    });
+    return recordedPage(result.rows, limit, (row) => listedOf(row, stateOf));
   }
 
   async pruneResults(olderThan: number, now: number): Promise<number> {

@@ -43,6 +43,8 @@ export interface PostgresBackendOptions {
   readonly statementTimeoutMs?: number;
   /** owner-lock heartbeat and reconnect tuning (tests shorten them) */
   readonly owner?: Omit<OwnerSessionOptions, "settings">;
+  /** the name this node's catch-up watermark is kept under in the fleet's log (a node: its home's node id) */
+  readonly logNode?: string;
 }
 
 export interface PostgresBackend {
@@ -98,7 +100,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     claims,
     journals,
     keys,
-    log: new PostgresLogStore(pool),
+    log: new PostgresLogStore(pool, options.logNode),
     delivery,
     owner: session,
     nodes,

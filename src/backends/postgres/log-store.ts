@@ -10,6 +10,11 @@
  * frontier, and a batch commits with its nodes and the new size, or not at all. The unique key of a leaf is the second line of defence: a key logged twice fails
  * the batch rather than take two indexes.
  *
+ * The catch-up watermark (log-catchup.ts) is kept per node, by the node id of its home: a fact a
+ * node recorded and did not log before it died is found by that node's next start, whatever the
+ * other nodes appended meanwhile (a fleet-wide mark would have moved past it). It is raised in the
+ * transaction of the batch it covers, under the same lock.
+ *
  * Reads take no lock: the head row, leaves and nodes of a batch become visible together at its
  * commit, so a size read is always backed by its nodes. Each read is one statement, whatever the
  * number of nodes a proof needs.
@@ -43,6 +48,12 @@ const WRITE_BATCH = {
   )
   UPDATE warden_tlog_head SET size = $7`,
 };
+const RAISE_WATERMARK = {
+  name: "warden-tlog-raise-watermark",
+  text: `INSERT INTO warden_tlog_watermarks (node, value) VALUES ($1, $2)
+  ON CONFLICT (node) DO UPDATE SET value = GREATEST(warden_tlog_watermarks.value, EXCLUDED.value)`,
+};
+const WATERMARK = { name: "warden-tlog-watermark", text: "SELECT value FROM warden_tlog_watermarks WHERE node = $1" };
 const LEAVES = { name: "warden-tlog-leaves", text: "SELECT body FROM warden_tlog_leaves WHERE idx >= $1 AND idx < $2 ORDER BY idx" };
 const INDEX_OF = { name: "warden-tlog-index-of", text: "SELECT idx FROM warden_tlog_leaves WHERE key = $1" };
 const LATEST = { name: "warden-tlog-latest", text: "SELECT size, note FROM warden_tlog_checkpoints ORDER BY size DESC LIMIT 1" };
@@ -64,17 +75,28 @@ const SAVE_COSIGNATURE = {
 const COSIGNATURES = { name: "warden-tlog-cosignatures", text: "SELECT witness, lines FROM warden_tlog_cosignatures WHERE size = $1" };
 const WITNESSED = { name: "warden-tlog-witnessed", text: "SELECT witness, size FROM warden_tlog_witnessed" };
 
+/** The watermark's name when none is given: one process on the database, as a library user runs it. */
+export const DEFAULT_LOG_NODE = "default";
+
 export class PostgresLogStore implements LogStore {
   readonly #pool: PgPool;
+  readonly #node: string;
 
-  /** On the backend's pool, which stays the backend's to close. */
-  constructor(pool: PgPool) {
+  /**
+   * On the backend's pool, which stays the backend's to close. `node` names this node's catch-up
+   * watermark (its home's node id; DEFAULT_LOG_NODE for a library user with one process).
+   */
+  constructor(pool: PgPool, node: string = DEFAULT_LOG_NODE) {
     this.#pool = pool;
+    this.#node = node;
   }
 
-  append(leaves: readonly LeafInput[]): Promise<number[]> {
+  append(leaves: readonly LeafInput[], watermark?: number): Promise<number[]> {
     return transaction(this.#pool, "append to the transparency log", async (client) => {
       const size = (await query<{ size: number }>(client, "lock the transparency log", LOCK_HEAD)).rows[0]!.size;
+      if (watermark !== undefined) {
+        await query(client, "raise the log's catch-up watermark", { ...RAISE_WATERMARK, values: [this.#node, watermark] });
+      }
       const edgeIds = frontier(size);
       const base = await query<{ key: string | null; idx: number; level: number | null; hash: Buffer | null }>(client, "read what the batch builds on", {
         ...BATCH_BASE,
@@ -106,6 +128,11 @@ export class PostgresLogStore implements LogStore {
       });
       return indexes;
     });
+  }
+
+  async watermark(): Promise<number | undefined> {
+    const row = (await query<{ value: string | number }>(this.#pool, "read the log's catch-up watermark", { ...WATERMARK, values: [this.#node] })).rows[0];
+    return row === undefined ? undefined : Number(row.value);
   }
 
   async size(): Promise<number> {

@@ -7,7 +7,11 @@
 import type { TrustPolicy } from "../../signing/policy.js";
 import type { Limits } from "../../core/limits.js";
 import { Delivery } from "../../delivery/service.js";
-import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { ensurePrivateDirSync, publishNewFileSync, readPrivateFileSync } from "../../storage/secure-fs.js";
+import { ValidationError } from "../../core/errors.js";
 import { openPostgresBackend, type PostgresBackend } from "./index.js";
 
 export interface PostgresNodeOptions {
@@ -30,7 +34,7 @@ export async function openPostgresNodeBackend(
   options: PostgresNodeOptions & { readonly limits?: Partial<Limits> },
 ): Promise<PostgresNodeBackend> {
   ensurePrivateDirSync(home, { create: true, recursive: true });
-  const backend = await openPostgresBackend(options);
+  const backend = await openPostgresBackend({ ...options, logNode: nodeIdOf(home) });
   return {
     ...backend,
     home,
@@ -42,4 +46,18 @@ export async function openPostgresNodeBackend(
         ...(delivery.trust === undefined ? {} : { trust: delivery.trust }),
       }),
   };
+}
+
+/** `<home>/node-id`: who this node is across its restarts (an owner id names one incarnation only). */
+export const NODE_ID_FILE = "node-id";
+const NODE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The home's node id, made at its first start on the postgres backend. */
+export function nodeIdOf(home: string): string {
+  const path = join(home, NODE_ID_FILE);
+  // Published whole or not at all; a second process of the same home racing here reads the winner's.
+  if (!existsSync(path)) publishNewFileSync(path, `${randomUUID()}\n`);
+  const id = readPrivateFileSync(path, 64).toString("utf8").trim();
+  if (!NODE_ID.test(id)) throw new ValidationError("node-id-invalid", `${path} does not hold a node id (a UUID); restore it, or remove it to start as a new node`);
+  return id;
 }

@@ -286,6 +286,16 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (scope, id)
   );
   `,
+  // 7: the transparency log's catch-up reads what was committed or signed since its watermark
+  // (claims recorded since it are found by warden_claims_prunable, on recorded_at)
+  `
+  CREATE INDEX warden_commits_by_time ON warden_commits (committed_at);
+  CREATE INDEX warden_commit_signatures_by_time ON warden_commit_signatures (signed_at);
+  `,
+  // 8: the transparency log's catch-up watermark, one per node (log-store.ts)
+  `
+  CREATE TABLE warden_tlog_watermarks (node text COLLATE "C" PRIMARY KEY, value bigint NOT NULL);
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */

@@ -13,7 +13,9 @@ export function healthRoutes(ctx: RouteContext) {
       if (ctx.warden.closing) throw new WardenError("not-ready", "the node is shutting down", 503);
       // A load balancer asks here: a node whose database is unreachable can serve nothing but errors.
       if (!ctx.warden.storageReady) throw new StorageError("storage-unavailable", "the database is unreachable; the node reconnects by itself");
-      return { status: "ready" as const };
+      // The log's and witnesses' state is reported, never judged: a witness down must not take the node out of rotation.
+      const log = ctx.warden.log?.snapshot();
+      return { status: "ready" as const, ...(log === undefined ? {} : { log }) };
     });
 
     app.get("/metrics", { schema: { operationId: "getMetrics", summary: "Prometheus metrics (text exposition format 0.0.4)", produces: ["text/plain"], response: { 200: Type.String({ description: "Prometheus text" }), "4xx": ProblemResponse } } }, async (_request, reply) => {
