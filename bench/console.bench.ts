@@ -9,7 +9,10 @@
  *    found), and the page's own (navigation start to its rows-in-document mark);
  * 2. the page's JS heap (garbage collected before each reading) after paging forward 100 times,
  *    once warmed up by WARM_PAGES turns (the first turns grow the heap by compiled code and
- *    caches, a bounded cost), beside one page's worth of JSON; and the cold figure, from the first page.
+ *    caches, a bounded cost), beside one page's worth of JSON; and the cold figure, from the first page;
+ *    then the growth over the next 100 turns (a leak grows as much again, buffers that fill grow less)
+ *    and the document's DOM nodes and event listeners after each window (a leak in the console's
+ *    own code grows them).
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, rmSync } from "node:fs";
@@ -58,6 +61,12 @@ async function heapBytes(cdp: CDPSession): Promise<number> {
   await cdp.send("HeapProfiler.collectGarbage");
   await cdp.send("HeapProfiler.collectGarbage");
   return (await cdp.send("Runtime.getHeapUsage")).usedSize;
+}
+
+/** Documents, DOM nodes and JS event listeners alive in the page: what a leak in the console's own code would grow. */
+async function domCounters(cdp: CDPSession): Promise<string> {
+  const c = await cdp.send("Memory.getDOMCounters");
+  return `${c.nodes} nodes, ${c.jsEventListeners} listeners, ${c.documents} documents`;
 }
 
 export default async function consoleBench(): Promise<void> {
@@ -125,10 +134,16 @@ export default async function consoleBench(): Promise<void> {
     const cold = await heapBytes(cdp);
     for (let i = 0; i < WARM_PAGES; i++) await nextPage();
     const warm = await heapBytes(cdp);
+    const warmDom = await domCounters(cdp);
     const t0 = performance.now();
     for (let i = 0; i < PAGES; i++) await nextPage();
     const pagingMs = (performance.now() - t0) / PAGES;
     const last = await heapBytes(cdp);
+    const lastDom = await domCounters(cdp);
+    // A second window of as many turns: growth that is Chromium filling its own capped buffers
+    // (compiled code, timing entries) shrinks from one window to the next; a leak does not.
+    for (let i = 0; i < PAGES; i++) await nextPage();
+    const later = await heapBytes(cdp);
     const rows = await page.locator("table.invocations tbody tr").count();
     const growth = last - warm;
     console.log(
@@ -136,6 +151,8 @@ export default async function consoleBench(): Promise<void> {
         `growth ${fmt(growth / 1024, 1)} KiB = ${(growth / pageJson).toFixed(2)}× one page (${fmt(pageJson / 1024, 1)} KiB of JSON, ${rows} rows in the document; target ≤ 1×); ` +
         `cold, from the first page: ${fmt(cold / 1024)} → ${fmt(last / 1024)} KiB over ${WARM_PAGES + PAGES} turns; ${fmt(pagingMs, 1)} ms per page turn`,
     );
+    console.log(`the next ${PAGES} turns: growth ${fmt((later - last) / 1024, 1)} KiB = ${((later - last) / pageJson).toFixed(2)}× one page (the window before: ${(growth / pageJson).toFixed(2)}×)`);
+    console.log(`in the document after ${WARM_PAGES} turns: ${warmDom}; after ${WARM_PAGES + PAGES}: ${lastDom}`);
     client.close();
   } finally {
     await browser.close();
