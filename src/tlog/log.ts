@@ -52,9 +52,11 @@ export interface TransparencyLogOptions {
   readonly witnesses?: readonly WitnessConfig[];
   /** called with a witness failure (down, refusing): the log goes on */
   readonly onWitnessError?: (witness: string, error: unknown) => void;
+  /** how far the catch-up watermark stays behind the facts it covers (default DEFAULT_WATERMARK_MARGIN_MS; tests shorten it) */
   readonly watermarkMarginMs?: number;
   /** first wait before a failed append, or a witness behind, is tried again (default DEFAULT_RETRY_MS) */
   readonly retryMs?: number;
+  /** test seam: fail or kill the process at a point of the log; production passes nothing */
   readonly faults?: LogFaults;
 }
 

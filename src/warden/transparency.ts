@@ -8,33 +8,23 @@ import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log-store.j
 import { ConflictError } from "../core/errors.js";
 import type { KeyStore } from "../journal/types.js";
 import { parseCheckpointText } from "../tlog/checkpoint.js";
-import { TransparencyLog, type LogFaults } from "../tlog/log.js";
+import { TransparencyLog, type TransparencyLogOptions } from "../tlog/log.js";
 import { parseNote } from "../tlog/note.js";
 import { sha256Digest } from "../core/digest.js";
 import type { Attest, Statement } from "../tlog/statements.js";
 import type { LogStore } from "../tlog/store.js";
-import type { WitnessConfig } from "../tlog/witness-client.js";
 import type { CommitReceipt } from "../delivery/manifest-types.js";
 import type { CatalogEntry } from "../delivery/catalog.js";
 import type { DeliveryAttest } from "../delivery/service.js";
 import type { StoredSignature } from "../delivery/signature-record.js";
 import { signerView } from "../signing/policy.js";
 
-export interface LogOptions {
-  /** the checkpoint origin line and note key name (default `warden.local/<first key id>`) */
-  readonly origin?: string;
-  /** at most one checkpoint per this many ms while leaves arrive (default 1000) */
-  readonly checkpointIntervalMs?: number;
-  readonly witnesses?: readonly WitnessConfig[];
-  /** a witness that failed (down, refusing): the log goes on; this hears about it */
-  readonly onWitnessError?: (witness: string, error: unknown) => void;
-  /** first wait before a failed append, or a witness that failed, is tried again (default 1000) */
-  readonly retryMs?: number;
-  /** test seam: fail or kill the process at a point of the log (see LogFaults) */
-  readonly faults?: LogFaults;
-  /** how far the catch-up watermark stays behind the facts it covers (default 60 s; tests shorten it) */
-  readonly watermarkMarginMs?: number;
-}
+/**
+ * The log's options as the facade takes them: TransparencyLog's own (its interval, witnesses,
+ * retry, margin, test faults), with the origin optional (default `warden.local/<first key id>`)
+ * and the store and key the facade's.
+ */
+export type LogOptions = Omit<TransparencyLogOptions, "store" | "origin" | "key"> & { readonly origin?: string };
 
 export interface OpenedLog {
   readonly log: TransparencyLog;
@@ -55,17 +45,8 @@ export async function openLog(store: LogStore, keys: KeyStore, options: LogOptio
     // The first key is the fleet's on PostgreSQL (one key table), so every node's default agrees.
     const origin = options.origin ?? `warden.local/${published[0]?.key_id ?? (await keys.active()).key_id}`;
     await checkOrigin(store, origin);
-    const log = new TransparencyLog({
-      store,
-      origin,
-      key: () => keys.active(),
-      ...(options.checkpointIntervalMs === undefined ? {} : { checkpointIntervalMs: options.checkpointIntervalMs }),
-      ...(options.witnesses === undefined ? {} : { witnesses: options.witnesses }),
-      ...(options.onWitnessError === undefined ? {} : { onWitnessError: options.onWitnessError }),
-      ...(options.retryMs === undefined ? {} : { retryMs: options.retryMs }),
-      ...(options.faults === undefined ? {} : { faults: options.faults }),
-      ...(options.watermarkMarginMs === undefined ? {} : { watermarkMarginMs: options.watermarkMarginMs }),
-    });
+    const { origin: _given, ...tuning } = options;
+    const log = new TransparencyLog({ ...tuning, store, origin, key: () => keys.active() });
     await Promise.all(published.map((k) => log.append({ v: 1, type: "key.published", key_id: k.key_id, public_key: k.public_key })));
     await log.open();
     let failures = 0;
