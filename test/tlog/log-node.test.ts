@@ -23,6 +23,7 @@ import { ValidationError } from "../../src/core/errors.js";
 import { parseVkey } from "../../src/tlog/note.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { entryLeaves } from "./entries.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 
 describe("transparency log on a node", () => {
   let root: string;
@@ -44,10 +45,18 @@ describe("transparency log on a node", () => {
     assert.equal(res.statusCode, 202, res.payload);
     for (let i = 0; i < 400; i++) {
       const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
-      if (view.status === want) return `${view.run_id as string}|${key}`;
+      if (view.status === want) {
+        // A lookup can read `recorded` a moment before the seal's leaf is appended (the run's
+        // owner appends it right after the record): wait for the leaf, which later steps count on.
+        if (want === "recorded") await sealLogged(view.run_id as string);
+        return `${view.run_id as string}|${key}`;
+      }
       await new Promise((r) => setTimeout(r, 25));
     }
     throw new Error(`invocation ${key} never became ${want}`);
+  }
+  async function sealLogged(runId: string): Promise<void> {
+    await waitFor(`the seal of run ${runId} in the log`, async () => ((await get(`/v1/log/runs/${runId}`)).statusCode === 200 ? true : undefined), READY_MS, 10);
   }
   async function checkpointCovering(size: number): Promise<string> {
     for (let i = 0; i < 400; i++) {
