@@ -243,6 +243,11 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<RunProofBody>({ method: "GET", path: `/v1/log/runs/${seg(runId)}` })).body;
   }
 
+  /** The `run.reconciled` leaf of the receipt that closed run `runId`, with its inclusion proof (same shape as `logRunProof`). */
+  async logReconciliationProof(runId: string): Promise<RunProofBody> {
+    return (await this.#http.json<RunProofBody>({ method: "GET", path: `/v1/log/reconciliations/${seg(runId)}` })).body;
+  }
+
   async logConsistency(oldSize: number, size: number): Promise<{ old: number; size: number; proof: string[] }> {
     return (await this.#http.json<{ old: number; size: number; proof: string[] }>({ method: "GET", path: `/v1/log/proof/consistency/${oldSize}/${size}` })).body;
   }
