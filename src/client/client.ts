@@ -25,6 +25,7 @@ import type {
   Manifest as ManifestView,
   MaterializationReply,
   NodeSummary,
+  ProviderPlans,
   OutputTail,
   RetirementReply,
   RevisionView,
@@ -142,6 +143,11 @@ export class WardenClient implements StageApi {
   /** The manifest a committed revision was delivered with (paths, kinds, digests, sizes). */
   async bundleManifest(bundleId: string, revision: string): Promise<ManifestView> {
     return (await this.#http.json<ManifestView>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}/${seg(revision)}/manifest` })).body;
+  }
+
+  /** What each provider would get from a committed revision, or the refusal it would answer (nothing is written). */
+  async revisionProviders(bundleId: string, revision: string): Promise<ProviderPlans> {
+    return (await this.#http.json<ProviderPlans>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}/${seg(revision)}/providers` })).body;
   }
 
   /** Materializes a committed revision for a provider on the node; answers where it lies and how to launch. */
