@@ -37,7 +37,7 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
     .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons, tail_hash, reconciliation?} as JSON")
-    .option("--policy <file>", "also check that the run's seal is in the node's transparency log: a C2SP tlog-policy file (the node's log key, the witnesses, the quorum)")
+    .option("--policy <file>", "also check that the run's seal is in the node's transparency log (a reconciled run: its receipt's leaf, and its seal where the node has one): a C2SP tlog-policy file (the node's log key, the witnesses, the quorum)")
     .option("--proof <file>", "with --policy: the run's log proof (the JSON of GET /v1/log/runs/{run_id}) instead of asking the node")
     .option("--checkpoint <file>", "with --policy: prove into this checkpoint (a signed note) instead of the proof's own")
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
