@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { JsonValue } from "./core/canonical.js";
-import { LimitError, NotFoundError, ValidationError, WardenError } from "./core/errors.js";
+import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "./core/errors.js";
 import type { Limits } from "./core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
@@ -22,10 +22,10 @@ import { isRunId } from "./journal/schema.js";
 import type { VerifyReport } from "./journal/verify.js";
 import type { RunCheck } from "./invocations/run-check.js";
 import { sharedRunChecker } from "./invocations/run-checker.js";
-import { Materializer } from "./providers/materializer.js";
+import { Materializer, type PlannedTreeFile } from "./providers/materializer.js";
 import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
-import type { Materialization, ProviderName } from "./providers/types.js";
+import { PROVIDER_NAMES, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
@@ -127,6 +127,11 @@ const DEFAULT_MAX_TIMEOUT_S = 24 * 3600;
 const DEFAULT_GRACE_MS = 10_000;
 /** after killing cut agents, how long their runs get to journal the end and release their claims */
 const SETTLE_AFTER_KILL_MS = 5_000;
+
+/** One provider's answer for a revision: the files it would get, or what it refuses. */
+export type MaterializationPlan =
+  | { readonly provider: ProviderName; readonly materializes: true; readonly files: readonly PlannedTreeFile[] }
+  | { readonly provider: ProviderName; readonly materializes: false; readonly code: string; readonly detail: string };
 
 export class Warden {
   readonly home: string;
@@ -282,6 +287,27 @@ export class Warden {
       this.#apiSessions.delete(session);
       throw error;
     }
+  }
+
+  /**
+   * What the materializer would do with a committed revision for each provider, from its own
+   * planning (nothing is written): the files each gets, or the refusal a run or materialization
+   * would answer. The revision not being there is the caller's error, not a provider's refusal.
+   */
+  async materializationPlans(bundleId: string, revision: string): Promise<MaterializationPlan[]> {
+    await this.delivery.manifest(bundleId, revision);
+    const bundle = { bundle_id: bundleId, revision };
+    return Promise.all(
+      PROVIDER_NAMES.map(async (provider): Promise<MaterializationPlan> => {
+        try {
+          return { provider, materializes: true, files: [...(await this.materializer.plan(provider, bundle))] };
+        } catch (error) {
+          // A refusal is the provider's answer; a damaged store or a bug is the request's failure.
+          if (!isWardenError(error) || error.status >= 500) throw error;
+          return { provider, materializes: false, code: error.code, detail: error.message };
+        }
+      }),
+    );
   }
 
   /** Removes a tree `materialize` made (a run's own tree is its runner's to remove). */

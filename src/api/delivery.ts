@@ -174,6 +174,26 @@ export const MaterializationReply = Type.Object({
 });
 export type MaterializationReply = Static<typeof MaterializationReply>;
 
+/** What the materializer would do with a revision for each provider (GET …/providers): the same planning a run does, nothing written. */
+export const ProviderPlans = Type.Object({
+  providers: List(
+    Type.Union([
+      Type.Object({
+        provider: ProviderName,
+        materializes: Type.Literal(true),
+        files: List(
+          Type.Union([
+            Type.Object({ target: Type.String({ description: "where the file lands, relative to the session directory" }), path: Type.String({ description: "the bundle path it is copied from" }) }),
+            Type.Object({ target: Type.String(), generated: Type.Literal(true, { description: "written by warden (codex config.toml)" }) }),
+          ]),
+        ),
+      }),
+      Type.Object({ provider: ProviderName, materializes: Type.Literal(false), code: Type.String({ description: "the refusal's stable code" }), detail: Type.String() }),
+    ]),
+  ),
+});
+export type ProviderPlans = Static<typeof ProviderPlans>;
+
 export const RetirementReply = Type.Object({
   bundle_id: Type.String(),
   revision: Type.String(),

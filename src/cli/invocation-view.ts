@@ -1,5 +1,6 @@
 /** How the CLI shows an invocation and which exit code its status means. */
 import type { InvocationView } from "../client/wire.js";
+import { explainUnresolved } from "../invocations/explain.js";
 import type { CliContext } from "./context.js";
 import { table } from "./format.js";
 import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
@@ -50,7 +51,7 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   const rows: [string, string][] = [];
   if (view.run_id !== undefined) rows.push(["run", view.run_id]);
   if (view.agent !== undefined) rows.push(["agent", view.agent]);
-  if (view.reasons !== undefined && view.reasons.length > 0) rows.push(["reasons", view.reasons.join(", ")]);
+  if (view.reasons !== undefined && view.reasons.length > 0) rows.push(["reasons", explainUnresolved(view.reasons)]);
   for (const f of view.findings ?? []) rows.push(["finding", f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")]);
   if (view.expired === true) rows.push(["result", "expired (pruned by retention; the outcome is kept)"]);
   if (view.result !== undefined) rows.push(...resultRows(view.result));

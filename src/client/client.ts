@@ -25,6 +25,7 @@ import type {
   Manifest as ManifestView,
   MaterializationReply,
   NodeSummary,
+  ProviderPlans,
   OutputTail,
   RetirementReply,
   RevisionView,
@@ -144,6 +145,11 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<ManifestView>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}/${seg(revision)}/manifest` })).body;
   }
 
+  /** What each provider would get from a committed revision, or the refusal it would answer (nothing is written). */
+  async revisionProviders(bundleId: string, revision: string): Promise<ProviderPlans> {
+    return (await this.#http.json<ProviderPlans>({ method: "GET", path: `/v1/bundles/${seg(bundleId)}/${seg(revision)}/providers` })).body;
+  }
+
   /** Materializes a committed revision for a provider on the node; answers where it lies and how to launch. */
   async materialize(bundleId: string, revision: string, provider: ProviderName): Promise<MaterializationReply> {
     const path = `/v1/bundles/${seg(bundleId)}/${seg(revision)}/materializations`;
@@ -241,6 +247,11 @@ export class WardenClient implements StageApi {
   /** A run's logged seal, its inclusion proof and the checkpoint it proves into (verify with tlog/verify.ts). */
   async logRunProof(runId: string): Promise<RunProofBody> {
     return (await this.#http.json<RunProofBody>({ method: "GET", path: `/v1/log/runs/${seg(runId)}` })).body;
+  }
+
+  /** The `run.reconciled` leaf of the receipt that closed run `runId`, with its inclusion proof (same shape as `logRunProof`). */
+  async logReconciliationProof(runId: string): Promise<RunProofBody> {
+    return (await this.#http.json<RunProofBody>({ method: "GET", path: `/v1/log/reconciliations/${seg(runId)}` })).body;
   }
 
   async logConsistency(oldSize: number, size: number): Promise<{ old: number; size: number; proof: string[] }> {

@@ -33,6 +33,7 @@ export type {
   RunFailure,
   SessionView,
   MaterializationReply,
+  ProviderPlans,
   RetirementReply,
   MissingBlob,
   ReconcileReply,

@@ -11,7 +11,9 @@
  *   `.claude-plugin/plugin.json`;
  * - codex: `skills/**` under `home/skills/`; `home/config.toml` is always generated (the node's
  *   model provider and settings) and carries `.mcp.json`'s servers; plugin manifests are Claude
- *   metadata Codex never reads and are left out;
+ *   metadata Codex never reads and are left out, and so are plain `file`s at the bundle's root
+ *   (README, LICENSE: documentation); a plain file anywhere else is refused, since Codex would
+ *   never see what the bundle may expect it to read;
  * - kimi: the whole bundle under `bundle/` (plain `file`s included), skills read through `--skills-dir`; Kimi's
  *   `--skills-dir` has no MCP contract, so `.mcp.json` is refused rather than staged inert.
  */
@@ -44,6 +46,14 @@ type Placement = (c: Component, index: number) => PlannedFile | undefined;
 const inBundle: Placement = (c, component) => ({ target: `${BUNDLE_DIR}/${c.relative_path}`, component, from: "blob" });
 const omitted: Placement = () => undefined;
 
+/** Codex reads only CODEX_HOME: a plain file at the bundle's root is documentation it leaves out. */
+const rootDocumentation: Placement = (c, index) => {
+  if (c.relative_path.includes("/")) {
+    refuseComponent("provider-component-path-unsupported", c, index, "codex reads skills/ and .mcp.json only; a plain file is left out at the bundle's root (documentation) and refused elsewhere", "codex");
+  }
+  return undefined;
+};
+
 function underDir(dir: string): Placement {
   return (c, index) => {
     if (!c.relative_path.startsWith(`${dir}/`)) {
@@ -65,6 +75,7 @@ const PLACEMENTS: Readonly<Record<ProviderName, Partial<Record<ComponentKind, Pl
   codex: {
     skill: (c, component) => ({ target: `${HOME_DIR}/${c.relative_path}`, component, from: "blob" }),
     "plugin-manifest": omitted,
+    file: rootDocumentation,
     "mcp-declaration": (_c, component) => ({ target: `${HOME_DIR}/${CODEX_CONFIG_FILE}`, component, from: "codex-config" }),
   },
   kimi: {

@@ -65,6 +65,9 @@ interface FileJob {
   readonly content?: Uint8Array;
 }
 
+/** One file of a planned session tree: where it lands, and the bundle path it is copied from (none when warden generates it). */
+export type PlannedTreeFile = { readonly target: string; readonly path: string } | { readonly target: string; readonly generated: true };
+
 /** Whether a run of `provider` without a bundle still needs a tree of its own. */
 export function needsTreeWithoutBundle(provider: ProviderName): boolean {
   // Codex reads its model provider and settings from CODEX_HOME/config.toml: a run without a
@@ -104,6 +107,17 @@ export class Materializer {
   async check(provider: ProviderName, bundle: BundleRef): Promise<readonly BundleSigner[]> {
     await this.#prepare(provider, bundle);
     return (await this.#source.signersOf?.(bundle.bundle_id, bundle.revision)) ?? [];
+  }
+
+  /**
+   * What `materialize` would build for `provider` from a committed revision, decided by the same
+   * code (binding rules, the Codex MCP translation, path conflicts) without writing anything:
+   * each file's place in the session tree and the bundle path it comes from (none: generated).
+   * Throws what `materialize` would refuse.
+   */
+  async plan(provider: ProviderName, bundle: BundleRef): Promise<readonly PlannedTreeFile[]> {
+    const { jobs } = await this.#prepare(provider, bundle);
+    return jobs.map((j) => Object.freeze(j.component === undefined ? { target: j.target, generated: true as const } : { target: j.target, path: j.component.relative_path }));
   }
 
   /** Builds `<root>/<session>/` for `provider` from a committed bundle revision. */

@@ -463,8 +463,17 @@ export class TransparencyLog {
    * inclusion proof, and the checkpoint it proves into — the one most witnesses cosigned.
    */
   async runProof(runId: string): Promise<RunProof> {
-    const index = await this.#store.indexOf(`run:${runId}`);
-    if (index === undefined) throw new NotFoundError("log-leaf-not-found", `no seal of run ${runId} is in the transparency log`, { details: { run_id: runId } });
+    return this.#leafProof(`run:${runId}`, `no seal of run ${runId} is in the transparency log`, runId);
+  }
+
+  /** The same for the `run.reconciled` leaf of an operator's receipt closing run `runId`. */
+  async reconciliationProof(runId: string): Promise<RunProof> {
+    return this.#leafProof(`reconciled:${runId}`, `no reconciliation of run ${runId} is in the transparency log`, runId);
+  }
+
+  async #leafProof(key: string, missing: string, runId: string): Promise<RunProof> {
+    const index = await this.#store.indexOf(key);
+    if (index === undefined) throw new NotFoundError("log-leaf-not-found", missing, { details: { run_id: runId } });
     const checkpoint = await this.#bestCheckpointFor(index);
     const inclusion = await this.inclusion(index, checkpoint.size);
     const [leaf] = await this.#store.leaves(index, index + 1);

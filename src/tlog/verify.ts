@@ -13,7 +13,7 @@ import { inconsistent, malformed } from "./errors.js";
 import { HASH_BYTES, leafHash, verifyConsistency, verifyInclusion, type Hash } from "./merkle.js";
 import { openNote, parseNote, type NoteVerifier } from "./note.js";
 import { verifyCheckpoint, type Policy, type VerifiedCheckpoint } from "./policy.js";
-import type { RunSealStatement } from "./statements.js";
+import type { ReconciliationStatement, RunSealStatement, Statement } from "./statements.js";
 
 /** What `GET /v1/log/runs/{run_id}` answers, and what `journal verify --proof FILE` reads. */
 export interface RunProofDocument {
@@ -68,29 +68,68 @@ export function journalSeal(bytes: Uint8Array): { entries: number; tail_hash: st
 }
 
 /**
+ * The document's leaf, parsed, after checking that the checkpoint verifies under `policy` and that
+ * the leaf is included in it; refused unless it is a canonical statement of `type`.
+ */
+function includedStatement<T extends Statement>(document: RunProofDocument, policy: Policy, type: T["type"]): { statement: T; checkpoint: VerifiedCheckpoint } {
+  const checkpoint = verifyCheckpoint(document.checkpoint, policy);
+  if (checkpoint.size !== document.size) throw malformed("log-proof-invalid", `the proof is for size ${document.size}, the checkpoint has ${checkpoint.size}`);
+  let statement: T;
+  try {
+    statement = JSON.parse(document.leaf) as T;
+  } catch {
+    throw malformed("log-proof-invalid", "the leaf is not JSON");
+  }
+  if (canonicalJson(statement) !== document.leaf || statement.type !== type) throw malformed("log-proof-invalid", `the leaf is not a canonical ${type} statement`);
+  if (!verifyInclusion(document.index, document.size, leafHash(Buffer.from(document.leaf, "utf8")), parseHashes(document.proof), checkpoint.root)) {
+    throw inconsistent("the leaf's inclusion proof does not lead to the checkpoint's root", { index: document.index, size: document.size });
+  }
+  return { statement, checkpoint };
+}
+
+/**
  * Checks that `journal` (the run's bytes) is the run whose seal the log holds: the checkpoint
  * verifies under `policy` (the node's key and a quorum of witnesses), the leaf is included in it,
  * and the leaf's seal is this journal's. Throws `note-not-verified`, `log-proof-invalid` or
  * `log-seal-mismatch`.
  */
 export function verifyLoggedRun(journal: Uint8Array, runId: string, document: RunProofDocument, policy: Policy): LoggedRun {
-  const checkpoint = verifyCheckpoint(document.checkpoint, policy);
-  if (checkpoint.size !== document.size) throw malformed("log-proof-invalid", `the proof is for size ${document.size}, the checkpoint has ${checkpoint.size}`);
-  let statement: RunSealStatement;
-  try {
-    statement = JSON.parse(document.leaf) as RunSealStatement;
-  } catch {
-    throw malformed("log-proof-invalid", "the leaf is not JSON");
-  }
-  if (canonicalJson(statement) !== document.leaf || statement.type !== "run.sealed") throw malformed("log-proof-invalid", "the leaf is not a canonical run.sealed statement");
-  if (!verifyInclusion(document.index, document.size, leafHash(Buffer.from(document.leaf, "utf8")), parseHashes(document.proof), checkpoint.root)) {
-    throw inconsistent("the leaf's inclusion proof does not lead to the checkpoint's root", { index: document.index, size: document.size });
-  }
+  const { statement, checkpoint } = includedStatement<RunSealStatement>(document, policy, "run.sealed");
   const seal = journalSeal(journal);
   const differs = (["entries", "tail_hash", "bytes", "sha256"] as const).filter((k) => seal[k] !== statement[k]);
   if (statement.run_id !== runId) differs.unshift("run_id" as never);
   if (differs.length > 0) {
     throw new ValidationError("log-seal-mismatch", `this journal is not the one the log holds for run ${runId}: ${differs.join(", ")} differ`, {
+      status: 422,
+      details: { run_id: runId, differs },
+    });
+  }
+  return { statement, checkpoint, index: document.index };
+}
+
+export interface LoggedReconciliation {
+  readonly statement: ReconciliationStatement;
+  readonly checkpoint: VerifiedCheckpoint;
+  readonly index: number;
+}
+
+/**
+ * Checks that `receipt` (a reconciliation receipt, as the node serves it) is the one the log holds
+ * for run `runId`: the checkpoint verifies under `policy`, the `run.reconciled` leaf is included
+ * in it, and the leaf names this run, the receipt's invocation and operator, and the sha256 of the
+ * receipt's canonical JSON. Throws as `verifyLoggedRun`, `log-receipt-mismatch` for another receipt.
+ */
+export function verifyLoggedReconciliation(
+  receipt: { readonly operator: string; readonly snapshot: { readonly scope: string; readonly id: string } },
+  runId: string,
+  document: RunProofDocument,
+  policy: Policy,
+): LoggedReconciliation {
+  const { statement, checkpoint } = includedStatement<ReconciliationStatement>(document, policy, "run.reconciled");
+  const expected = { run_id: runId, scope: receipt.snapshot.scope, id: receipt.snapshot.id, operator: receipt.operator, receipt_sha256: sha256Digest(canonicalJson(receipt)) };
+  const differs = (Object.keys(expected) as (keyof typeof expected)[]).filter((k) => expected[k] !== statement[k]);
+  if (differs.length > 0) {
+    throw new ValidationError("log-receipt-mismatch", `this receipt is not the one the log holds for run ${runId}: ${differs.join(", ")} differ`, {
       status: 422,
       details: { run_id: runId, differs },
     });

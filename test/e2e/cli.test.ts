@@ -372,10 +372,10 @@ describe("warden CLI against a real node", () => {
       },
     });
     assert.match(validated.stdout, /Validation passed/);
-    // A bundle a provider cannot consume is refused before anything is created: Codex has no
-    // place for the README, a plain file outside skills/.
+    // A bundle a provider cannot consume is refused before anything is created: Kimi has no
+    // MCP contract for the bundle's .mcp.json.
     const refused = join(scratch, "refused");
-    assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "codex", "--dir", refused]), 1, "provider-component-kind-unsupported");
+    assertOneErrorLine(await warden(["materialize", "review-plugin", "--provider", "kimi", "--dir", refused]), 1, "kimi-mcp-unsupported");
     assert.equal(existsSync(refused), false);
     // Retiring takes a named revision, never the implied latest one; a retired one is refused.
     assertOneErrorLine(await warden(["bundles", "retire", "review-plugin"]), 1, "bundle-ref-revision-required");

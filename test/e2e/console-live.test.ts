@@ -83,7 +83,8 @@ describe("the console's live views: agent output and uploads in progress (real C
     await page.locator("p .status-recorded").waitFor({ timeout: UI_WAIT_MS });
     // (before stdout is unfolded: the fixture's stdout names its working directory, a path of this machine)
     if (shots !== undefined) {
-      await page.getByRole("heading", { name: "Agent output" }).scrollIntoViewIfNeeded();
+      // Centred, not just in view: the timeline above it grew taller once its notes became words.
+      await page.evaluate(`document.getElementById("output-title").scrollIntoView({ block: "center" })`);
       await page.screenshot({ path: path.join(shots, "run-output.png") });
     }
     await page.getByText("stdout (the event stream the timeline shows)").click();

@@ -328,7 +328,9 @@ describe("operator console (real Chromium, real node)", () => {
     await page.getByRole("heading", { name: "review-bundle" }).waitFor({ timeout: UI_WAIT_MS });
     await page.getByRole("button", { name: "Files" }).first().click();
     await page.locator(".manifest table tbody tr").first().waitFor({ timeout: UI_WAIT_MS });
-    assert.match((await page.locator(".manifest").textContent()) ?? "", /Materializes for: claude/);
+    // What each provider gets is the node's materializer's answer, asked once the files are open.
+    await page.locator(".providers li").first().waitFor({ timeout: UI_WAIT_MS });
+    assert.match((await page.locator(".manifest").textContent()) ?? "", /Materializes for: claude, codex/);
     await shot(page, "bundles");
     assert.deepEqual(await seriousViolations(page), []);
     await page.getByRole("button", { name: "Retire…" }).first().click();

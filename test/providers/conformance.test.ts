@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { READY_MS } from "../support/wait.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import type { Materialization } from "../../src/providers/types.js";
+import { compileDirectory } from "../../src/delivery/compile.js";
 import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
 
 const pinnedBin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "node_modules", ".bin");
@@ -27,6 +28,7 @@ function pinnedCli(name: "claude" | "codex"): string {
 }
 
 const LOOPBACK = "http://127.0.0.1:9";
+const EXAMPLE = fileURLToPath(new URL("../../examples/review-bundle/", import.meta.url));
 
 interface Ran {
   status: number | null;
@@ -39,6 +41,8 @@ describe("real CLIs accept the materialized trees", () => {
   let home: string;
   let claude: Materialization;
   let codex: Materialization;
+  let exampleClaude: Materialization;
+  let exampleCodex: Materialization;
 
   const run = (command: "claude" | "codex", args: string[], extraEnv: Record<string, string> = {}): Ran => {
     const r = spawnSync(pinnedCli(command), args, {
@@ -77,6 +81,12 @@ describe("real CLIs accept the materialized trees", () => {
     const bundle = { bundle_id: "review-tools", revision: "r1" };
     claude = await mat.materialize({ provider: "claude", bundle, session: "conf-claude" });
     codex = await mat.materialize({ provider: "codex", bundle, session: "conf-codex" });
+    // examples/review-bundle, as `warden push` compiles it: it claims claude and codex.
+    const compiled = await compileDirectory(EXAMPLE, { bundleId: "review-bundle", revision: "r1" });
+    source.add("review-bundle", "r1", compiled.files.map((f) => ({ path: f.component.relative_path, kind: f.component.kind, content: fs.readFileSync(f.absolutePath) })));
+    const example = { bundle_id: "review-bundle", revision: "r1" };
+    exampleClaude = await mat.materialize({ provider: "claude", bundle: example, session: "conf-example-claude" });
+    exampleCodex = await mat.materialize({ provider: "codex", bundle: example, session: "conf-example-codex" });
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -131,6 +141,27 @@ describe("real CLIs accept the materialized trees", () => {
       const description = /description: (.*)/.exec(skill)?.[1] as string;
       assert.ok(text.includes(`${name}: ${description}`), `prompt input lacks skill ${name}`);
     }
+  });
+
+  it("examples/review-bundle: claude validates and loads it; codex lists its skills and both MCP servers", () => {
+    const bundleDir = exampleClaude.args[1] as string;
+    const validated = run("claude", ["plugin", "validate", "--strict", bundleDir]);
+    assert.equal(validated.status, 0, `${validated.stdout}\n${validated.stderr}`);
+    const details = run("claude", [...exampleClaude.args, "plugin", "details", "review-bundle"]);
+    assert.equal(details.status, 0, `${details.stdout}\n${details.stderr}`);
+    assert.match(details.stdout, /Skills \(2\)\s+code-review, commit-message/);
+    assert.match(details.stdout, /MCP servers \(2\)\s+repo-notes, docs/);
+
+    const prompt = run("codex", ["debug", "prompt-input"], { ...exampleCodex.env });
+    assert.equal(prompt.status, 0, prompt.stderr);
+    for (const name of ["code-review", "commit-message"]) assert.match(prompt.stdout, new RegExp(`${name}: `), `prompt input lacks skill ${name}`);
+    const r = run("codex", ["mcp", "list", "--json"], { ...exampleCodex.env });
+    assert.equal(r.status, 0, r.stderr);
+    const servers = JSON.parse(r.stdout) as Array<{ name: string; transport: Record<string, unknown> }>;
+    const notes = servers.find((s) => s.name === "repo-notes")?.transport;
+    assert.deepEqual([notes?.command, notes?.args, notes?.env_vars], ["npx", ["-y", "@modelcontextprotocol/server-memory"], ["MEMORY_FILE_PATH"]]);
+    const docs = servers.find((s) => s.name === "docs")?.transport;
+    assert.deepEqual([docs?.type, docs?.url, docs?.bearer_token_env_var], ["streamable_http", "https://mcp.example.com/docs", "DOCS_TOKEN"]);
   });
 
   it("codex mcp list shows both servers exactly as translated", () => {

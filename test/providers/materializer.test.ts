@@ -219,11 +219,11 @@ describe("materializer: refusals happen before anything is written", () => {
       component: "extra/run.md",
     },
     {
-      name: "codex: a plain file component",
+      name: "codex: a plain file component outside the bundle's root (a root one is documentation, left out)",
       provider: "codex",
-      files: () => [...fullBundleFiles(), { path: "notes.md", kind: "file", content: "notes\n" }],
-      code: "provider-component-kind-unsupported",
-      component: "notes.md",
+      files: () => [...fullBundleFiles(), { path: "docs/notes.md", kind: "file", content: "notes\n" }],
+      code: "provider-component-path-unsupported",
+      component: "docs/notes.md",
     },
     {
       name: "codex: an SSE MCP server",

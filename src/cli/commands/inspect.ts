@@ -8,6 +8,7 @@ import { table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
 import { collect } from "../parse.js";
+import { explainTermination } from "../../invocations/explain.js";
 import { digestInputFile } from "../read-input.js";
 
 type Evidence = Review["evidence"][number];
@@ -113,7 +114,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["agent", snapshot.agent],
         ["request hash", snapshot.request_hash],
         ["journal", journal.present ? `${journal.entries} entries, ${journal.ok ? "verifies" : `FAILS: ${journal.first_error?.code ?? "?"} at line ${journal.first_error?.line ?? "?"}`}` : "missing"],
-        ["termination", journal.termination ?? "none"],
+        ["termination", explainTermination(journal.termination)],
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
         ["agent process", journal.agent_process === undefined ? "not noted" : `pid ${journal.agent_process.pid} on ${journal.agent_process.host}`],
         ...agentStoppedRows(inspection),

@@ -6,6 +6,9 @@ import { resolveLimits } from "../../core/limits.js";
 import type { RunInspection } from "../../journal/inspect.js";
 import type { VerifyReport } from "../../journal/verify.js";
 import type { PublicKeyRecord } from "../../journal/types.js";
+import type { ReconciliationReceipt } from "../../client/wire.js";
+import type { VerifiedCheckpoint } from "../../tlog/policy.js";
+import type { RunProofDocument } from "../../tlog/verify.js";
 import { resolveHome, type CliContext } from "../context.js";
 import { runCommand } from "../outcome.js";
 import { connect, nonEmpty } from "../node.js";
@@ -34,7 +37,7 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .option("--home <dir>", "without --key, trust the keys of this state directory (default $WARDEN_HOME or ./.warden); for a run id, the local node to ask")
     .option("--url <url>", "for a run id: the node to fetch it from (default $WARDEN_URL, else the local node); its published keys are trusted unless --key is given")
     .option("--json", "print {ok, entries, first_error?, requires_reconciliation, reasons, tail_hash, reconciliation?} as JSON")
-    .option("--policy <file>", "also check that the run's seal is in the node's transparency log: a C2SP tlog-policy file (the node's log key, the witnesses, the quorum)")
+    .option("--policy <file>", "also check that the run's seal is in the node's transparency log (a reconciled run: its receipt's leaf, and its seal where the node has one): a C2SP tlog-policy file (the node's log key, the witnesses, the quorum)")
     .option("--proof <file>", "with --policy: the run's log proof (the JSON of GET /v1/log/runs/{run_id}) instead of asking the node")
     .option("--checkpoint <file>", "with --policy: prove into this checkpoint (a signed note) instead of the proof's own")
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
@@ -74,7 +77,8 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   const [{ verifyJournal }, { inspectRun }] = await Promise.all([import("../../journal/verify.js"), import("../../journal/inspect.js")]);
   const report = verifyJournal(bytes, keys, { maxBytes, ...(remote !== undefined ? { runId: file.toLowerCase() } : {}) });
   const inspection = inspectRun(report);
-  const reconciliation = remote !== undefined && inspection.requires_reconciliation ? await reconciliationOf(remote, report, keys) : undefined;
+  const reconciled = remote !== undefined && inspection.requires_reconciliation ? await reconciliationOf(remote, report, keys) : undefined;
+  const reconciliation = reconciled?.summary;
   if (flags.json === true) {
     ctx.io.stdout(
       JSON.stringify({
@@ -103,7 +107,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
   }
   if (!(report.ok && hasRunStarted(inspection))) return 1;
   if (flags.policy === undefined) return 0;
-  return (await loggedCommand(ctx, bytes, remote !== undefined ? file.toLowerCase() : runIdOf(bytes), flags)) ? 0 : 1;
+  return (await loggedCommand(ctx, bytes, remote !== undefined ? file.toLowerCase() : runIdOf(bytes), flags, reconciled?.receipt)) ? 0 : 1;
 }
 
 /** The run id the journal's first entry names. */
@@ -117,18 +121,36 @@ function runIdOf(bytes: Uint8Array): string {
 /**
  * `--policy`: the journal is the run the log holds — its seal is a leaf included in a checkpoint
  * the policy accepts (the node's key and a quorum of witnesses). Checked here, never by the node.
+ * A reconciled run (`receipt`) was never recorded, so it has no seal unless the node has one: its
+ * seal is checked where the node has one, and the receipt's `run.reconciled` leaf always.
  */
-async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, flags: VerifyFlags): Promise<boolean> {
+async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, flags: VerifyFlags, receipt?: ReconciliationReceipt): Promise<boolean> {
   const { parsePolicy } = await import("../../tlog/policy.js");
-  const { parseRunProof, verifyLoggedRun } = await import("../../tlog/verify.js");
+  const { parseRunProof, verifyLoggedReconciliation, verifyLoggedRun } = await import("../../tlog/verify.js");
   const read = async (file: string, max: number): Promise<string> => (await readInputFile(resolve(ctx.io.cwd, file), max)).toString("utf8");
   const policy = parsePolicy(await read(flags.policy!, 64 * 1024));
-  let document = flags.proof !== undefined ? parseRunProof(JSON.parse(await read(flags.proof, 1024 * 1024))) : await (await connect(ctx.io, flags)).logRunProof(runId);
-  if (flags.checkpoint !== undefined) document = { ...document, checkpoint: await read(flags.checkpoint, 64 * 1024) };
+  const checkpoint = flags.checkpoint === undefined ? undefined : await read(flags.checkpoint, 64 * 1024);
+  const into = (document: RunProofDocument): RunProofDocument => (checkpoint === undefined ? document : { ...document, checkpoint });
+  const cosigned = (c: VerifiedCheckpoint): string => (c.cosigners.length === 0 ? "no witness" : c.cosigners.join(", "));
+  const say = (line: string): void => {
+    if (flags.json !== true) ctx.io.stdout(`${line}\n`);
+  };
   try {
-    const logged = verifyLoggedRun(bytes, runId, document, policy);
-    const cosigned = logged.checkpoint.cosigners.length === 0 ? "no witness" : logged.checkpoint.cosigners.join(", ");
-    if (flags.json !== true) ctx.io.stdout(`LOGGED run ${runId}: leaf ${logged.index} of ${logged.checkpoint.origin} at size ${logged.checkpoint.size}, cosigned by ${cosigned}\n`);
+    let seal: RunProofDocument | undefined;
+    if (flags.proof !== undefined) seal = parseRunProof(JSON.parse(await read(flags.proof, 1024 * 1024)));
+    else if (receipt === undefined) seal = await (await connect(ctx.io, flags)).logRunProof(runId);
+    else seal = await absentAsUndefined((await connect(ctx.io, flags)).logRunProof(runId));
+    if (seal !== undefined) {
+      const logged = verifyLoggedRun(bytes, runId, into(seal), policy);
+      say(`LOGGED run ${runId}: leaf ${logged.index} of ${logged.checkpoint.origin} at size ${logged.checkpoint.size}, cosigned by ${cosigned(logged.checkpoint)}`);
+    } else {
+      say(`NO SEAL run ${runId}: it was never recorded (it was reconciled instead), so the log holds no seal of it`);
+    }
+    if (receipt !== undefined) {
+      const document = await (await connect(ctx.io, flags)).logReconciliationProof(runId);
+      const logged = verifyLoggedReconciliation(receipt, runId, into(document), policy);
+      say(`LOGGED reconciliation of run ${runId} by ${logged.statement.operator}: leaf ${logged.index} of ${logged.checkpoint.origin} at size ${logged.checkpoint.size}, cosigned by ${cosigned(logged.checkpoint)}`);
+    }
     return true;
   } catch (error) {
     if (!isWardenError(error)) throw error;
@@ -138,17 +160,31 @@ async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, 
   }
 }
 
+/** A reconciled run's seal: the node answering that it logged none is an answer, not a failure. */
+async function absentAsUndefined<T>(request: Promise<T>): Promise<T | undefined> {
+  try {
+    return await request;
+  } catch (error) {
+    if (isWardenError(error) && error.code === "log-leaf-not-found" && error.details?.run_id !== undefined) return undefined;
+    throw error;
+  }
+}
+
 /**
  * The node's reconciliation of the run, when it has one: a run that requires reconciliation may
  * well have had it, and the journal (append-only, its writer gone) never says so.
  */
-async function reconciliationOf(remote: RemoteJournal, report: VerifyReport, keys: readonly PublicKeyRecord[]): Promise<ReconciliationSummary | undefined> {
+async function reconciliationOf(
+  remote: RemoteJournal,
+  report: VerifyReport,
+  keys: readonly PublicKeyRecord[],
+): Promise<{ summary: ReconciliationSummary; receipt: ReconciliationReceipt } | undefined> {
   const first = report.valid[0];
   if (first === undefined || first.event.type !== "run.started") return undefined;
   const { scope, id } = first.event.invocation;
   const receipt = await remote.receipt(scope, id);
   if (receipt === undefined) return undefined;
-  return summarizeReceipt(receipt, keys, { run_id: first.run_id, entries: report.entries, tail_hash: report.tail_hash });
+  return { summary: await summarizeReceipt(receipt, keys, { run_id: first.run_id, entries: report.entries, tail_hash: report.tail_hash }), receipt };
 }
 
 function reconciliationText(r: ReconciliationSummary): string {

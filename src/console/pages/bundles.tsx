@@ -132,16 +132,48 @@ function Revision(props: { bundleId: string; revision: RevisionView; freed: { bl
   );
 }
 
-/** What each provider gets from a bundle (DESIGN.md "Providers"). */
-function providersFor(manifest: Manifest): string[] {
-  const paths = manifest.components.map((c) => c.relative_path);
-  const skills = paths.some((p) => p.startsWith("skills/"));
-  const plugin = paths.includes(".claude-plugin/plugin.json");
-  const mcp = paths.includes(".mcp.json");
-  const out = [`claude: the whole tree as a plugin dir${plugin ? "" : " (no .claude-plugin/plugin.json: Claude Code will not load it)"}`];
-  if (skills || mcp) out.push(`codex: ${[skills ? "skills" : "", mcp ? "MCP servers in config.toml" : ""].filter(Boolean).join(", ")}`);
-  if (skills) out.push("kimi: skills");
-  return out;
+/**
+ * What each provider would get from the revision, asked from the node's materializer (the same
+ * planning a run does, nothing written), or the refusal a run with it would answer.
+ */
+function Providers(props: { bundleId: string; revision: string }) {
+  const plans = useAsync(() => client.revisionProviders(props.bundleId, props.revision), [props.bundleId, props.revision]);
+  if (plans.data === undefined) return plans.error !== undefined ? <ErrorBox error={plans.error} title="Providers" /> : <Loading what="what each provider gets" />;
+  const providers = plans.data.providers;
+  const usable = providers.filter((p) => p.materializes).map((p) => p.provider);
+  return (
+    <div class="providers">
+      <p>Materializes for: {usable.length === 0 ? "no provider" : usable.join(", ")}</p>
+      <ul>
+        {providers.map((p) =>
+          p.materializes ? (
+            <li data-provider={p.provider}>
+              <strong>{p.provider}</strong>: {p.files.length} file{p.files.length === 1 ? "" : "s"} ({describeFiles(p.files)})
+            </li>
+          ) : (
+            <li data-provider={p.provider}>
+              <strong>{p.provider}</strong>: refused, <code>{p.code}</code>: {p.detail}
+            </li>
+          ),
+        )}
+      </ul>
+    </div>
+  );
+}
+
+/** The planned tree in a few words: the top directories the bundle's files land in, and what warden generates. */
+function describeFiles(files: readonly ({ target: string; path: string } | { target: string; generated: true })[]): string {
+  const dirs = new Map<string, number>();
+  const generated: string[] = [];
+  for (const f of files) {
+    if ("generated" in f) {
+      generated.push(`${f.target} generated`);
+      continue;
+    }
+    const top = f.target.split("/").slice(0, -1).slice(0, 2).join("/");
+    dirs.set(top, (dirs.get(top) ?? 0) + 1);
+  }
+  return [...[...dirs].map(([dir, n]) => `${n} in ${dir}/`), ...generated].join(", ");
 }
 
 function ManifestTree(props: { bundleId: string; revision: string }) {
@@ -156,7 +188,7 @@ function ManifestTree(props: { bundleId: string; revision: string }) {
         {m.components.length} files, {formatBytes(total)}; skills: {skills.length === 0 ? "none" : skills.join(", ")}; plugin manifest:{" "}
         {m.components.some((c) => c.kind === "plugin-manifest") ? "yes" : "no"}; MCP servers: {m.components.some((c) => c.kind === "mcp-declaration") ? "declared in .mcp.json" : "none"}
       </p>
-      <p>Materializes for: {providersFor(m).join("; ")}</p>
+      <Providers bundleId={props.bundleId} revision={props.revision} />
       <table>
         <caption class="sr-only">Files of {props.bundleId}@{props.revision}</caption>
         <thead>

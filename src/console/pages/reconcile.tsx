@@ -9,6 +9,8 @@ import type { ReconciliationReceipt, Review } from "../../client/wire.js";
 import { href, Link } from "../router.js";
 import { ErrorBox, Loading, Status, useAsync } from "../ui.js";
 import { hex } from "../verify.js";
+import { ReceiptView } from "../receipt.js";
+import { explainTermination } from "../../invocations/explain.js";
 
 type Evidence = Review["evidence"][number];
 
@@ -59,9 +61,7 @@ export function Reconcile(props: { scope: string; id: string }) {
         <p role="status" data-testid="receipt-status">
           The node signed the receipt: <Status status="reconciled" /> {receipt.review.outcome}, by {receipt.operator}, key <code>{receipt.key_id}</code>.
         </p>
-        <pre class="output" data-testid="receipt">
-          {JSON.stringify(receipt, null, 2)}
-        </pre>
+        <ReceiptView receipt={receipt} jsonOpen />
         <p>
           <Link href={href.invocation(props.scope, props.id)}>Back to the invocation</Link>
         </p>
@@ -90,7 +90,7 @@ export function Reconcile(props: { scope: string; id: string }) {
             {journal.present ? `${journal.entries} entries, ${journal.ok ? "verifies" : `fails: ${journal.first_error?.code ?? "?"} at line ${journal.first_error?.line ?? "?"}`}` : "missing"}
           </dd>
           <dt>Termination</dt>
-          <dd>{journal.termination ?? "none"}</dd>
+          <dd>{explainTermination(journal.termination)}</dd>
           <dt>Effects</dt>
           <dd>
             {journal.effects} ({journal.open_effects.length} open{journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})

@@ -10,6 +10,8 @@ import type { InvocationView } from "../../client/wire.js";
 import { href, Link } from "../router.js";
 import { verifyJournal, type JournalCheck } from "../verify.js";
 import { ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
+import { ReceiptView } from "../receipt.js";
+import { explainTermination, explainUnresolved } from "../../invocations/explain.js";
 
 interface JournalEntry {
   readonly seq: number;
@@ -79,10 +81,35 @@ function describe(entry: JournalEntry, started: ReadonlyMap<string, JournalEntry
       return `${String(e.reason)}${typeof e.result_hash === "string" ? `, result ${e.result_hash.slice(7, 19)}` : ""}`;
     default: {
       const { type: _type, ...rest } = e;
-      const text = JSON.stringify(rest);
-      return text.length > 160 ? `${text.slice(0, 160)}…` : text;
+      return cut(fields(rest));
     }
   }
+}
+
+/** How much of a note the timeline shows on its line (the whole entry is in the raw journal). */
+const DETAIL_CHARS = 240;
+
+function cut(text: string): string {
+  return text.length > DETAIL_CHARS ? `${text.slice(0, DETAIL_CHARS)}…` : text;
+}
+
+/**
+ * A note's fields as words: `process: pid 4242, host ci-3, permission workspace`. Keys lose their
+ * underscores, nested objects become `key value` pairs, lists are joined with commas.
+ */
+function fields(value: unknown, nested = false): string {
+  if (value === null || value === undefined) return "—";
+  if (typeof value !== "object") return String(value);
+  if (Array.isArray(value)) return value.length === 0 ? "none" : value.map((v) => fields(v, true)).join(", ");
+  const entries = Object.entries(value as Record<string, unknown>);
+  if (entries.length === 0) return "—";
+  const words = (k: string) => k.replace(/_/g, " ");
+  if (nested) return `(${entries.map(([k, v]) => `${words(k)} ${fields(v, true)}`).join(", ")})`;
+  return entries.map(([k, v]) => (typeof v === "object" && v !== null && !Array.isArray(v) ? `${words(k)}: ${fieldsOf(v as Record<string, unknown>)}` : `${words(k)}: ${fields(v, true)}`)).join("; ");
+}
+
+function fieldsOf(object: Record<string, unknown>): string {
+  return Object.entries(object).map(([k, v]) => `${k.replace(/_/g, " ")} ${fields(v, true)}`).join(", ");
 }
 
 function Timeline(props: { entries: readonly JournalEntry[]; live: boolean; reconnects: number }) {
@@ -206,7 +233,7 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
             <dd class="muted">kept only as the request hash (the node stores no prompt)</dd>
           </dl>
         </div>
-        <Outcome view={view} />
+        <Outcome view={view} termination={terminationOf(timeline.entries, timeline.live)} />
       </div>
       {runId === undefined ? (
         <p class="muted">No run is attached to this invocation yet.</p>
@@ -224,6 +251,13 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
   );
 }
 
+/** The run.terminated reason of the entries so far; null while the stream is still delivering them. */
+function terminationOf(entries: readonly JournalEntry[], live: boolean): string | undefined | null {
+  const end = entries.find((e) => e.event.type === "run.terminated");
+  if (end !== undefined) return String(end.event.reason);
+  return live || entries.length === 0 ? null : undefined;
+}
+
 function bundleOf(event: JournalEntry["event"] | undefined): string {
   const bundle = event?.bundle as { bundle_id?: unknown; revision?: unknown } | undefined;
   return bundle === undefined ? "none" : `${String(bundle.bundle_id)}@${String(bundle.revision)}`;
@@ -234,7 +268,8 @@ function requestHashOf(event: JournalEntry["event"] | undefined): string {
   return typeof invocation?.request_hash === "string" ? invocation.request_hash : "—";
 }
 
-function Outcome(props: { view: InvocationView }) {
+/** `termination`: the journal's run.terminated reason; undefined: the journal has none; null: not known yet (the timeline is loading). */
+function Outcome(props: { view: InvocationView; termination: string | undefined | null }) {
   const { view } = props;
   const result = view.result as { exit_code?: unknown } | undefined;
   return (
@@ -248,7 +283,13 @@ function Outcome(props: { view: InvocationView }) {
         {view.reasons !== undefined && (
           <>
             <dt>Why</dt>
-            <dd>{view.reasons.join("; ") || "—"}</dd>
+            <dd data-testid="why">{explainUnresolved(view.reasons) || "—"}</dd>
+          </>
+        )}
+        {view.status !== "recorded" && props.termination !== null && (
+          <>
+            <dt>Termination</dt>
+            <dd data-testid="termination">{explainTermination(props.termination)}</dd>
           </>
         )}
         {result !== undefined && (
@@ -263,15 +304,13 @@ function Outcome(props: { view: InvocationView }) {
             <dd class="muted">pruned by retention (the identity and its hash are kept)</dd>
           </>
         )}
-        {view.receipt !== undefined && (
-          <>
-            <dt>Reconciled</dt>
-            <dd>
-              {view.receipt.review.outcome} by {view.receipt.operator}, <Time iso={view.receipt.recorded_at} />
-            </dd>
-          </>
-        )}
       </dl>
+      {view.receipt !== undefined && (
+        <>
+          <h3>Reconciliation receipt</h3>
+          <ReceiptView receipt={view.receipt} />
+        </>
+      )}
       {view.result !== undefined && (
         <details>
           <summary>Result (JSON)</summary>

@@ -9,6 +9,7 @@ import {
   MaterializationBody,
   MaterializationParams,
   MaterializationReply,
+  ProviderPlans,
   RetirementReply,
   RevisionParams,
   RevisionView,
@@ -34,6 +35,19 @@ export function bundleRoutes(ctx: RouteContext) {
       "/v1/bundles/:bundle_id/:revision/manifest",
       { schema: { operationId: "getRevisionManifest", summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
       async (request) => warden.delivery.manifest(request.params.bundle_id, request.params.revision),
+    );
+
+    app.get(
+      "/v1/bundles/:bundle_id/:revision/providers",
+      {
+        schema: {
+          operationId: "getRevisionProviders",
+          summary: "What each provider would get from a revision (the materializer's own planning; nothing is written), or its refusal",
+          params: RevisionParams,
+          response: { 200: ProviderPlans, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => ({ providers: await warden.materializationPlans(request.params.bundle_id, request.params.revision) }),
     );
 
     app.post(

@@ -68,5 +68,18 @@ export function logRoutes(ctx: RouteContext) {
       { schema: { operationId: "logRunProof", summary: "A run's logged seal with its inclusion proof and cosigned checkpoint", params: LogRunParams, response: { 200: RunProofBody, "4xx": ProblemResponse } } },
       async (request) => logOf().runProof(request.params.run_id.toLowerCase()),
     );
+
+    app.get(
+      "/v1/log/reconciliations/:run_id",
+      {
+        schema: {
+          operationId: "logReconciliationProof",
+          summary: "The logged reconciliation of a run (its receipt's run.reconciled leaf) with its inclusion proof and cosigned checkpoint",
+          params: LogRunParams,
+          response: { 200: RunProofBody, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => logOf().reconciliationProof(request.params.run_id.toLowerCase()),
+    );
   };
 }

@@ -1,5 +1,5 @@
 /** What the console's overview shows of this node: identity, backend, readiness, work in flight. */
-import { NodeSummary, type Fleet } from "../../api/console.js";
+import { NodeSummary, type Fleet, type RunFailure } from "../../api/console.js";
 import type { FleetView } from "../../warden/fleet.js";
 import { ProblemResponse } from "../../api/problem.js";
 import type { App, RouteContext } from "../context.js";
@@ -11,6 +11,15 @@ function fleetView(view: FleetView): Fleet {
 
 export function nodeRoutes(ctx: RouteContext, version: string) {
   const { warden } = ctx;
+  /**
+   * A failure as its invocation reads now: an unresolved run an operator has since reconciled
+   * says so. (A status that is an error code, a run that could not end at all, stays.)
+   */
+  const current = async (failure: RunFailure): Promise<RunFailure> => {
+    if (failure.status !== "unresolved") return failure;
+    const outcome = await warden.lookup(failure.scope, failure.id).catch(() => undefined);
+    return outcome === undefined || outcome.status === failure.status ? failure : { ...failure, status: outcome.status };
+  };
   return async function nodePlugin(app: App): Promise<void> {
     app.get("/v1/node", { schema: { operationId: "node", summary: "This node at a glance: keys, backend, readiness, invocations by status, runs and uploads now", response: { 200: NodeSummary, "4xx": ProblemResponse } } }, async () => ({
       version,
@@ -21,7 +30,7 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       counts: await warden.invocations.counts(),
       active_runs: warden.activeRuns,
       uploads: await warden.delivery.uploads(),
-      recent_failures: ctx.recentFailures,
+      recent_failures: await Promise.all(ctx.recentFailures.map(current)),
     }));
   };
 }
