@@ -42,7 +42,8 @@ export interface ProviderReport {
 export type AnswerEvent =
   | { readonly type: "answer"; readonly text: string }
   | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
-  | { readonly type: "error"; readonly message: string };
+  /** `code`: a failure warden recognizes in the stream, as the run's `result.error.code` (else agent-reported-error) */
+  | { readonly type: "error"; readonly message: string; readonly code?: string };
 
 /** Kept in the journal as a note: what the agent session was, or an event of no known meaning. */
 export interface NoteFromEvent {
@@ -192,6 +193,22 @@ function codexIdentity(item: Json): { name: string; fingerprint: string } {
 }
 
 const CODEX_QUIET = new Set(["thread.started", "turn.started", "item.updated"]);
+
+/**
+ * What a command's output starts with when Codex's own sandbox (bubblewrap) could not start: bwrap
+ * prints its errors under its name before it ever runs the command (`bwrap: execvp
+ * codex-linux-sandbox: No such file or directory`, `bwrap: Can't mount proc ...`). Codex reports it
+ * as an ordinary failed command and may still answer and exit 0: the run must not read as a success.
+ */
+const CODEX_SANDBOX_FAILURE_RE = /^bwrap: [^\n]*/;
+export const PROVIDER_SANDBOX_FAILED = "provider-sandbox-failed";
+
+function codexSandboxFailure(item: Json): ParsedEvent[] {
+  if (item.type !== "command_execution" || item.status === "completed" || typeof item.aggregated_output !== "string") return [];
+  const line = CODEX_SANDBOX_FAILURE_RE.exec(item.aggregated_output)?.[0];
+  if (line === undefined) return [];
+  return [{ type: "error", code: PROVIDER_SANDBOX_FAILED, message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }];
+}
 const CODEX_QUIET_ITEMS = new Set(["reasoning", "todo_list"]);
 
 /** Codex needs memory of which items it saw start, to start the ones that only complete. */
@@ -229,6 +246,7 @@ export class CodexEventReader {
       const refused = item.status === "declined" ? "declined" : undefined;
       const detail = { ...pick(item, ["status", "exit_code"]), ...(refused === undefined ? {} : { refused }) };
       out.push({ type: "finish", id, outcome: ok ? "succeeded" : "failed", ...(refused === undefined ? {} : { refused }), detail });
+      out.push(...codexSandboxFailure(item));
     }
     return out;
   }

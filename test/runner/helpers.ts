@@ -17,6 +17,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { Runner, type RunnerHooks } from "../../src/runner/runner.js";
+import { RunHomes } from "../../src/providers/run-home.js";
 import { LaunchRecords } from "../../src/runner/launch-records.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
@@ -74,6 +75,7 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
     workspaces: { main: workspace },
     defaultWorkspace: "main",
     outputDir,
+    runHomes: new RunHomes(path.join(home, "run-homes")),
     profiles: resolveProfiles({ claude: { command: cmd("claude") }, codex: { command: cmd("codex") }, kimi: { command: cmd("kimi") } }),
     env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile },
     killGraceMs: options.killGraceMs ?? 300,
