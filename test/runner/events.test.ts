@@ -98,6 +98,24 @@ describe("event readers", () => {
     assert.equal(events[2]?.type === "finish" ? events[2].refused : undefined, "declined");
   });
 
+  it("codex: a command its own sandbox could not start is a provider-sandbox-failed error; a command failing inside it is not", () => {
+    const read = eventReader("codex-jsonl")!;
+    // Printed by codex-cli 0.171.0 with Debian's bubblewrap and CODEX_HOME under the temporary directory.
+    const failed = read(
+      '{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc \'echo hi > out.txt\'","aggregated_output":"bwrap: execvp codex-linux-sandbox: No such file or directory\\n","exit_code":1,"status":"failed"}}',
+    );
+    assert.deepEqual(failed.map(label), ["start:codex:item_1:command_execution", "finish:codex:item_1:failed", "error"]);
+    const error = failed[2];
+    assert.ok(error?.type === "error");
+    assert.equal(error.code, "provider-sandbox-failed");
+    assert.match(error.message, /sandbox could not start.*bwrap: execvp codex-linux-sandbox: No such file or directory$/);
+    // A read-only sandbox refusing a write: the command ran, and failed; no sandbox failure.
+    const ran = read(
+      '{"type":"item.completed","item":{"id":"item_2","type":"command_execution","command":"/bin/bash -lc \'echo no > x\'","aggregated_output":"/bin/bash: line 1: x: Read-only file system\\n","exit_code":1,"status":"failed"}}',
+    );
+    assert.deepEqual(ran.map(label), ["start:codex:item_2:command_execution", "finish:codex:item_2:failed"]);
+  });
+
   it("claude: tool_use starts, tool_result finishes, is_error is a failure; noise is ignored", () => {
     const read = eventReader("claude-stream-json")!;
     const lines = [
