@@ -201,13 +201,12 @@ const CODEX_QUIET = new Set(["thread.started", "turn.started", "item.updated"]);
  * as an ordinary failed command and may still answer and exit 0: the run must not read as a success.
  */
 const CODEX_SANDBOX_FAILURE_RE = /^bwrap: [^\n]*/;
-export const PROVIDER_SANDBOX_FAILED = "provider-sandbox-failed";
 
 function codexSandboxFailure(item: Json): ParsedEvent[] {
   if (item.type !== "command_execution" || item.status === "completed" || typeof item.aggregated_output !== "string") return [];
   const line = CODEX_SANDBOX_FAILURE_RE.exec(item.aggregated_output)?.[0];
   if (line === undefined) return [];
-  return [{ type: "error", code: PROVIDER_SANDBOX_FAILED, message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }];
+  return [{ type: "error", code: "provider-sandbox-failed", message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }];
 }
 const CODEX_QUIET_ITEMS = new Set(["reasoning", "todo_list"]);
 

@@ -47,7 +47,7 @@ export class RunAnswer {
         return;
       }
       case "error":
-        this.#error ??= { code: event.code ?? "agent-reported-error", message: event.message };
+        this.#error ??= event.code === undefined ? { code: "agent-reported-error", message: event.message } : { code: event.code, message: event.message };
         return;
       default:
         return;
