@@ -97,9 +97,10 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     // never a repository), so the refusal would only fail every run, its reason left in stderr.
     promptArgs: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
     bundleArgs: [],
-    // CODEX_HOME is the run's private home (run-home.ts), not the read-only materialized tree:
-    // Codex writes its sessions and its sandbox helper there.
-    bundleEnv: {},
+    // The materialized home, for whoever launches codex on a tree (POST .../materializations). A
+    // run of this node gets CODEX_HOME in its private home instead (run-home.ts, over this): Codex
+    // writes its sessions and its sandbox helper there, and the tree stays read-only.
+    bundleEnv: { CODEX_HOME: "{home}" },
     events: "codex-jsonl",
     permission: DEFAULT_PERMISSION,
     permissions: {

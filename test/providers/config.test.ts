@@ -53,8 +53,7 @@ describe("provider profiles", () => {
     assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.codex, "hi"), ["exec", "--json", "--skip-git-repo-check", "hi"]);
     assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.kimi, "hi"), ["--print", "-p", "hi"]);
     const paths = { root: "/m/s", bundle: "/m/s/bundle", home: "/m/s/home", skills: "/m/s/bundle/skills" };
-    // CODEX_HOME is the run's private home (run-home.ts), never the read-only tree.
-    assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.codex, paths), { args: [], env: {} });
+    assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.codex, paths), { args: [], env: { CODEX_HOME: "/m/s/home" } });
     assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.kimi, paths), { args: ["--skills-dir", "/m/s/bundle/skills"], env: {} });
   });
 

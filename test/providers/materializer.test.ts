@@ -74,11 +74,11 @@ describe("materializer: provider trees", () => {
     await mat.revalidate("s-claude");
   });
 
-  it("codex: skills under home/skills, .mcp.json as [mcp_servers.*] in home/config.toml (CODEX_HOME is the run's home: run-home.ts)", async () => {
+  it("codex: skills under home/skills, .mcp.json as [mcp_servers.*] in home/config.toml, CODEX_HOME", async () => {
     const m = await mat.materialize({ provider: "codex", bundle: BUNDLE, session: "s-codex" });
     const root = path.join(dir, "mat", "s-codex");
     assert.deepEqual(m.args, []);
-    assert.deepEqual(m.env, {});
+    assert.deepEqual(m.env, { CODEX_HOME: path.join(root, "home") });
     const toml = fs.readFileSync(path.join(root, "home", "config.toml"), "utf8");
     assert.deepEqual(
       listTree(root),
