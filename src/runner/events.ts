@@ -251,6 +251,26 @@ export class CodexEventReader {
   }
 }
 
+/**
+ * What Codex prints on stderr at its start when it could not put its sandbox helper in place
+ * (codex-cli 0.171.0: `WARNING: proceeding, even though we could not create PATH aliases:
+ * Refusing to create helper binaries under temporary dir ...`): every command it then runs in its
+ * sandbox fails (`bwrap: execvp codex-linux-sandbox`), and it does not always print those
+ * commands' items on stdout, so stdout alone cannot be relied on to tell.
+ */
+const CODEX_HELPER_MISSING_RE = /could not create PATH aliases/;
+/** The longest stderr line the reader looks at; a longer one is not one of the lines above. */
+export const STDERR_LINE_BYTES = 4096;
+
+/** A line reader for one provider's stderr: only the failures warden recognizes there. */
+export function stderrReader(format: EventFormat): ((line: string) => ParsedEvent[]) | undefined {
+  if (format !== "codex-jsonl") return undefined;
+  return (line: string): ParsedEvent[] =>
+    CODEX_HELPER_MISSING_RE.test(line)
+      ? [{ type: "error", code: "provider-sandbox-failed", message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }]
+      : [];
+}
+
 /** A stateful line reader for one provider's stdout. */
 export function eventReader(format: EventFormat): ((line: string) => ParsedEvent[]) | undefined {
   if (format === "text") return undefined;

@@ -35,7 +35,7 @@ import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.j
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
-import { eventReader } from "./events.js";
+import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
@@ -348,11 +348,13 @@ export class Runner {
             },
           }),
     });
+    const readErr = stderrReader(profile.events);
     const stderr = await OutputCapture.create({
       path: outputPath(this.#outputDir, handle.run_id, "stderr"),
       tailBytes: 0,
-      maxLineBytes: 0,
+      maxLineBytes: readErr === undefined ? 0 : STDERR_LINE_BYTES,
       maxFileBytes: this.#maxOutputBytes,
+      ...(readErr === undefined ? {} : { onLine: (line: string) => readErr(line).forEach((e) => answer.take(e)) }),
     });
     let record: string | undefined;
     let unrecorded: unknown;

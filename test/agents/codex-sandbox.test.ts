@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { codexConfigToml } from "../../src/providers/codex-config.js";
-import { eventReader } from "../../src/runner/events.js";
+import { eventReader, stderrReader } from "../../src/runner/events.js";
 import { RunAnswer } from "../../src/runner/run-answer.js";
 import { repo, tempDir } from "../client/harness.js";
 
@@ -66,12 +66,16 @@ describe("real codex whose own sandbox cannot start", { skip }, () => {
     // What made the failure silent: Codex itself reports success.
     assert.equal(ran.code, 0, ran.stderr);
     assert.equal(existsSync(join(workspace, "out.txt")), false, "the command ran: codex's sandbox started after all");
+    // Both streams, as the runner reads them: codex does not always print the failed command's
+    // item on stdout, but always says on stderr that its sandbox helper is missing.
     const read = eventReader("codex-jsonl")!;
+    const readErr = stderrReader("codex-jsonl")!;
     const answer = new RunAnswer();
     for (const line of ran.stdout.split("\n")) read(line).forEach((e) => answer.take(e));
+    for (const line of ran.stderr.split("\n")) readErr(line).forEach((e) => answer.take(e));
     assert.equal(answer.fields().answer, "Wrote out.txt.");
     const error = answer.errorDetail();
-    assert.equal(error?.code, "provider-sandbox-failed", ran.stdout);
-    assert.match(error?.message ?? "", /bwrap: /);
+    assert.equal(error?.code, "provider-sandbox-failed", ran.stdout + ran.stderr);
+    assert.match(error?.message ?? "", /bwrap: |could not create PATH aliases/);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { eventReader, type ParsedEvent } from "../../src/runner/events.js";
+import { eventReader, stderrReader, type ParsedEvent } from "../../src/runner/events.js";
 
 // Lines printed by the real CLIs (claude 2.1.197 and codex-cli 0.171.0, offline, so the model
 // call itself fails): none of them is a tool call.
@@ -114,6 +114,14 @@ describe("event readers", () => {
       '{"type":"item.completed","item":{"id":"item_2","type":"command_execution","command":"/bin/bash -lc \'echo no > x\'","aggregated_output":"/bin/bash: line 1: x: Read-only file system\\n","exit_code":1,"status":"failed"}}',
     );
     assert.deepEqual(ran.map(label), ["start:codex:item_2:command_execution", "finish:codex:item_2:failed"]);
+    // Its warning on stderr says the same before any command (and codex may print no item at all).
+    const readErr = stderrReader("codex-jsonl")!;
+    const warned = readErr(
+      'WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf("/tmp/h/.codex"))',
+    );
+    assert.deepEqual(warned.map((e) => (e.type === "error" ? e.code : e.type)), ["provider-sandbox-failed"]);
+    assert.deepEqual(readErr("Reading additional input from stdin..."), []);
+    assert.equal(stderrReader("claude-stream-json"), undefined);
   });
 
   it("claude: tool_use starts, tool_result finishes, is_error is a failure; noise is ignored", () => {

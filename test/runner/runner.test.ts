@@ -161,6 +161,17 @@ describe("runner with fixture agents", () => {
     for (const t of tools) assert.equal(finishOf(events(j.entries), t.effect_id)?.outcome, "succeeded");
   });
 
+  it("codex whose own sandbox could not start (its stderr says so) exits 0 and is a recorded failure: provider-sandbox-failed", async () => {
+    const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "codex", prompt: "write #no-sandbox-helper" } }));
+    const result = outcome.result as { exit_code: number; answer?: string; error?: { code: string; message: string } };
+    assert.equal(result.exit_code, 0);
+    assert.equal(result.answer, "Done.");
+    assert.equal(result.error?.code, "provider-sandbox-failed");
+    assert.match(result.error?.message ?? "", /could not create PATH aliases/);
+    const j = await journalOf(env, outcome.audit.run_id);
+    assert.equal(j.inspection.termination, "failed");
+  });
+
   it("kimi without a bundle: a plain-text run is recorded", async () => {
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "kimi", prompt: "hello" } }));
     assert.deepEqual(starts(env.startsFile).at(-1)!.argv, ["--print", "-p", "hello"]);
