@@ -309,7 +309,7 @@ export class Runner {
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
-    const followed = await this.#follow(handle, profile, launch.permission, {
+    const followed = await this.#follow(handle, profile, launch, {
       command: profile.command,
       args,
       cwd,
@@ -323,7 +323,7 @@ export class Runner {
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, permission: PermissionMode, spawn: AgentSpawn): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
@@ -378,7 +378,10 @@ export class Runner {
     if (agent.pid !== undefined) {
       // Where to look for the agent: a run whose node died or lost its database reads unresolved
       // while the agent may still be at work, and a pid alone does not say on which machine.
-      tools.append({ type: "note", process: { pid: agent.pid, host: hostname(), permission } });
+      // A trusted workspace's own configuration (hooks, MCP servers) ran too: the journal says so.
+      const started: { [key: string]: JsonValue } = { pid: agent.pid, host: hostname(), permission: launch.permission };
+      if (launch.trusted) started.workspace_trusted = true;
+      tools.append({ type: "note", process: started });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exit = await agent.exited();

@@ -14,7 +14,7 @@ import type { ExistingOutcome } from "../../src/invocations/index.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { fullBundleFiles, tempDir } from "../providers/helpers.js";
-import { SCOPE, isAlive, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
+import { SCOPE, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
 
@@ -61,6 +61,9 @@ for (const trusted of [false, true]) {
       assert.deepEqual(JSON.parse(start.claudeSettings ?? "null"), { enableAllProjectMcpServers: false });
       const sources = start.argv[start.argv.indexOf("--setting-sources") + 1];
       assert.equal(sources, trusted ? "user,project,local" : "user");
+      // The journal says whether the workspace's own configuration could run.
+      const note = (await journalOf(env, runId)).entries.map((e) => e.event).find((e) => e.type === "note" && "process" in e) as { process: Record<string, unknown> } | undefined;
+      assert.equal(note?.process.workspace_trusted, trusted ? true : undefined);
       // Gone with the run.
       assert.equal(fs.existsSync(home), false);
       assert.deepEqual(fs.readdirSync(homes), []);
