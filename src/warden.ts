@@ -28,6 +28,7 @@ import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./pr
 import { PROVIDER_NAMES, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
+import { RunHomes } from "./providers/run-home.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
 import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
@@ -52,6 +53,8 @@ export interface WardenOptions {
   readonly defaultWorkspace?: string;
   /** workspace id → permission mode of its runs, over the provider's (profiles.ts PermissionMode) */
   readonly workspacePermissions?: Readonly<Record<string, PermissionMode>>;
+  /** workspaces whose own provider configuration (`.claude/`, `.mcp.json`, `.codex/`) may run; none by default */
+  readonly trustedWorkspaces?: readonly string[];
   /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
   readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
   /** base environment of agents (default: this process's, without the node's credentials: runner.ts agentEnvironment) */
@@ -504,6 +507,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     // Durable before the node serves: an inspection must say who killed them, also after more restarts.
     const self = procStat(PROC, "self");
     if (self !== undefined && reaped.runs !== undefined) recordAgentStops(backend.home, reaped.runs, { pid: process.pid, startTicks: self.startTicks });
+    // After the reaping: no agent of a dead process still uses the home it was given.
+    const runHomes = new RunHomes(join(backend.home, "run-homes"));
+    await runHomes.sweep();
     const agentTag = agentTagOf(backend.home);
     const launchRecords = agentTag === undefined ? undefined : LaunchRecords.open(backend.home);
     const agents = new AgentGroups();
@@ -520,6 +526,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       workspaces,
       ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
       ...(options.workspacePermissions === undefined ? {} : { workspacePermissions: options.workspacePermissions }),
+      ...(options.trustedWorkspaces === undefined ? {} : { trustedWorkspaces: options.trustedWorkspaces }),
+      runHomes,
       outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,

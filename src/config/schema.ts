@@ -91,6 +91,8 @@ export const ConfigFile = Type.Object(
     defaultWorkspace: Type.Optional(Type.String({ minLength: 1 })),
     /** workspace id → permission mode of its runs (over the provider's) */
     workspacePermissions: Type.Optional(Type.Record(Type.String(), Type.Enum(PERMISSION_MODES))),
+    /** workspace ids whose own provider configuration (.claude/, .mcp.json, .codex/) may run */
+    trustedWorkspaces: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 1024 })),
     providers: Type.Optional(
       Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(ProviderConfig)])), { additionalProperties: false }),
     ),

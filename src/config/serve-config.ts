@@ -25,6 +25,8 @@ export interface ServeFlags {
   readonly listen?: string;
   /** `ID=/abs/path`, repeatable */
   readonly workspace?: readonly string[];
+  /** workspace ids whose own provider configuration may run, repeatable (added to the file's trustedWorkspaces) */
+  readonly trustWorkspace?: readonly string[];
   /** `NAME=COMMAND`, repeatable */
   readonly provider?: readonly string[];
   readonly logLevel?: string;
@@ -108,6 +110,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     providers,
     ...(file.defaultWorkspace === undefined ? {} : { defaultWorkspace: file.defaultWorkspace }),
     ...(file.workspacePermissions === undefined ? {} : { workspacePermissions: file.workspacePermissions as Record<string, PermissionMode> }),
+    ...trustedOf(file, flags),
     ...(file.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: file.defaultTimeoutS }),
     ...(file.maxTimeoutS === undefined ? {} : { maxTimeoutS: file.maxTimeoutS }),
     ...(file.killGraceMs === undefined ? {} : { killGraceMs: file.killGraceMs }),
@@ -209,4 +212,13 @@ function checkLogLevel(level: string): LogLevel {
   const levels: readonly string[] = LOG_LEVELS;
   if (!levels.includes(level)) throw new ValidationError("config-log-level-invalid", `log level ${JSON.stringify(level)}: one of ${levels.join(", ")}`);
   return level as LogLevel;
+}
+
+/**
+ * The workspaces whose own provider configuration may run: the file's `trustedWorkspaces` and
+ * every `--trust-workspace`. Each must be a configured workspace (the runner refuses others).
+ */
+function trustedOf(file: ConfigFile, flags: ServeFlags): { trustedWorkspaces?: readonly string[] } {
+  const ids = [...new Set([...(file.trustedWorkspaces ?? []), ...(flags.trustWorkspace ?? [])])];
+  return ids.length === 0 ? {} : { trustedWorkspaces: ids };
 }

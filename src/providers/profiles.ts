@@ -59,6 +59,11 @@ export interface ProviderProfile {
   readonly permission: PermissionMode;
   /** what each permission mode adds to the launch (after promptArgs, before bundleArgs) */
   readonly permissions: Readonly<Record<PermissionMode, PermissionLaunch>>;
+  /**
+   * what a permission mode adds instead when warden's own sandbox confines the run and replaces
+   * the CLI's (a CLI's sandbox cannot start nested in another); unset modes use `permissions`
+   */
+  readonly confinedPermissions?: Readonly<Partial<Record<PermissionMode, PermissionLaunch>>>;
   /** environment every run of the provider gets (non-essential traffic off) */
   readonly env: Readonly<Record<string, string>>;
   /** where the CLI's model requests go; unset: the CLI's own default and credentials */
@@ -92,8 +97,9 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     // never a repository), so the refusal would only fail every run, its reason left in stderr.
     promptArgs: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
     bundleArgs: [],
-    // Every codex run gets a home of its own (with or without a bundle): its config.toml carries
-    // the model provider and turns analytics off (codex-config.ts).
+    // The materialized home, for whoever launches codex on a tree (POST .../materializations). A
+    // run of this node gets CODEX_HOME in its private home instead (run-home.ts, over this): Codex
+    // writes its sessions and its sandbox helper there, and the tree stays read-only.
     bundleEnv: { CODEX_HOME: "{home}" },
     events: "codex-jsonl",
     permission: DEFAULT_PERMISSION,
@@ -101,6 +107,13 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
       "read-only": { args: ["--sandbox", "read-only"], env: {} },
       workspace: { args: ["--sandbox", "workspace-write"], env: {} },
       full: { args: ["--dangerously-bypass-approvals-and-sandbox"], env: {} },
+    },
+    // Codex's sandbox is bubblewrap, which cannot create its namespaces inside warden's (measured:
+    // "Can't mount proc on /newroot/proc: Operation not permitted"): confined, warden's sandbox
+    // is the only one, and it enforces the mode (a read-only run's workspace is mounted read-only).
+    confinedPermissions: {
+      "read-only": { args: ["--sandbox", "danger-full-access"], env: {} },
+      workspace: { args: ["--sandbox", "danger-full-access"], env: {} },
     },
     env: {},
   },
@@ -209,6 +222,12 @@ export function resolveProfiles(overrides: Partial<Record<ProviderName, Partial<
       launch.args.forEach((a) => checkTemplateElement(name, a, "prompt", false));
       checkEnv(name, `permissions.${mode}.env`, launch.env ?? {});
     }
+    for (const [mode, launch] of Object.entries(p.confinedPermissions ?? {})) {
+      if (!(PERMISSION_MODES as readonly string[]).includes(mode)) badProfile(name, `confinedPermissions.${mode}: not a permission mode`);
+      if (launch === undefined || !Array.isArray(launch.args)) badProfile(name, `confinedPermissions.${mode} must have args`);
+      launch.args.forEach((a) => checkTemplateElement(name, a, "prompt", false));
+      checkEnv(name, `confinedPermissions.${mode}.env`, launch.env ?? {});
+    }
     checkEnv(name, "env", p.env);
     if (p.model !== undefined) checkModel(name, p.model);
     out[name] = Object.freeze({ ...p });
@@ -235,8 +254,12 @@ export function expandPromptArgs(profile: ProviderProfile, prompt: string): stri
   return profile.promptArgs.map((a) => (a === "{prompt}" ? prompt : a));
 }
 
-/** The permission arguments and the environment of a run (the model endpoint's is model-endpoint.ts's). */
-export function expandRunLaunch(profile: ProviderProfile, permission: PermissionMode): { args: string[]; env: Record<string, string> } {
-  const launch = profile.permissions[permission];
+/**
+ * The permission arguments and the environment of a run (the model endpoint's is
+ * model-endpoint.ts's). `confined`: warden's sandbox encloses the run and replaces the CLI's own
+ * where the profile says so (confinedPermissions).
+ */
+export function expandRunLaunch(profile: ProviderProfile, permission: PermissionMode, confined = false): { args: string[]; env: Record<string, string> } {
+  const launch = (confined ? profile.confinedPermissions?.[permission] : undefined) ?? profile.permissions[permission];
   return { args: [...launch.args], env: { ...profile.env, ...launch.env } };
 }

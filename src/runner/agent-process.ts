@@ -30,6 +30,8 @@ export interface AgentSpawn {
   readonly command: string;
   readonly args: readonly string[];
   readonly cwd: string;
+  /** the run's private home (HOME): a sandbox around the agent binds it read-write */
+  readonly home?: string;
   readonly env: NodeJS.ProcessEnv;
   readonly timeoutMs: number;
   /** time between SIGTERM and SIGKILL of the group on timeout */

@@ -42,7 +42,8 @@ export interface ProviderReport {
 export type AnswerEvent =
   | { readonly type: "answer"; readonly text: string }
   | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
-  | { readonly type: "error"; readonly message: string };
+  /** `code`: a failure warden recognizes in the stream, as the run's `result.error.code` (else agent-reported-error) */
+  | { readonly type: "error"; readonly message: string; readonly code?: string };
 
 /** Kept in the journal as a note: what the agent session was, or an event of no known meaning. */
 export interface NoteFromEvent {
@@ -192,6 +193,21 @@ function codexIdentity(item: Json): { name: string; fingerprint: string } {
 }
 
 const CODEX_QUIET = new Set(["thread.started", "turn.started", "item.updated"]);
+
+/**
+ * What a command's output starts with when Codex's own sandbox (bubblewrap) could not start: bwrap
+ * prints its errors under its name before it ever runs the command (`bwrap: execvp
+ * codex-linux-sandbox: No such file or directory`, `bwrap: Can't mount proc ...`). Codex reports it
+ * as an ordinary failed command and may still answer and exit 0: the run must not read as a success.
+ */
+const CODEX_SANDBOX_FAILURE_RE = /^bwrap: [^\n]*/;
+
+function codexSandboxFailure(item: Json): ParsedEvent[] {
+  if (item.type !== "command_execution" || item.status === "completed" || typeof item.aggregated_output !== "string") return [];
+  const line = CODEX_SANDBOX_FAILURE_RE.exec(item.aggregated_output)?.[0];
+  if (line === undefined) return [];
+  return [{ type: "error", code: "provider-sandbox-failed", message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }];
+}
 const CODEX_QUIET_ITEMS = new Set(["reasoning", "todo_list"]);
 
 /** Codex needs memory of which items it saw start, to start the ones that only complete. */
@@ -229,9 +245,30 @@ export class CodexEventReader {
       const refused = item.status === "declined" ? "declined" : undefined;
       const detail = { ...pick(item, ["status", "exit_code"]), ...(refused === undefined ? {} : { refused }) };
       out.push({ type: "finish", id, outcome: ok ? "succeeded" : "failed", ...(refused === undefined ? {} : { refused }), detail });
+      out.push(...codexSandboxFailure(item));
     }
     return out;
   }
+}
+
+/**
+ * What Codex prints on stderr at its start when it could not put its sandbox helper in place
+ * (codex-cli 0.171.0: `WARNING: proceeding, even though we could not create PATH aliases:
+ * Refusing to create helper binaries under temporary dir ...`): every command it then runs in its
+ * sandbox fails (`bwrap: execvp codex-linux-sandbox`), and it does not always print those
+ * commands' items on stdout, so stdout alone cannot be relied on to tell.
+ */
+const CODEX_HELPER_MISSING_RE = /could not create PATH aliases/;
+/** The longest stderr line the reader looks at; a longer one is not one of the lines above. */
+export const STDERR_LINE_BYTES = 4096;
+
+/** A line reader for one provider's stderr: only the failures warden recognizes there. */
+export function stderrReader(format: EventFormat): ((line: string) => ParsedEvent[]) | undefined {
+  if (format !== "codex-jsonl") return undefined;
+  return (line: string): ParsedEvent[] =>
+    CODEX_HELPER_MISSING_RE.test(line)
+      ? [{ type: "error", code: "provider-sandbox-failed", message: `codex's sandbox could not start, so its commands could not run: ${line.slice(0, NOTE_STRING_CHARS)}` }]
+      : [];
 }
 
 /** A stateful line reader for one provider's stdout. */

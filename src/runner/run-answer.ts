@@ -23,7 +23,7 @@ export class RunAnswer {
   readonly #names = new Map<string, string>();
   #answer: string | undefined;
   #usage: Record<string, number> | undefined;
-  #error: string | undefined;
+  #error: { code: string; message: string } | undefined;
   readonly #refused: RefusedCall[] = [];
 
   take(event: ParsedEvent): void {
@@ -47,7 +47,7 @@ export class RunAnswer {
         return;
       }
       case "error":
-        this.#error ??= event.message;
+        this.#error ??= event.code === undefined ? { code: "agent-reported-error", message: event.message } : { code: event.code, message: event.message };
         return;
       default:
         return;
@@ -56,7 +56,7 @@ export class RunAnswer {
 
   /** The error the CLI reported, if any. */
   get error(): string | undefined {
-    return this.#error;
+    return this.#error?.message;
   }
 
   /** The result's fields: `answer`, `usage`, `refused` when there were any. */
@@ -70,7 +70,7 @@ export class RunAnswer {
 
   /** The reported error as a result's `error` member. */
   errorDetail(): { code: string; message: string } | undefined {
-    return this.#error === undefined ? undefined : { code: "agent-reported-error", message: cut(this.#error, MAX_ERROR_CHARS) };
+    return this.#error === undefined ? undefined : { code: this.#error.code, message: cut(this.#error.message, MAX_ERROR_CHARS) };
   }
 }
 

@@ -29,12 +29,13 @@ import type { Materializer } from "../providers/materializer.js";
 import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
+import type { RunHome, RunHomes } from "../providers/run-home.js";
 import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
-import { eventReader } from "./events.js";
+import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
 import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
@@ -58,6 +59,10 @@ export interface RunnerOptions {
   readonly defaultWorkspace?: string;
   /** workspace id → permission mode of every run in it (over the provider's `permission`) */
   readonly workspacePermissions?: Readonly<Record<string, PermissionMode>>;
+  /** workspaces whose own provider configuration (`.claude/`, `.mcp.json`, `.codex/`) may run */
+  readonly trustedWorkspaces?: readonly string[];
+  /** where every run gets its fresh private home (HOME, the provider's configuration) */
+  readonly runHomes: RunHomes;
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
@@ -107,6 +112,8 @@ export class Runner {
   readonly #workspaces: ReadonlyMap<string, string>;
   readonly #defaultWorkspace: string | undefined;
   readonly #workspacePermissions: Readonly<Record<string, PermissionMode>>;
+  readonly #trustedWorkspaces: ReadonlySet<string>;
+  readonly #runHomes: RunHomes;
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
   readonly #env: Readonly<Record<string, string | undefined>>;
@@ -133,6 +140,11 @@ export class Runner {
     for (const id of Object.keys(this.#workspacePermissions)) {
       if (!this.#workspaces.has(id)) throw new ValidationError("workspace-unknown", `workspacePermissions names workspace ${JSON.stringify(id)}, which is not configured`);
     }
+    this.#trustedWorkspaces = new Set(options.trustedWorkspaces ?? []);
+    for (const id of this.#trustedWorkspaces) {
+      if (!this.#workspaces.has(id)) throw new ValidationError("workspace-unknown", `trustedWorkspaces names workspace ${JSON.stringify(id)}, which is not configured`);
+    }
+    this.#runHomes = options.runHomes;
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
@@ -188,6 +200,7 @@ export class Runner {
     const launch: RunLaunch = {
       permission: this.#workspacePermissions[workspace.id] ?? profile.permission,
       model: modelLaunch(request.provider, profile, this.#env),
+      trusted: this.#trustedWorkspaces.has(workspace.id),
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
@@ -220,21 +233,33 @@ export class Runner {
 
   async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string, launch: RunLaunch): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
+    let home: RunHome | undefined;
     try {
-      if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
-        try {
+      try {
+        if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
-        } catch (error) {
-          if (!isWardenError(error)) throw error;
-          // The agent was never launched: a clean, recorded failure that says why.
-          return await handle.finish(notLaunched(error), { failed: true });
         }
+        home = await this.#runHomes.create({
+          run: handle.run_id,
+          provider: request.provider,
+          profile: this.#profiles[request.provider],
+          workspace: cwd,
+          trusted: launch.trusted,
+          ...(materialization === undefined ? {} : { materialization }),
+        });
+      } catch (error) {
+        if (!isWardenError(error)) throw error;
+        // The agent was never launched: a clean, recorded failure that says why.
+        return await handle.finish(notLaunched(error), { failed: true });
       }
-      return await this.#launch(handle, request, cwd, launch, materialization);
+      return await this.#launch(handle, request, cwd, launch, home, materialization);
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
     } finally {
+      // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
+      // evidence (the journal and the captured output are), and it may hold what the run read.
+      if (home !== undefined) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
     }
   }
@@ -258,13 +283,15 @@ export class Runner {
     request: InvokeRequest,
     cwd: string,
     launch: RunLaunch,
+    home: RunHome,
     materialization: Materialization | undefined,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission);
-    const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...(materialization?.args ?? [])];
+    const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...home.args, ...(materialization?.args ?? [])];
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
-    const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}) };
+    // The run's home last: nothing configured points the agent back at the node user's own.
+    const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}), ...home.env };
     await handle.journal.append({
       type: "effect.started",
       effect_id: PROCESS_EFFECT,
@@ -282,10 +309,11 @@ export class Runner {
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
-    const followed = await this.#follow(handle, profile, launch.permission, {
+    const followed = await this.#follow(handle, profile, launch, {
       command: profile.command,
       args,
       cwd,
+      home: home.path,
       env: { ...this.#env, ...env, ...launch.model.secretEnv, ...this.#agentTagEnv },
       timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
       killGraceMs: this.#killGraceMs,
@@ -295,7 +323,7 @@ export class Runner {
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, permission: PermissionMode, spawn: AgentSpawn): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
@@ -320,11 +348,13 @@ export class Runner {
             },
           }),
     });
+    const readErr = stderrReader(profile.events);
     const stderr = await OutputCapture.create({
       path: outputPath(this.#outputDir, handle.run_id, "stderr"),
       tailBytes: 0,
-      maxLineBytes: 0,
+      maxLineBytes: readErr === undefined ? 0 : STDERR_LINE_BYTES,
       maxFileBytes: this.#maxOutputBytes,
+      ...(readErr === undefined ? {} : { onLine: (line: string) => readErr(line).forEach((e) => answer.take(e)) }),
     });
     let record: string | undefined;
     let unrecorded: unknown;
@@ -348,7 +378,10 @@ export class Runner {
     if (agent.pid !== undefined) {
       // Where to look for the agent: a run whose node died or lost its database reads unresolved
       // while the agent may still be at work, and a pid alone does not say on which machine.
-      tools.append({ type: "note", process: { pid: agent.pid, host: hostname(), permission } });
+      // A trusted workspace's own configuration (hooks, MCP servers) ran too: the journal says so.
+      const started: { [key: string]: JsonValue } = { pid: agent.pid, host: hostname(), permission: launch.permission };
+      if (launch.trusted) started.workspace_trusted = true;
+      tools.append({ type: "note", process: started });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exit = await agent.exited();
@@ -414,6 +447,8 @@ interface Followed {
 interface RunLaunch {
   readonly permission: PermissionMode;
   readonly model: ModelLaunch;
+  /** the workspace's own provider configuration may run */
+  readonly trusted: boolean;
 }
 
 /**

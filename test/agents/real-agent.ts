@@ -2,7 +2,14 @@
  * The real Claude Code and Codex CLIs (pinned devDependencies) run under a real `warden serve`
  * against the scripted model server on loopback (src/scripted-model), driven by the real
  * `warden invoke` and `warden push`. Nothing leaves loopback: the node's model endpoint is the
- * scripted server, non-essential traffic is off, and each CLI has a private HOME.
+ * scripted server, non-essential traffic is off, and each run has a private HOME of its own.
+ *
+ * The node user's home holds a planted Claude and Codex configuration (hooks that write markers,
+ * instructions with a marker, a rule that would let Claude read any file), and the workspaces hold
+ * a repository's own (`.claude/settings.json` hooks, `.mcp.json`, `CLAUDE.md`, `.codex/`): none of
+ * it may run or reach the model, except the trusted workspace's own. Everything lives under the
+ * temporary directory, where Codex refused to create its sandbox helper before each run had a
+ * TMPDIR of its own.
  *
  * One scenario list for both CLIs (claude.test.ts, codex.test.ts); what differs is the shell
  * tool's name and input, and where the skill appears in the model's request.
@@ -55,6 +62,8 @@ export function describeRealAgent(provider: RealProvider): void {
     const workspace = join(root, "workspace");
     const readOnly = join(root, "read-only");
     const agentHome = join(root, "agent-home");
+    const trustedWorkspace = join(root, "trusted");
+    const markers = join(root, "markers");
     const bundleDir = join(root, "rehearsal");
     let model: ScriptedModelServer;
     let node: NodeProcess | undefined;
@@ -62,7 +71,8 @@ export function describeRealAgent(provider: RealProvider): void {
     const leftovers: number[] = [];
 
     const config = (): Record<string, unknown> => ({
-      workspaces: { main: workspace, ro: readOnly },
+      workspaces: { main: workspace, ro: readOnly, trusted: trustedWorkspace },
+      trustedWorkspaces: ["trusted"],
       defaultWorkspace: "main",
       workspacePermissions: { ro: "read-only" },
       providers: {
@@ -110,7 +120,9 @@ export function describeRealAgent(provider: RealProvider): void {
     const requestText = (from: number): string => JSON.stringify(model.requests.slice(from).map((r) => r.body));
 
     before(async () => {
-      for (const d of [workspace, readOnly, agentHome, join(bundleDir, ".claude-plugin"), join(bundleDir, "skills", "greet")]) mkdirSync(d, { recursive: true });
+      for (const d of [workspace, readOnly, agentHome, markers, join(bundleDir, ".claude-plugin"), join(bundleDir, "skills", "greet")]) mkdirSync(d, { recursive: true });
+      plantOperatorConfig(agentHome, markers);
+      for (const [name, dir] of [["main", workspace], ["trusted", trustedWorkspace]] as const) plantWorkspaceConfig(dir, markers, name);
       mkdirSync(home, { mode: 0o700 });
       writeFileSync(join(bundleDir, ".claude-plugin", "plugin.json"), JSON.stringify({ name: "rehearsal", version: "1.0.0", description: "rehearsal bundle" }));
       writeFileSync(join(bundleDir, "skills", "greet", "SKILL.md"), `---\nname: greet\ndescription: ${SKILL_DESCRIPTION}\n---\nSay hello to the operator.\n`);
@@ -159,6 +171,29 @@ export function describeRealAgent(provider: RealProvider): void {
       assert.match(text.stdout, /answer:\nWrote out\.txt for the operator\.\n/);
       assert.doesNotMatch(text.stdout, /"type":/);
       assert.equal(model.requests.length - from, 2, "the replay asked the model again");
+    });
+
+    it("neither the node user's configuration nor the workspace's runs or reaches the model; a trusted workspace's does", async () => {
+      const from = model.requests.length;
+      model.load({ turns: [shell(provider, "echo ok > checked.txt"), { text: "Checked." }] });
+      const run = await invoke(randomUUID(), "check the workspace");
+      assert.equal(run.code, 0, run.stdout + run.stderr);
+      assert.equal(readFileSync(join(workspace, "checked.txt"), "utf8"), "ok\n");
+      const untrustedText = requestText(from);
+      // No hook ran: neither the node user's (SessionStart, PreToolUse) nor the repository's.
+      assert.deepEqual(readdirSync(markers), []);
+      for (const marker of [OPERATOR_MARKER, `${WORKSPACE_MARKER}-main`]) assert.ok(!untrustedText.includes(marker), `${marker} reached the model`);
+
+      const trustedFrom = model.requests.length;
+      model.load({ turns: [{ text: "Trusted." }] });
+      const trustedRun = await invoke(randomUUID(), "check the trusted workspace", ["--workspace", "trusted"]);
+      assert.equal(trustedRun.code, 0, trustedRun.stdout + trustedRun.stderr);
+      const trustedText = requestText(trustedFrom);
+      // The trusted workspace's own configuration is in force: what the untrusted one could have done.
+      if (provider === "claude") assert.ok(existsSync(join(markers, "workspace-session-start-trusted")), readdirSync(markers).join(", "));
+      assert.ok(trustedText.includes(`${WORKSPACE_MARKER}-trusted`), "the trusted workspace's instructions did not reach the model");
+      assert.ok(!trustedText.includes(OPERATOR_MARKER), "the node user's instructions reached the model");
+      assert.ok(!existsSync(join(markers, "operator-session-start")) && !existsSync(join(markers, "operator-pre-tool-use")));
     });
 
     it("a call the permission mode refuses is journaled, printed and answered as refused", async () => {
@@ -266,4 +301,47 @@ function pidOf(needle: string): number | undefined {
     }
   }
   return undefined;
+}
+
+const OPERATOR_MARKER = "operator-marker-3f9c1d";
+const WORKSPACE_MARKER = "workspace-marker-8b27e4";
+
+/** A Claude hook entry that writes `<markers>/<name>` when it runs. */
+function markerHook(markers: string, name: string): unknown {
+  return [{ hooks: [{ type: "command", command: `touch ${join(markers, name)}` }] }];
+}
+
+/**
+ * The node user's own configuration, as an operator's machine has it: hooks, instructions, a rule
+ * letting Claude read any file, a Codex configuration with instructions of its own.
+ */
+function plantOperatorConfig(home: string, markers: string): void {
+  mkdirSync(join(home, ".claude"), { recursive: true });
+  writeFileSync(
+    join(home, ".claude", "settings.json"),
+    JSON.stringify({
+      permissions: { allow: ["Read(//**)"] },
+      hooks: { SessionStart: markerHook(markers, "operator-session-start"), PreToolUse: markerHook(markers, "operator-pre-tool-use") },
+    }),
+  );
+  writeFileSync(join(home, ".claude", "CLAUDE.md"), `Always mention ${OPERATOR_MARKER}.\n`);
+  mkdirSync(join(home, ".codex"), { recursive: true });
+  writeFileSync(join(home, ".codex", "config.toml"), `developer_instructions = "Always mention ${OPERATOR_MARKER}."\n`);
+  writeFileSync(join(home, ".codex", "AGENTS.md"), `Always mention ${OPERATOR_MARKER}.\n`);
+}
+
+/** A repository's own agent configuration: settings hooks, an MCP server, instructions. */
+function plantWorkspaceConfig(dir: string, markers: string, name: string): void {
+  mkdirSync(join(dir, ".claude"), { recursive: true });
+  writeFileSync(
+    join(dir, ".claude", "settings.json"),
+    JSON.stringify({ hooks: { SessionStart: markerHook(markers, `workspace-session-start-${name}`), PreToolUse: markerHook(markers, `workspace-pre-tool-use-${name}`) } }),
+  );
+  writeFileSync(join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { repo: { command: "touch", args: [join(markers, `workspace-mcp-${name}`)] } } }));
+  writeFileSync(join(dir, "CLAUDE.md"), `Always mention ${WORKSPACE_MARKER}-${name}.\n`);
+  mkdirSync(join(dir, ".codex"), { recursive: true });
+  writeFileSync(
+    join(dir, ".codex", "config.toml"),
+    `developer_instructions = "Always mention ${WORKSPACE_MARKER}-${name}."\n\n[mcp_servers.repo]\ncommand = "touch"\nargs = [${JSON.stringify(join(markers, `workspace-codex-mcp-${name}`))}]\n`,
+  );
 }

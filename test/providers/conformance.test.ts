@@ -12,6 +12,8 @@ import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { READY_MS } from "../support/wait.js";
 import { Materializer } from "../../src/providers/materializer.js";
+import { resolveProfiles } from "../../src/providers/profiles.js";
+import { RunHomes } from "../../src/providers/run-home.js";
 import type { Materialization } from "../../src/providers/types.js";
 import { compileDirectory } from "../../src/delivery/compile.js";
 import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
@@ -43,6 +45,8 @@ describe("real CLIs accept the materialized trees", () => {
   let codex: Materialization;
   let exampleClaude: Materialization;
   let exampleCodex: Materialization;
+  /** what a codex run gets: its own home, whose CODEX_HOME holds the materialized config and links its skills */
+  let codexEnv: Record<string, string>;
 
   const run = (command: "claude" | "codex", args: string[], extraEnv: Record<string, string> = {}): Ran => {
     const r = spawnSync(pinnedCli(command), args, {
@@ -87,6 +91,15 @@ describe("real CLIs accept the materialized trees", () => {
     const example = { bundle_id: "review-bundle", revision: "r1" };
     exampleClaude = await mat.materialize({ provider: "claude", bundle: example, session: "conf-example-claude" });
     exampleCodex = await mat.materialize({ provider: "codex", bundle: example, session: "conf-example-codex" });
+    const runHome = await new RunHomes(path.join(dir, "run-homes")).create({
+      run: "conf-codex",
+      provider: "codex",
+      profile: resolveProfiles().codex,
+      workspace: home,
+      trusted: false,
+      materialization: codex,
+    });
+    codexEnv = { CODEX_HOME: runHome.env.CODEX_HOME as string };
   });
   after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
@@ -133,8 +146,8 @@ describe("real CLIs accept the materialized trees", () => {
     assert.equal(plugin.enabled, true);
   });
 
-  it("codex debug prompt-input lists the skills of CODEX_HOME", () => {
-    const r = run("codex", ["debug", "prompt-input"], { ...codex.env });
+  it("codex debug prompt-input lists the skills of the run's CODEX_HOME (linked from the materialized tree)", () => {
+    const r = run("codex", ["debug", "prompt-input"], codexEnv);
     assert.equal(r.status, 0, r.stderr);
     const text = r.stdout;
     for (const [name, skill] of [["lint", LINT_SKILL], ["review", REVIEW_SKILL]] as const) {
@@ -165,12 +178,12 @@ describe("real CLIs accept the materialized trees", () => {
   });
 
   it("codex mcp list shows both servers exactly as translated", () => {
-    const plain = run("codex", ["mcp", "list"], { ...codex.env });
+    const plain = run("codex", ["mcp", "list"], codexEnv);
     assert.equal(plain.status, 0, plain.stderr);
     assert.match(plain.stdout, /^files\s+files-mcp\s+--root \./m);
     assert.match(plain.stdout, /^web\s+http:\/\/127\.0\.0\.1:9\/mcp\s+WEB_TOKEN/m);
 
-    const r = run("codex", ["mcp", "list", "--json"], { ...codex.env });
+    const r = run("codex", ["mcp", "list", "--json"], codexEnv);
     assert.equal(r.status, 0, r.stderr);
     const servers = JSON.parse(r.stdout) as Array<{ name: string; enabled: boolean; transport: Record<string, unknown> }>;
     assert.deepEqual(servers.map((s) => s.name).sort(), ["files", "web"]);

@@ -23,6 +23,17 @@ describe("permission modes", () => {
     assert.deepEqual(expandRunLaunch(p.kimi, "full"), { args: [], env: {} });
   });
 
+  it("confined in warden's sandbox, codex's own sandbox is replaced (bubblewrap cannot nest); unconfined and claude's unchanged", () => {
+    const p = resolveProfiles();
+    assert.deepEqual(expandRunLaunch(p.codex, "read-only", true), { args: ["--sandbox", "danger-full-access"], env: {} });
+    assert.deepEqual(expandRunLaunch(p.codex, "workspace", true), { args: ["--sandbox", "danger-full-access"], env: {} });
+    assert.deepEqual(expandRunLaunch(p.codex, "full", true).args, ["--dangerously-bypass-approvals-and-sandbox"]);
+    assert.deepEqual(expandRunLaunch(p.codex, "workspace", false).args, ["--sandbox", "workspace-write"]);
+    assert.deepEqual(expandRunLaunch(p.claude, "workspace", true), expandRunLaunch(p.claude, "workspace"));
+    refused(() => resolveProfiles({ codex: { confinedPermissions: { yolo: { args: [], env: {} } } as never } }), "provider-profile-invalid", /not a permission mode/);
+    refused(() => resolveProfiles({ codex: { confinedPermissions: { workspace: { args: ["{bundle}"], env: {} } } } }), "provider-profile-invalid", /no placeholders/);
+  });
+
   it("an operator's mode or variable replaces the default's; the others stay", () => {
     const p = resolveProfiles({ claude: { permission: "read-only", permissions: { "read-only": { args: ["--permission-mode", "plan"], env: {} } } as never, env: { EXTRA: "1" } } });
     assert.equal(p.claude.permission, "read-only");

@@ -1,6 +1,6 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { eventReader, type ParsedEvent } from "../../src/runner/events.js";
+import { eventReader, stderrReader, type ParsedEvent } from "../../src/runner/events.js";
 
 // Lines printed by the real CLIs (claude 2.1.197 and codex-cli 0.171.0, offline, so the model
 // call itself fails): none of them is a tool call.
@@ -96,6 +96,32 @@ describe("event readers", () => {
     ].flatMap(read);
     assert.deepEqual(events.map(label), ["answer", "start:codex:item_2:command_execution", "finish:codex:item_2:failed", "answer", "error"]);
     assert.equal(events[2]?.type === "finish" ? events[2].refused : undefined, "declined");
+  });
+
+  it("codex: a command its own sandbox could not start is a provider-sandbox-failed error; a command failing inside it is not", () => {
+    const read = eventReader("codex-jsonl")!;
+    // Printed by codex-cli 0.171.0 with Debian's bubblewrap and CODEX_HOME under the temporary directory.
+    const failed = read(
+      '{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc \'echo hi > out.txt\'","aggregated_output":"bwrap: execvp codex-linux-sandbox: No such file or directory\\n","exit_code":1,"status":"failed"}}',
+    );
+    assert.deepEqual(failed.map(label), ["start:codex:item_1:command_execution", "finish:codex:item_1:failed", "error"]);
+    const error = failed[2];
+    assert.ok(error?.type === "error");
+    assert.equal(error.code, "provider-sandbox-failed");
+    assert.match(error.message, /sandbox could not start.*bwrap: execvp codex-linux-sandbox: No such file or directory$/);
+    // A read-only sandbox refusing a write: the command ran, and failed; no sandbox failure.
+    const ran = read(
+      '{"type":"item.completed","item":{"id":"item_2","type":"command_execution","command":"/bin/bash -lc \'echo no > x\'","aggregated_output":"/bin/bash: line 1: x: Read-only file system\\n","exit_code":1,"status":"failed"}}',
+    );
+    assert.deepEqual(ran.map(label), ["start:codex:item_2:command_execution", "finish:codex:item_2:failed"]);
+    // Its warning on stderr says the same before any command (and codex may print no item at all).
+    const readErr = stderrReader("codex-jsonl")!;
+    const warned = readErr(
+      'WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir "/tmp" (codex_home: AbsolutePathBuf("/tmp/h/.codex"))',
+    );
+    assert.deepEqual(warned.map((e) => (e.type === "error" ? e.code : e.type)), ["provider-sandbox-failed"]);
+    assert.deepEqual(readErr("Reading additional input from stdin..."), []);
+    assert.equal(stderrReader("claude-stream-json"), undefined);
   });
 
   it("claude: tool_use starts, tool_result finishes, is_error is a failure; noise is ignored", () => {

@@ -17,6 +17,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { Runner, type RunnerHooks } from "../../src/runner/runner.js";
+import { RunHomes } from "../../src/providers/run-home.js";
 import { LaunchRecords } from "../../src/runner/launch-records.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
@@ -52,6 +53,10 @@ export interface RunnerEnvOptions {
   readonly launchRecords?: boolean;
   /** the trust policy for bundle signatures */
   readonly trust?: TrustPolicy;
+  /** workspaces ("main") whose own provider configuration may run */
+  readonly trustedWorkspaces?: readonly string[];
+  /** more of the node's environment for its agents (e.g. the node user's HOME) */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Opens (or reopens, after a crash) the node under `root`. */
@@ -74,8 +79,10 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
     workspaces: { main: workspace },
     defaultWorkspace: "main",
     outputDir,
+    runHomes: new RunHomes(path.join(home, "run-homes")),
     profiles: resolveProfiles({ claude: { command: cmd("claude") }, codex: { command: cmd("codex") }, kimi: { command: cmd("kimi") } }),
-    env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile },
+    env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile, ...(options.env ?? {}) },
+    ...(options.trustedWorkspaces === undefined ? {} : { trustedWorkspaces: options.trustedWorkspaces }),
     killGraceMs: options.killGraceMs ?? 300,
     ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
     ...(options.launchRecords === true ? { launchRecords: LaunchRecords.open(home)! } : {}),
@@ -121,6 +128,11 @@ export interface StartRecord {
   readonly pid: number;
   readonly argv: string[];
   readonly cwd: string;
+  /** the agent's HOME as it found it at its start */
+  readonly home?: { readonly path: string; readonly mode: number; readonly entries: string[] };
+  readonly env?: { readonly TMPDIR?: string; readonly CLAUDE_CONFIG_DIR?: string; readonly CODEX_HOME?: string; readonly XDG_CONFIG_HOME?: string };
+  readonly claudeSettings?: string;
+  readonly codexConfig?: string;
 }
 
 export function starts(file: string): StartRecord[] {

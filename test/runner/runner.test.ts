@@ -67,7 +67,19 @@ describe("runner with fixture agents", () => {
     const start = starts(env.startsFile).at(-1)!;
     const runId = first.audit.run_id;
     const bundleDir = path.join(env.matRoot, runId, "bundle");
-    assert.deepEqual(start.argv, ["-p", "review the diff", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--plugin-dir", bundleDir]);
+    assert.deepEqual(start.argv, [
+      "-p",
+      "review the diff",
+      "--output-format",
+      "stream-json",
+      "--verbose",
+      "--permission-mode",
+      "acceptEdits",
+      "--setting-sources",
+      "user",
+      "--plugin-dir",
+      bundleDir,
+    ]);
     assert.equal(start.cwd, env.workspace);
 
     const result = first.result as { exit_code: number; output_sha256: string; output_tail: string };
@@ -134,7 +146,7 @@ describe("runner with fixture agents", () => {
     assert.equal(count(), before + 1);
   });
 
-  it("codex with a bundle: CODEX_HOME materialized, command and MCP tool calls journaled", async () => {
+  it("codex with a bundle: CODEX_HOME in the run's home with the materialized skills, command and MCP tool calls journaled", async () => {
     const id = randomUUID();
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id, request: { provider: "codex", prompt: "list skills", bundle: BUNDLE } }));
     const s = starts(env.startsFile).at(-1)!;
@@ -147,6 +159,17 @@ describe("runner with fixture agents", () => {
     const tools = toolStarts(events(j.entries));
     assert.deepEqual(tools.map((t) => t.name), ["command_execution", "mcp:files/ping"]);
     for (const t of tools) assert.equal(finishOf(events(j.entries), t.effect_id)?.outcome, "succeeded");
+  });
+
+  it("codex whose own sandbox could not start (its stderr says so) exits 0 and is a recorded failure: provider-sandbox-failed", async () => {
+    const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "codex", prompt: "write #no-sandbox-helper" } }));
+    const result = outcome.result as { exit_code: number; answer?: string; error?: { code: string; message: string } };
+    assert.equal(result.exit_code, 0);
+    assert.equal(result.answer, "Done.");
+    assert.equal(result.error?.code, "provider-sandbox-failed");
+    assert.match(result.error?.message ?? "", /could not create PATH aliases/);
+    const j = await journalOf(env, outcome.audit.run_id);
+    assert.equal(j.inspection.termination, "failed");
   });
 
   it("kimi without a bundle: a plain-text run is recorded", async () => {

@@ -96,6 +96,16 @@ describe("serve configuration", () => {
     });
   }
 
+  it("trusted workspaces: none by default; warden.json's trustedWorkspaces and --trust-workspace add up", () => {
+    const ws = path.join(root, "trust-ws");
+    fs.mkdirSync(ws, { recursive: true });
+    assert.equal(loadServeConfig({ home: homeWith("trust-none", { workspaces: { a: ws } }) }, { WARDEN_TOKEN: "t" }, root).warden.trustedWorkspaces, undefined);
+    const home = homeWith("trust-some", { workspaces: { a: ws, b: ws }, trustedWorkspaces: ["a"] });
+    assert.deepEqual(loadServeConfig({ home }, { WARDEN_TOKEN: "t" }, root).warden.trustedWorkspaces, ["a"]);
+    assert.deepEqual(loadServeConfig({ home, trustWorkspace: ["b", "a"] }, { WARDEN_TOKEN: "t" }, root).warden.trustedWorkspaces, ["a", "b"]);
+    assert.throws(() => loadServeConfig({ home: homeWith("trust-bad", { trustedWorkspaces: "a" }) }, { WARDEN_TOKEN: "t" }, root), { code: "config-file-invalid" });
+  });
+
   it("refuses malformed flags", () => {
     const home = homeWith("flags");
     assert.throws(() => loadServeConfig({ home, provider: ["gpt=/bin/gpt"] }, { WARDEN_TOKEN: "t" }, root), { code: "config-provider-invalid" });

@@ -12,6 +12,7 @@ import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 
 type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
 
@@ -310,6 +311,8 @@ describe("a node at its limit of active runs", () => {
       for (let i = 0; i < 100 && json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status !== "recorded"; i++) {
         await new Promise((r) => setTimeout(r, 50));
       }
+      // Its place is free once its run has cleaned up after the record (materialization, run home).
+      await waitFor("the recorded run to leave the active runs", () => (node.warden.activeRuns === 0 ? true : undefined), READY_MS);
       // Two runs that hang until their 2 s timeout: the node's two places.
       const hanging = [randomUUID(), randomUUID()];
       for (const key of hanging) assert.equal((await post(key, "wait #hang", { timeout_s: 2 })).statusCode, 202);

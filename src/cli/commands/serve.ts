@@ -9,6 +9,7 @@ interface ServeOptions {
   home?: string;
   listen?: string;
   workspace: string[];
+  trustWorkspace: string[];
   provider: string[];
   logLevel?: string;
   postgres?: string;
@@ -25,6 +26,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
     .option("--home <dir>", "state directory (default $WARDEN_HOME or ./.warden)")
     .option("--listen <host:port>", "listen address; port 0 picks a free port (default 127.0.0.1:7420)")
     .option("--workspace <id=/abs/path>", "a workspace agents may run in (repeatable)", collect, [])
+    .option("--trust-workspace <id>", "let the workspace's own provider configuration (.claude/, .mcp.json, .codex/) run (repeatable)", collect, [])
     .option("--provider <name=command>", "the command of a provider: claude, codex or kimi (repeatable)", collect, [])
     .option("--postgres <url>", "keep claims, journals, keys and bundles on this PostgreSQL database, shared by a fleet (default $WARDEN_POSTGRES_URL)")
     .option("--log-level <level>", "fatal, error, warn, info, debug, trace or silent (default info, or $WARDEN_LOG_LEVEL)")
@@ -40,6 +42,7 @@ export function registerServeCommand(program: Command, ctx: CliContext): void {
 async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
   const flags: ServeFlags = {
     workspace: options.workspace,
+    trustWorkspace: options.trustWorkspace,
     provider: options.provider,
     ...(options.home === undefined ? {} : { home: options.home }),
     ...(options.listen === undefined ? {} : { listen: options.listen }),

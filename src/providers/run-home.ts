@@ -1,0 +1,190 @@
+/**
+ * A fresh private home for every run (DESIGN.md "Providers", "Run homes"): `<root>/<run id>/`,
+ * mode 0700, written by warden before the launch and removed when the run ends. HOME, the XDG
+ * directories and TMPDIR of the agent point into it, so a provider CLI never reads the node
+ * user's own `~/.claude`, `~/.codex` or their credentials, and whatever a run writes there (its
+ * session transcripts, caches) is gone with it.
+ *
+ * - claude: `CLAUDE_CONFIG_DIR` is `<home>/.claude`, holding only warden's pinned `settings.json`;
+ *   the workspace's own settings (`.claude/settings*.json`, its hooks, `.mcp.json`, `CLAUDE.md`)
+ *   are loaded only when the workspace is trusted (`--setting-sources`).
+ * - codex: `CODEX_HOME` is `<home>/.codex`: the materialized (verified) `config.toml`, plus the
+ *   workspace as a trusted project when it is trusted (Codex loads a project's `.codex/` config
+ *   only then); the bundle's skills are linked from the materialized tree, read-only there.
+ *   `TMPDIR` inside the home keeps CODEX_HOME out of the temporary directory, where Codex refuses
+ *   to create its sandbox helper (every shell command would then fail).
+ *
+ * The directory is the agent's to write: nothing in it is evidence, and nothing of it is
+ * re-read by warden after the launch.
+ */
+import * as fsp from "node:fs/promises";
+import { join } from "node:path";
+import { stringify } from "smol-toml";
+import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
+import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
+import { HOME_DIR } from "./binding.js";
+import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
+import type { ProviderProfile } from "./profiles.js";
+import { isSessionName, validateSessionName } from "./sessions.js";
+import { removeTree } from "./tree-remove.js";
+import type { Materialization, ProviderName } from "./types.js";
+
+/** Claude Code's configuration directory inside a run home (CLAUDE_CONFIG_DIR). */
+export const CLAUDE_CONFIG_DIR = ".claude";
+/** Codex's home inside a run home (CODEX_HOME). */
+export const CODEX_HOME_DIR = ".codex";
+/** The run's private temporary directory (TMPDIR). */
+export const RUN_TMP_DIR = "tmp";
+
+/**
+ * The `--setting-sources` of a Claude Code run. Measured with Claude Code 2.1.328: `user` alone
+ * (whose settings are warden's own, CLAUDE_CONFIG_DIR) keeps the workspace's `.claude/settings*.json`
+ * hooks, its `.mcp.json` servers and its `CLAUDE.md` out; the bundle, a plugin (`--plugin-dir`),
+ * keeps its skills and MCP servers.
+ */
+export const CLAUDE_SETTING_SOURCES: Readonly<Record<"trusted" | "untrusted", string>> = Object.freeze({
+  untrusted: "user",
+  trusted: "user,project,local",
+});
+
+/**
+ * Warden's pinned Claude Code user settings. Project MCP servers are never auto-approved from
+ * here (a trusted workspace's own settings may approve them).
+ */
+export const CLAUDE_PINNED_SETTINGS: Readonly<Record<string, unknown>> = Object.freeze({ enableAllProjectMcpServers: false });
+
+export interface RunHomeRequest {
+  /** the run id: the directory's name */
+  readonly run: string;
+  readonly provider: ProviderName;
+  readonly profile: ProviderProfile;
+  /** absolute path of the workspace the agent runs in */
+  readonly workspace: string;
+  /** the workspace's own provider configuration may run (DESIGN.md "Workspace trust") */
+  readonly trusted: boolean;
+  /** the run's materialized tree, when it has one (a codex run's verified config.toml and skills) */
+  readonly materialization?: Materialization;
+}
+
+export interface RunHome {
+  /** absolute path of the run's private home: a sandbox binds it read-write */
+  readonly path: string;
+  /** environment pointing the provider at it (over the node's: HOME, TMPDIR, ...) */
+  readonly env: Readonly<Record<string, string>>;
+  /** arguments pinning where the provider reads its configuration from */
+  readonly args: readonly string[];
+}
+
+export class RunHomes {
+  readonly root: string;
+
+  constructor(root: string) {
+    this.root = root;
+    ensurePrivateDirSync(root, { create: true, recursive: true });
+  }
+
+  /** Writes `<root>/<run>/` for the run; refused when it exists (a run id is used once). */
+  async create(request: RunHomeRequest): Promise<RunHome> {
+    const run = validateSessionName(request.run);
+    const path = join(this.root, run);
+    try {
+      await fsp.mkdir(path, { mode: PRIVATE_DIR_MODE });
+    } catch (error) {
+      if (errnoCode(error) === "EEXIST") {
+        throw new ConflictError("run-home-exists", `run ${JSON.stringify(run)} already has a home`, { details: { run } });
+      }
+      throw isStorageFull(error) ? storageFull("create the run's home", error) : error;
+    }
+    try {
+      const written = await this.#write(path, request);
+      await syncDir(this.root);
+      return Object.freeze(written);
+    } catch (error) {
+      await removeTree(path).catch(() => undefined);
+      throw isStorageFull(error) ? storageFull("create the run's home", error) : error;
+    }
+  }
+
+  async #write(path: string, request: RunHomeRequest): Promise<RunHome> {
+    const tmp = join(path, RUN_TMP_DIR);
+    await fsp.mkdir(tmp, { mode: PRIVATE_DIR_MODE });
+    const env: Record<string, string> = {
+      HOME: path,
+      TMPDIR: tmp,
+      XDG_CONFIG_HOME: join(path, ".config"),
+      XDG_CACHE_HOME: join(path, ".cache"),
+      XDG_DATA_HOME: join(path, ".local", "share"),
+      XDG_STATE_HOME: join(path, ".local", "state"),
+    };
+    const args: string[] = [];
+    if (request.provider === "claude") {
+      const config = join(path, CLAUDE_CONFIG_DIR);
+      await fsp.mkdir(config, { mode: PRIVATE_DIR_MODE });
+      await writePrivate(join(config, "settings.json"), `${JSON.stringify(CLAUDE_PINNED_SETTINGS)}\n`);
+      env.CLAUDE_CONFIG_DIR = config;
+      args.push("--setting-sources", CLAUDE_SETTING_SOURCES[request.trusted ? "trusted" : "untrusted"]);
+    } else if (request.provider === "codex") {
+      const codexHome = join(path, CODEX_HOME_DIR);
+      await fsp.mkdir(codexHome, { mode: PRIVATE_DIR_MODE });
+      await writePrivate(join(codexHome, CODEX_CONFIG_FILE), await codexConfig(request));
+      const skills = request.materialization === undefined ? undefined : join(request.materialization.root, HOME_DIR, "skills");
+      if (skills !== undefined && (await isDirectory(skills))) await fsp.symlink(skills, join(codexHome, "skills"));
+      env.CODEX_HOME = codexHome;
+    }
+    return { path, env, args };
+  }
+
+  /** Removes the run's home without following links. Idempotent. */
+  async remove(run: string): Promise<void> {
+    await removeTree(join(this.root, validateSessionName(run)));
+    await syncDir(this.root);
+  }
+
+  /**
+   * Removes every run home: called at start-up, before any run, when the homes left are those of
+   * runs a dead process left unresolved (their agents were reaped first).
+   */
+  async sweep(): Promise<number> {
+    let removed = 0;
+    for (const name of await fsp.readdir(this.root)) {
+      if (!isSessionName(name) && !name.startsWith(TEMP_PREFIX)) continue;
+      await removeTree(join(this.root, name));
+      removed++;
+    }
+    if (removed > 0) await syncDir(this.root);
+    return removed;
+  }
+}
+
+/**
+ * A run's CODEX_HOME/config.toml: the materialized one (verified byte for byte, written from the
+ * bundle and the node's model endpoint) or, without a tree, the same generator's; and the
+ * workspace as a trusted project when it is one. Codex loads a project's `.codex/config.toml`
+ * only for a project its home marks trusted, so an untrusted workspace is left unnamed.
+ */
+async function codexConfig(request: RunHomeRequest): Promise<string> {
+  const base =
+    request.materialization === undefined
+      ? codexConfigToml(request.profile.model === undefined ? {} : { model: request.profile.model })
+      : await fsp.readFile(join(request.materialization.root, HOME_DIR, CODEX_CONFIG_FILE), "utf8");
+  if (!request.trusted) return base;
+  return `${base}${base.endsWith("\n") || base === "" ? "" : "\n"}${stringify({ projects: { [request.workspace]: { trust_level: "trusted" } } })}\n`;
+}
+
+async function writePrivate(path: string, text: string): Promise<void> {
+  const fh = await fsp.open(path, "wx", 0o600);
+  try {
+    await fh.writeFile(text);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function isDirectory(path: string): Promise<boolean> {
+  try {
+    return (await fsp.lstat(path)).isDirectory();
+  } catch {
+    return false;
+  }
+}
