@@ -17,7 +17,7 @@
  * launched again: only an operator's reconciliation closes it.
  */
 import * as fs from "node:fs";
-import { isAbsolute } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
@@ -39,7 +39,11 @@ import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
+import { RUN_TAG_VAR } from "./stragglers.js";
 import type { LaunchRecords } from "./launch-records.js";
+import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
+import { inheritedEnvironment } from "../sandbox/environment.js";
+import type { Isolation } from "../sandbox/profile.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -61,8 +65,14 @@ export interface RunnerOptions {
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
-  /** base environment of agents (default: this process's, without its credentials: agentEnvironment) */
+  /** base environment of agents (default: the allowlisted part of this process's: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** how every run is confined unless its workspace says otherwise (default "sandbox": fail closed) */
+  readonly isolation?: Isolation;
+  /** workspace id → its runs' isolation (over `isolation`) */
+  readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
+  /** the sandbox's settings; `runsDir` defaults to `runs` beside `outputDir` */
+  readonly sandbox?: Omit<ConfinementOptions, "runsDir"> & { readonly runsDir?: string };
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
   readonly agentTag?: string;
   /** where every agent is recorded while it runs, so a later node can find its session (launch-records.ts) */
@@ -120,6 +130,10 @@ export class Runner {
   readonly #maxLineBytes: number;
   readonly #maxOutputBytes: number;
   readonly #hooks: RunnerHooks;
+  readonly #tools = new Map<string, ToolEffects>();
+  readonly #isolation: Isolation;
+  readonly #workspaceIsolation: Readonly<Record<string, Isolation>>;
+  readonly #confinement: Confinement;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -136,7 +150,13 @@ export class Runner {
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
-    this.#env = options.env ?? agentEnvironment(process.env);
+    this.#env = options.env ?? agentEnvironment(process.env, Object.values(this.#profiles).flatMap((p) => (p.model?.apiKeyEnv === undefined ? [] : [p.model.apiKeyEnv])));
+    this.#isolation = options.isolation ?? "sandbox";
+    this.#workspaceIsolation = options.workspaceIsolation ?? {};
+    for (const id of Object.keys(this.#workspaceIsolation)) {
+      if (!this.#workspaces.has(id)) throw new ValidationError("workspace-unknown", `workspaceIsolation names workspace ${JSON.stringify(id)}, which is not configured`);
+    }
+    this.#confinement = new Confinement({ ...options.sandbox, runsDir: options.sandbox?.runsDir ?? join(dirname(this.#outputDir), "runs") });
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#launchRecords = options.launchRecords;
@@ -179,18 +199,34 @@ export class Runner {
     }
     const profile = this.#profiles[request.provider];
     const command = profile.command;
-    if (findCommand(command, this.#env, cwd) === undefined) {
+    const found = findCommand(command, this.#env, cwd);
+    if (found === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
       throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
         details: { provider: request.provider, command },
       });
     }
-    const launch: RunLaunch = {
-      permission: this.#workspacePermissions[workspace.id] ?? profile.permission,
-      model: modelLaunch(request.provider, profile, this.#env),
-    };
+    const permission = this.#workspacePermissions[workspace.id] ?? profile.permission;
+    const model = modelLaunch(request.provider, profile, this.#env);
+    const treeWanted = request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider));
+    // Before the claim: a node that cannot confine refuses the run with the id still free.
+    const confinement = this.#confinement.plan({
+      isolation: this.#workspaceIsolation[workspace.id] ?? this.#isolation,
+      workspaceId: workspace.id,
+      workspace: cwd,
+      readOnly: permission === "read-only",
+      command: found,
+      ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
+      ...(treeWanted && this.#materializer !== undefined
+        ? // Codex writes its sessions into CODEX_HOME, which is the materialized tree.
+          { bundle: { path: join(this.#materializer.root, "{run_id}"), writable: request.provider === "codex" } }
+        : {}),
+      envNames: agentEnvNames(this.#env, expandRunLaunch(profile, permission).env, model, [...Object.keys(this.#agentTagEnv), ...Object.keys(profile.bundleEnv ?? {})]),
+    });
+    const launch: RunLaunch = { permission, model, command: found, confinement };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
+      isolation: confinement.record,
       ...(request.bundle === undefined
         ? {}
         : {
@@ -282,23 +318,62 @@ export class Runner {
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
-    const followed = await this.#follow(handle, profile, launch.permission, {
-      command: profile.command,
-      args,
-      cwd,
-      env: { ...this.#env, ...env, ...launch.model.secretEnv, ...this.#agentTagEnv },
-      timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
-      killGraceMs: this.#killGraceMs,
-      runTag: handle.run_id,
-    });
-    return this.#conclude(handle, profile, followed);
+    const journal = { append: (event: Parameters<ToolEffects["append"]>[0]) => (this.#tools.get(handle.run_id)?.append(event) ?? Promise.resolve(false)) };
+    let confined: RunConfinement;
+    try {
+      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd);
+    } catch (error) {
+      await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
+      throw error;
+    }
+    try {
+      const followed = await this.#follow(
+        handle,
+        profile,
+        launch.permission,
+        {
+          command: confined.command,
+          args: confined.args,
+          cwd,
+          env: { ...this.#env, ...env, ...confined.env, ...launch.model.secretEnv, ...this.#agentTagEnv },
+          timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
+          killGraceMs: this.#killGraceMs,
+          runTag: handle.run_id,
+        },
+        confined,
+      );
+      return await this.#conclude(handle, profile, followed);
+    } finally {
+      confined.remove();
+    }
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, permission: PermissionMode, spawn: AgentSpawn): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, permission: PermissionMode, spawn: AgentSpawn, confined: RunConfinement): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    // The egress proxy journals into the same ordered stream as the agent's tool calls.
+    this.#tools.set(handle.run_id, tools);
+    try {
+      return await this.#followWith(handle, profile, permission, spawn, confined, tools, (a) => {
+        agent = a;
+      });
+    } finally {
+      this.#tools.delete(handle.run_id);
+    }
+  }
+
+  async #followWith(
+    handle: InvocationHandle,
+    profile: ProviderProfile,
+    permission: PermissionMode,
+    spawn: AgentSpawn,
+    confined: RunConfinement,
+    tools: ToolEffects,
+    started: (agent: AgentProcess) => void,
+  ): Promise<Followed> {
+    let agent: AgentProcess;
     const answer = new RunAnswer();
     const read = eventReader(profile.events);
     let streamIncomplete = false;
@@ -338,6 +413,7 @@ export class Runner {
         }
       },
     });
+    started(agent);
     if (unrecorded !== undefined) {
       // Were this node to die, the next could not find what the agent leaves behind: it must not run.
       agent.kill();
@@ -352,6 +428,8 @@ export class Runner {
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exit = await agent.exited();
+    // Connections still open end now, and each is journaled before the process effect finishes (G6).
+    await confined.drain();
     // The agent's process group was killed when it exited: there is nothing left to find.
     if (record !== undefined) this.#launchRecords?.remove(record);
     await streams.catch(() => undefined);
@@ -414,17 +492,25 @@ interface Followed {
 interface RunLaunch {
   readonly permission: PermissionMode;
   readonly model: ModelLaunch;
+  /** the provider's executable as found on the agents' PATH */
+  readonly command: string;
+  readonly confinement: PlannedConfinement;
 }
 
 /**
- * The node's environment without the node's own credentials: its bearer tokens, and the fleet
- * database's URL and password (that database holds every claim and the private signing keys, so
- * an agent holding them could forge journals). An agent needs none of them; what it reaches of
- * the node, it reaches through the API with a token of its own.
+ * What an agent inherits of the node's environment: the allowlisted names only (sandbox/
+ * environment.ts), plus the variables the providers' model keys are read from (`keyNames`). Never
+ * the node's environment minus a denylist: its bearer tokens, a fleet's database URL and whatever
+ * the operator's shell exported would reach every agent under any name a denylist forgets.
  */
-export function agentEnvironment(env: Readonly<Record<string, string | undefined>>): Record<string, string | undefined> {
-  const { WARDEN_TOKEN: _operator, WARDEN_OBSERVER_TOKEN: _observer, WARDEN_POSTGRES_URL: _database, PGPASSWORD: _password, ...rest } = env;
-  return rest;
+export function agentEnvironment(env: Readonly<Record<string, string | undefined>>, keyNames: readonly string[] = []): Record<string, string> {
+  return inheritedEnvironment(env, keyNames);
+}
+
+/** The names of the environment a run's agent gets, as its isolation profile records them. */
+function agentEnvNames(base: Readonly<Record<string, string | undefined>>, run: Readonly<Record<string, string>>, model: ModelLaunch, extra: readonly string[]): string[] {
+  const names = [...Object.entries(base).filter(([, v]) => v !== undefined).map(([k]) => k), ...Object.keys(run), ...Object.keys(model.env), ...Object.keys(model.secretEnv), RUN_TAG_VAR, ...extra];
+  return [...new Set(names)].sort();
 }
 
 function checkWorkspaces(workspaces: Readonly<Record<string, string>>): ReadonlyMap<string, string> {
