@@ -427,7 +427,10 @@ export class Runner {
       tools.append({ type: "note", process: { pid: agent.pid, host: hostname(), permission } });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
-    const exit = await agent.exited();
+    const exited = await agent.exited();
+    // Confined, a killed agent reaches us as bubblewrap's exit code 128 + signal.
+    const signal = confined.signalOf(exited.exit_code);
+    const exit: AgentExit = signal === undefined ? exited : { ...exited, exit_code: null, signal };
     // Connections still open end now, and each is journaled before the process effect finishes (G6).
     await confined.drain();
     // The agent's process group was killed when it exited: there is nothing left to find.

@@ -6,13 +6,18 @@
  * provider CLIs are: the binary is already mounted, and nothing else needs to be. It is passed as
  * `node -e <source>` so no file of warden has to be visible inside.
  *
- * argv: <port> <socket> <command> <args…>
+ * When the agent is killed by a signal, the bridge writes the signal's name to the status file
+ * (bound read-write into the sandbox) before dying of it: bubblewrap reports a signal as the exit
+ * code 128 + its number, and the runner must tell a killed agent (its run unresolved) from one
+ * that exited with that code.
+ *
+ * argv: <port> <socket> <status file> <command> <args…>
  */
 export const BRIDGE_SOURCE = String.raw`
 "use strict";
 const net = require("node:net");
 const { spawn } = require("node:child_process");
-const [port, socket, command, ...args] = process.argv.slice(1);
+const [port, socket, status, command, ...args] = process.argv.slice(1);
 const server = net.createServer({ allowHalfOpen: true }, (inside) => {
   const outside = net.connect({ path: socket, allowHalfOpen: true });
   const drop = () => { inside.destroy(); outside.destroy(); };
@@ -37,6 +42,7 @@ server.listen(Number(port), "127.0.0.1", () => {
   agent.on("exit", (code, signal) => {
     if (signal === null) process.exit(code === null ? 1 : code);
     for (const s of ["SIGTERM", "SIGINT", "SIGHUP"]) process.removeAllListeners(s);
+    try { require("node:fs").writeFileSync(status, signal); } catch {}
     process.kill(process.pid, signal);
   });
 });

@@ -74,6 +74,8 @@ export interface RunConfinement {
   readonly env: Readonly<Record<string, string>>;
   /** after the agent is gone: ends open connections and waits for their journal entries */
   drain(): Promise<void>;
+  /** the agent's signal when bubblewrap reported it as an exit code (bridge.ts) */
+  signalOf(exitCode: number | null): NodeJS.Signals | undefined;
   /** removes the run's directories */
   remove(): void;
 }
@@ -152,7 +154,7 @@ export class Confinement {
       if (socketDir !== undefined) fs.rmSync(socketDir, { recursive: true, force: true });
     };
     if (planned.plan === undefined) {
-      return { command, args, env: { HOME: home }, drain: async () => undefined, remove };
+      return { command, args, env: { HOME: home }, drain: async () => undefined, signalOf: () => undefined, remove };
     }
     let socket = join(runDir, "egress.sock");
     if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
@@ -168,12 +170,15 @@ export class Confinement {
       remove();
       throw error;
     }
-    const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, fs.realpathSync(cwd), fs.realpathSync(command), args);
+    const status = join(runDir, "status");
+    fs.writeFileSync(status, "", { mode: 0o600 });
+    const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args);
     return {
       command: confined.command,
       args: confined.args,
       env: { HOME: forRun(planned.plan.home, runId), ...proxyEnvironment() },
       drain: () => proxy.close(),
+      signalOf: (exitCode) => signalFrom(status, exitCode),
       remove,
     };
   }
@@ -196,4 +201,16 @@ function checkEgress(list: readonly string[], where: string): string[] {
     if (parsed === undefined) throw new WardenError("sandbox-egress-invalid", `${where}: ${JSON.stringify(entry)} is not host:port`, 400);
     return parsed;
   });
+}
+
+function signalFrom(status: string, exitCode: number | null): NodeJS.Signals | undefined {
+  if (exitCode === null || exitCode <= 128) return undefined;
+  let name: string;
+  try {
+    name = fs.readFileSync(status, "utf8").slice(0, 32);
+  } catch {
+    return undefined;
+  }
+  const number = (os.constants.signals as Record<string, number>)[name];
+  return number !== undefined && number + 128 === exitCode ? (name as NodeJS.Signals) : undefined;
 }

@@ -6,7 +6,7 @@
  * every run of them (DESIGN.md "Confinement").
  */
 import * as fs from "node:fs";
-import { dirname, isAbsolute, join, sep } from "node:path";
+import { dirname, join, sep } from "node:path";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
 import { BRIDGE_SOURCE } from "./bridge.js";
@@ -38,6 +38,8 @@ export const DEFAULT_LIMITS: ResourceLimits = Object.freeze({
 export const BRIDGE_PORT = 3128;
 /** Where the egress proxy's socket appears inside the sandbox. */
 export const EGRESS_SOCKET_INSIDE = "/run/warden/egress.sock";
+/** Where the bridge writes the signal that killed the agent (bridge.ts). */
+export const STATUS_INSIDE = "/run/warden/status";
 
 export type MountAccess = "ro" | "rw" | "tmpfs" | "proc" | "dev" | "hidden" | "symlink";
 
@@ -124,6 +126,7 @@ export function mountsOf(plan: SandboxPlan): Mount[] {
   if (plan.bundle !== undefined) mounts.push({ path: plan.bundle.path, access: plan.bundle.access, what: "bundle" });
   mounts.push({ path: plan.home, access: "rw", what: "home" });
   mounts.push({ path: EGRESS_SOCKET_INSIDE, access: "ro", what: "egress", source: "{egress_socket}" });
+  mounts.push({ path: STATUS_INSIDE, access: "rw", what: "status", source: "{status_file}" });
   return mounts;
 }
 
@@ -190,6 +193,7 @@ export function sandboxCommand(
   plan: SandboxPlan,
   runId: string,
   egressSocket: string,
+  statusFile: string,
   cwd: string,
   command: string,
   args: readonly string[],
@@ -205,7 +209,7 @@ export function sandboxCommand(
         b.push("--ro-bind", m.what === "egress" ? egressSocket : path, path);
         break;
       case "rw":
-        b.push("--bind", path, path);
+        b.push("--bind", m.what === "status" ? statusFile : path, path);
         break;
       case "tmpfs":
         b.push("--tmpfs", path);
@@ -222,7 +226,7 @@ export function sandboxCommand(
         break;
     }
   }
-  b.push("--chdir", cwd, "--", fs.realpathSync(process.execPath), "-e", BRIDGE_SOURCE, "--", String(BRIDGE_PORT), EGRESS_SOCKET_INSIDE, command, ...args);
+  b.push("--chdir", cwd, "--", fs.realpathSync(process.execPath), "-e", BRIDGE_SOURCE, "--", String(BRIDGE_PORT), EGRESS_SOCKET_INSIDE, STATUS_INSIDE, command, ...args);
   if (plan.prlimit === undefined) return { command: bwrap, args: b };
   return { command: plan.prlimit, args: [...prlimitArgs(plan.limits), "--", bwrap, ...b] };
 }
@@ -231,8 +235,4 @@ export function sandboxCommand(
 export function proxyEnvironment(): Record<string, string> {
   const url = `http://127.0.0.1:${BRIDGE_PORT}`;
   return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, NO_PROXY: "", no_proxy: "" };
-}
-
-export function isAbsolutePath(path: string): boolean {
-  return isAbsolute(path);
 }

@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { openWarden, type Warden } from "../../src/warden.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
+const CLAUDE = fileURLToPath(new URL("../fixtures/agents/claude.mjs", import.meta.url));
 const SECRET = `secret-${randomUUID()}`;
 
 interface Upstream {
@@ -80,7 +81,7 @@ describe("security: a hostile agent in the sandbox", () => {
     warden = await openWarden({
       home,
       workspaces: { main: ws, other },
-      providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] } },
+      providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] }, claude: { command: CLAUDE } },
       sandbox: { egress: [`127.0.0.1:${allowed.port}`] },
     });
     fs.writeFileSync(path.join(home, "token"), `${SECRET} token\n`, { mode: 0o600 });
@@ -113,7 +114,7 @@ describe("security: a hostile agent in the sandbox", () => {
     };
     const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: JSON.stringify(plan), workspace: "main" } });
     assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
-    const result = (outcome as { result: { exit_code: number; output_tail: string } }).result;
+    const result = (outcome as unknown as { result: { exit_code: number; output_tail: string } }).result;
     assert.equal(result.exit_code, 0, result.output_tail);
 
     // Nothing secret reached the workspace (what the agent stole, it copied there) or its output.
@@ -130,7 +131,7 @@ describe("security: a hostile agent in the sandbox", () => {
     assert.deepEqual(markerAlive(daemon), [], "the setsid daemon outlived its run");
     assert.equal(usr2, 0, "the agent signalled the node");
 
-    const runId = (outcome as { audit: { run_id: string } }).audit.run_id;
+    const runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
     const entries = Buffer.from(await warden.readJournal(runId))
       .toString("utf8")
       .trim()
@@ -152,6 +153,13 @@ describe("security: a hostile agent in the sandbox", () => {
     const processFinished = entries.findIndex((e) => e.type === "effect.finished" && e.effect_id === "process");
     for (const e of network) assert.ok(entries.indexOf(e) < processFinished);
     assert.equal((await warden.verifyRun(runId)).requires_reconciliation, false);
+  });
+
+  it("an agent killed by a signal inside the sandbox leaves its run unresolved, as unconfined", async () => {
+    const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "claude", prompt: "work #kill", workspace: "main" } });
+    assert.equal(outcome.status, "unresolved", JSON.stringify(outcome));
+    const done = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "claude", prompt: "work", workspace: "main" } });
+    assert.equal(done.status, "recorded", JSON.stringify(done));
   });
 
   it("a workspace that is, holds or lies inside the node's home is refused at start", async () => {
