@@ -57,6 +57,8 @@ export interface WardenOptions {
   readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
   /** base environment of agents (default: the allowlisted part of this process's: runner.ts agentEnvironment) */
   readonly agentEnv?: Readonly<Record<string, string | undefined>>;
+  /** names of the node's environment passed to agents besides the allowlist (configuration `agentEnv`) */
+  readonly passEnv?: readonly string[];
   /** how runs are confined (default "sandbox"; "none" only by explicit configuration, recorded in every run's journal) */
   readonly isolation?: Isolation;
   /** workspace id → its runs' isolation (over `isolation`) */
@@ -505,6 +507,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
       ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
+      ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
       ...(options.workspaceIsolation === undefined ? {} : { workspaceIsolation: options.workspaceIsolation }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),

@@ -91,6 +91,8 @@ export const ConfigFile = Type.Object(
     defaultWorkspace: Type.Optional(Type.String({ minLength: 1 })),
     /** workspace id → permission mode of its runs (over the provider's) */
     workspacePermissions: Type.Optional(Type.Record(Type.String(), Type.Enum(PERMISSION_MODES))),
+    /** names of the node's environment agents get besides the allowlist (DESIGN.md "Confinement") */
+    agentEnv: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), { maxItems: 128 })),
     /** how runs are confined: "sandbox" (default) or "none" (recorded in every run's journal) */
     isolation: Type.Optional(Type.Enum(["sandbox", "none"])),
     /** workspace id → its runs' isolation (over `isolation`) */

@@ -67,6 +67,8 @@ export interface RunnerOptions {
   readonly profiles?: ProviderProfiles;
   /** base environment of agents (default: the allowlisted part of this process's: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** names of the node's environment passed to agents besides the allowlist (ignored with `env`) */
+  readonly passEnv?: readonly string[];
   /** how every run is confined unless its workspace says otherwise (default "sandbox": fail closed) */
   readonly isolation?: Isolation;
   /** workspace id → its runs' isolation (over `isolation`) */
@@ -150,7 +152,8 @@ export class Runner {
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
-    this.#env = options.env ?? agentEnvironment(process.env, Object.values(this.#profiles).flatMap((p) => (p.model?.apiKeyEnv === undefined ? [] : [p.model.apiKeyEnv])));
+    const keyNames = Object.values(this.#profiles).flatMap((p) => (p.model?.apiKeyEnv === undefined ? [] : [p.model.apiKeyEnv]));
+    this.#env = options.env ?? agentEnvironment(process.env, [...keyNames, ...(options.passEnv ?? [])]);
     this.#isolation = options.isolation ?? "sandbox";
     this.#workspaceIsolation = options.workspaceIsolation ?? {};
     for (const id of Object.keys(this.#workspaceIsolation)) {

@@ -71,9 +71,10 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
   const tempRoot = options.home === undefined ? tempDir("node") : undefined;
   if (tempRoot !== undefined) liveTempRoots.add(tempRoot);
   const home = options.home ?? join(tempRoot!, "home");
-  if (options.config !== undefined) {
+  const config = { ...fixtureWatching(options.env), ...options.config };
+  if (Object.keys(config).length > 0) {
     mkdirSync(home, { recursive: true, mode: 0o700 });
-    writeFileSync(join(home, "warden.json"), JSON.stringify(options.config), { mode: 0o600 });
+    writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   }
   const child = spawn(process.execPath, ["--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
     cwd: repo,
@@ -224,4 +225,15 @@ export async function httpCall(url: string, defaultToken: string, method: string
     // not JSON
   }
   return { status: res.status, headers: res.headers, text, body: parsed };
+}
+
+/**
+ * A test that hands the fixture agents a file or gate of its own (WARDEN_FIXTURE_*) watches them
+ * from outside: their pids and files beside the workspace. Such a node runs them unconfined, by
+ * explicit configuration, with those variables passed on (agents get only allowlisted names);
+ * confinement has its own tests (test/security/sandbox*.test.ts).
+ */
+function fixtureWatching(env: Record<string, string> | undefined): Record<string, unknown> {
+  const names = Object.keys(env ?? {}).filter((n) => n.startsWith("WARDEN_FIXTURE_"));
+  return names.length === 0 ? {} : { isolation: "none", agentEnv: names };
 }
