@@ -13,6 +13,7 @@ import * as http from "node:http";
 import * as os from "node:os";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
+import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { openWarden, type Warden } from "../../src/warden.js";
 
@@ -34,6 +35,16 @@ async function upstream(): Promise<Upstream> {
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return { port: (server.address() as { port: number }).port, seen, close: () => server.close() };
+}
+
+const CLI = fileURLToPath(new URL("../../src/cli/run.ts", import.meta.url));
+
+function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, WARDEN_HOME: "" } }, (error, stdout, stderr) =>
+      done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }),
+    );
+  });
 }
 
 function markerAlive(marker: string): number[] {
@@ -153,6 +164,34 @@ describe("security: a hostile agent in the sandbox", () => {
     const processFinished = entries.findIndex((e) => e.type === "effect.finished" && e.effect_id === "process");
     for (const e of network) assert.ok(entries.indexOf(e) < processFinished);
     assert.equal((await warden.verifyRun(runId)).requires_reconciliation, false);
+
+    // `journal verify` prints the confinement it recorded.
+    const file = path.join(root, "run.jsonl");
+    fs.writeFileSync(file, await warden.readJournal(runId));
+    const verified = await cli(["journal", "verify", file, "--home", home]);
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, new RegExp(`^isolation: bubblewrap profile ${started.isolation?.digest}; egress to 127\\.0\\.0\\.1:${allowed.port}; writable `, "m"));
+  });
+
+  it("a run configured unconfined says so in its journal, and journal verify warns", async () => {
+    const plain = await openWarden({
+      home: path.join(root, "home-none"),
+      workspaces: { main: ws },
+      providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] } },
+      isolation: "none",
+    });
+    let runId: string;
+    try {
+      const outcome = await plain.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: "{}", workspace: "main" } });
+      assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+      runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
+      fs.writeFileSync(path.join(root, "none.jsonl"), await plain.readJournal(runId));
+    } finally {
+      await plain.close();
+    }
+    const verified = await cli(["journal", "verify", path.join(root, "none.jsonl"), "--home", path.join(root, "home-none")]);
+    assert.equal(verified.code, 0, verified.stderr);
+    assert.match(verified.stdout, /^WARNING: isolation none: the agent ran unconfined/m);
   });
 
   it("an agent killed by a signal inside the sandbox leaves its run unresolved, as unconfined", async () => {
