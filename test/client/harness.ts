@@ -4,7 +4,7 @@
  * the same entry point users run (src/cli/run.ts through tsx).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createServer, type AddressInfo } from "node:net";
@@ -71,8 +71,11 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
   const tempRoot = options.home === undefined ? tempDir("node") : undefined;
   if (tempRoot !== undefined) liveTempRoots.add(tempRoot);
   const home = options.home ?? join(tempRoot!, "home");
-  const config = { ...fixtureWatching(options.env), ...options.config };
-  if (Object.keys(config).length > 0) {
+  // Over what the test already wrote there (a restart keeps its settings).
+  const configFile = join(home, "warden.json");
+  const written = existsSync(configFile) ? (JSON.parse(readFileSync(configFile, "utf8")) as Record<string, unknown>) : {};
+  const config = { ...written, ...fixtureWatching(options.env), ...options.config };
+  if (JSON.stringify(config) !== JSON.stringify(written)) {
     mkdirSync(home, { recursive: true, mode: 0o700 });
     writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   }
