@@ -2,7 +2,7 @@
  * The node's egress proxy for one run: the only way out of a sandbox with no network of its own.
  * It listens on a unix socket (bound into the sandbox, reached through the bridge, bridge.ts) and
  * speaks the two forms an HTTP client sends a proxy: `CONNECT host:port` (TLS and anything else)
- * and absolute-form plain HTTP (`GET http://host:port/path`). A target is allowed only when its
+ * and absolute-form plain HTTP (`GET http://host:port/path`, one request per connection). A target is allowed only when its
  * `host:port` is on the run's allowlist, compared exactly (no wildcard, no resolution: an
  * allowlisted name does not allow the address it resolves to, nor the other way round).
  *
@@ -236,7 +236,11 @@ function parseHead(head: string): Target | undefined {
   }
   if (url.protocol !== "http:" || url.username !== "" || url.password !== "") return undefined;
   const port = url.port === "" ? 80 : Number(url.port);
-  const headers = lines.slice(1).filter((l) => !/^proxy-(connection|authorization):/i.test(l));
-  const out = [`${method} ${url.pathname}${url.search} ${version}`, ...headers, "", ""].join("\r\n");
+  // One request per connection: the bytes after it are piped as they come, so a second request on
+  // a kept-alive connection would reach the server still in absolute form (and could name another
+  // host). `Connection: close` makes the server end the connection after its answer, and the
+  // client open a new one (journaled on its own) for its next request.
+  const headers = lines.slice(1).filter((l) => !/^(proxy-connection|proxy-authorization|connection|keep-alive):/i.test(l));
+  const out = [`${method} ${url.pathname}${url.search} ${version}`, ...headers, "Connection: close", "", ""].join("\r\n");
   return { host: url.hostname, port, connect: false, head: Buffer.from(out, "latin1") };
 }
