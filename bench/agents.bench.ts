@@ -25,7 +25,6 @@ import { codexConfigToml } from "../src/providers/codex-config.js";
 import { DEFAULT_PROVIDER_PROFILES, expandPromptArgs, expandRunLaunch } from "../src/providers/profiles.js";
 import { cleanEnv, repo, startNode } from "../test/client/harness.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
-import * as http from "node:http";
 import { Confinement } from "../src/sandbox/confinement.js";
 
 const TOKEN = "bench-agents-operator-token-0123456789abcdef";
@@ -173,22 +172,14 @@ http.get(options, (res) => {
 });
 `;
 
-async function egressThroughput(root: string, workspace: string): Promise<void> {
-  const chunk = Buffer.alloc(64 * 1024, "data: token token token token\n");
-  const server = http.createServer((_req, res) => {
-    res.writeHead(200, { "content-type": "text/event-stream" });
-    let sent = 0;
-    const more = (): void => {
-      while (sent < STREAM_BYTES) {
-        sent += chunk.length;
-        if (!res.write(chunk)) return void res.once("drain", more);
-      }
-      res.end();
-    };
-    more();
+export async function egressThroughput(root: string, workspace: string): Promise<void> {
+  // The model endpoint is a process of its own, as a real one is (not in the node's event loop).
+  const server = spawn(process.execPath, ["-e", STREAM_SERVER, String(STREAM_BYTES)], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<string>((resolve, reject) => {
+    server.stdout.setEncoding("utf8").once("data", (s: string) => resolve(s.trim()));
+    server.once("exit", (code) => reject(new Error(`the stream server exited ${code}`)));
   });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/stream`;
+  const url = `http://127.0.0.1:${port}/stream`;
   const confinement = new Confinement({ runsDir: join(root, "runs") });
   const planned = confinement.plan({ isolation: "sandbox", workspaceId: "main", workspace, readOnly: false, command: process.execPath, modelUrl: url, envNames: ["PATH"] });
   const read = (out: string): { bytes: number; streamMs: number; totalMs: number } => {
@@ -234,6 +225,26 @@ async function egressThroughput(root: string, workspace: string): Promise<void> 
         `(target >= 0.9x: ${ratio >= 0.9 ? "met" : "NOT met"}); whole request ${fmt(median(p.map((x) => x.totalMs)))} ms vs ${fmt(median(d.map((x) => x.totalMs)))} ms (medians of ${ROUNDS})`,
     );
   } finally {
-    server.close();
+    server.kill();
   }
 }
+
+/** Serves `argv[1]` bytes of event stream per request; prints its port. */
+const STREAM_SERVER = String.raw`
+const http = require("node:http");
+const total = Number(process.argv[1]);
+const chunk = Buffer.alloc(64 * 1024, "data: token token token token\n");
+const server = http.createServer((_req, res) => {
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  let sent = 0;
+  const more = () => {
+    while (sent < total) {
+      sent += chunk.length;
+      if (!res.write(chunk)) return void res.once("drain", more);
+    }
+    res.end();
+  };
+  more();
+});
+server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\n"));
+`;
