@@ -8,17 +8,24 @@
  * The same run through the HTTP API alone (no CLI client process) splits that into what the node
  * adds and what starting the `warden` client costs.
  *
+ * Confinement (issue 29): the same claude run through the HTTP API in a confined workspace (the
+ * default: bubblewrap, egress through the node's proxy) against an unconfined one (`isolation:
+ * "none"`) of the same node, alternating; and a 10 MiB streamed model answer read by a client
+ * inside a real sandbox through the bridge and the egress proxy, against the same client reading
+ * it directly (throughput from the first byte, and the whole request).
+ *
  * Needs `npm run build` first (bin/warden.cjs runs dist/).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
 import { codexConfigToml } from "../src/providers/codex-config.js";
 import { DEFAULT_PROVIDER_PROFILES, expandPromptArgs, expandRunLaunch } from "../src/providers/profiles.js";
 import { cleanEnv, repo, startNode } from "../test/client/harness.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
+import { Confinement } from "../src/sandbox/confinement.js";
 
 const TOKEN = "bench-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
@@ -47,7 +54,8 @@ export default async function (): Promise<void> {
   const workspace = join(root, "workspace");
   const agentHome = join(root, "agent-home");
   const codexHome = join(root, "codex-home");
-  for (const d of [workspace, agentHome, codexHome]) mkdirSync(d, { recursive: true });
+  const open = join(root, "open");
+  for (const d of [workspace, agentHome, codexHome, open]) mkdirSync(d, { recursive: true });
   const model = await ScriptedModelServer.start({ script: { turns: [] } });
   const endpoint = (p: Provider): { baseUrl: string; apiKeyEnv: string; name: string } => ({
     baseUrl: p === "claude" ? model.url : `${model.url}/v1`,
@@ -59,7 +67,9 @@ export default async function (): Promise<void> {
   const node = await startNode({
     home: join(root, "home"),
     config: {
-      workspaces: { main: workspace },
+      workspaces: { main: workspace, open },
+      defaultWorkspace: "main",
+      workspaceIsolation: { open: "none" },
       providers: Object.fromEntries(PROVIDERS.map((p) => [p, { command: commands[p], model: endpoint(p) }])),
       logLevel: "warn",
     },
@@ -84,12 +94,12 @@ export default async function (): Promise<void> {
       env: cleanEnv({ WARDEN_URL: node.url, WARDEN_TOKEN: TOKEN }),
     });
   // The same run through the HTTP API alone: what the node adds, without the CLI client's start.
-  const viaHttp = async (p: Provider): Promise<number> => {
+  const viaHttp = async (p: Provider, ws = "main"): Promise<number> => {
     const started = performance.now();
     const res = await fetch(`${node.url}/v1/invocations`, {
       method: "POST",
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", "idempotency-key": randomUUID(), prefer: "wait=60" },
-      body: JSON.stringify({ provider: p, prompt: PROMPT }),
+      body: JSON.stringify({ provider: p, prompt: PROMPT, workspace: ws }),
     });
     const body = (await res.json()) as { status?: string };
     if (res.status !== 200 || body.status !== "recorded") throw new Error(`POST /v1/invocations: ${res.status} ${JSON.stringify(body)}`);
@@ -122,8 +132,124 @@ export default async function (): Promise<void> {
           `the node adds ${fmt(median(h) - median(d))} ms, the CLI client's own start ${fmt(median(w) - median(h))} ms`,
       );
     }
+    // Confined against unconfined: the same node, the same CLI, the same scripted model.
+    const confined: number[] = [];
+    const unconfined: number[] = [];
+    model.load({ turns: [{ text: "hello" }, { text: "hello" }] });
+    await viaHttp("claude", "main");
+    await viaHttp("claude", "open");
+    for (let i = 0; i < ROUNDS; i++) {
+      model.load({ turns: [{ text: "hello" }] });
+      unconfined.push(await viaHttp("claude", "open"));
+      model.load({ turns: [{ text: "hello" }] });
+      confined.push(await viaHttp("claude", "main"));
+    }
+    const cRatio = median(confined) / median(unconfined);
+    console.log(
+      `claude confined ${fmt(median(confined))} ms vs unconfined ${fmt(median(unconfined))} ms = ${cRatio.toFixed(3)}x ` +
+        `(target <= 1.05x: ${cRatio <= 1.05 ? "met" : "NOT met"}); confinement adds ${fmt(median(confined) - median(unconfined))} ms (medians of ${ROUNDS}, HTTP API)`,
+    );
   } finally {
     await node.kill();
     await model.close();
   }
+  await egressThroughput(root, workspace);
 }
+
+const STREAM_BYTES = 10 * 1024 * 1024;
+
+/** A client reading one streamed answer: through the proxy variables when set, else directly. */
+const CLIENT = String.raw`
+const http = require("node:http");
+const url = new URL(process.argv[1]);
+const proxy = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : null;
+const options = proxy ? { host: proxy.hostname, port: proxy.port, path: url.href, headers: { host: url.host } } : { host: url.hostname, port: url.port, path: url.pathname };
+const t0 = performance.now();
+http.get(options, (res) => {
+  let bytes = 0, first;
+  res.on("data", (d) => { first ??= performance.now(); bytes += d.length; });
+  res.on("end", () => { const t = performance.now(); process.stdout.write(JSON.stringify({ bytes, streamMs: t - first, totalMs: t - t0 })); });
+});
+`;
+
+export async function egressThroughput(root: string, workspace: string): Promise<void> {
+  // The model endpoint is a process of its own, as a real one is (not in the node's event loop).
+  const server = spawn(process.execPath, ["-e", STREAM_SERVER, String(STREAM_BYTES)], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<string>((resolve, reject) => {
+    server.stdout.setEncoding("utf8").once("data", (s: string) => resolve(s.trim()));
+    server.once("exit", (code) => reject(new Error(`the stream server exited ${code}`)));
+  });
+  const url = `http://127.0.0.1:${port}/stream`;
+  const homes = join(root, "homes");
+  const confinement = new Confinement({ runsDir: join(root, "runs"), homesDir: homes });
+  const planned = confinement.plan({ isolation: "sandbox", workspaceId: "main", workspace, readOnly: false, command: process.execPath, modelUrl: url, envNames: ["PATH"] });
+  const read = (out: string): { bytes: number; streamMs: number; totalMs: number } => {
+    const r = JSON.parse(out) as { bytes: number; streamMs: number; totalMs: number };
+    if (r.bytes !== STREAM_BYTES) throw new Error(`read ${r.bytes} bytes of ${STREAM_BYTES}`);
+    return r;
+  };
+  const run = (command: string, args: readonly string[], env: Record<string, string>): Promise<string> => {
+    const child = spawn(command, args, { cwd: workspace, env, stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+    child.stderr.setEncoding("utf8").on("data", (s: string) => (err += s));
+    return new Promise((resolve, reject) => child.once("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
+  };
+  // The node's journal is not in this measure: the proxy's entries go to memory.
+  const journal = { append: async (): Promise<boolean> => true };
+  const viaProxy = async (): Promise<{ bytes: number; streamMs: number; totalMs: number }> => {
+    const runId = randomUUID();
+    // The run home is the runner's to write (providers/run-home.ts); the sandbox binds it.
+    mkdirSync(join(homes, runId), { recursive: true, mode: 0o700 });
+    const launched = await confinement.launch(planned, runId, journal, process.execPath, ["-e", CLIENT, url], workspace);
+    try {
+      return read(await run(launched.command, launched.args, { PATH: process.env.PATH ?? "/usr/bin:/bin", ...launched.env }));
+    } finally {
+      await launched.drain();
+      launched.remove();
+      rmSync(join(homes, runId), { recursive: true, force: true });
+    }
+  };
+  const direct = async (): Promise<{ bytes: number; streamMs: number; totalMs: number }> => read(await run(process.execPath, ["-e", CLIENT, url], { PATH: process.env.PATH ?? "/usr/bin:/bin" }));
+  try {
+    await direct();
+    await viaProxy();
+    const d: { streamMs: number; totalMs: number }[] = [];
+    const p: { streamMs: number; totalMs: number }[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      d.push(await direct());
+      p.push(await viaProxy());
+    }
+    const mibps = (ms: number): number => STREAM_BYTES / (1024 * 1024) / (ms / 1000);
+    const dStream = median(d.map((x) => x.streamMs));
+    const pStream = median(p.map((x) => x.streamMs));
+    const ratio = mibps(pStream) / mibps(dStream);
+    console.log(
+      `10 MiB streamed answer: through the sandbox's bridge and the egress proxy ${fmt(mibps(pStream))} MiB/s vs direct ${fmt(mibps(dStream))} MiB/s = ${ratio.toFixed(2)}x ` +
+        `(target >= 0.9x: ${ratio >= 0.9 ? "met" : "NOT met"}); whole request ${fmt(median(p.map((x) => x.totalMs)))} ms vs ${fmt(median(d.map((x) => x.totalMs)))} ms (medians of ${ROUNDS})`,
+    );
+  } finally {
+    server.kill();
+  }
+}
+
+/** Serves `argv[1]` bytes of event stream per request; prints its port. */
+const STREAM_SERVER = String.raw`
+const http = require("node:http");
+const total = Number(process.argv[1]);
+const chunk = Buffer.alloc(64 * 1024, "data: token token token token\n");
+const server = http.createServer((_req, res) => {
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  let sent = 0;
+  const more = () => {
+    while (sent < total) {
+      sent += chunk.length;
+      if (!res.write(chunk)) return void res.once("drain", more);
+    }
+    res.end();
+  };
+  more();
+});
+server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\n"));
+`;

@@ -13,7 +13,13 @@ import { join } from "node:path";
  * `command`: absolute path, or a name looked up on PATH. `packages`: what apt-get installs for it.
  * `files`: further paths that must exist (a library package with no command of its own).
  */
+/** What a node needs to confine its agents (DESIGN.md "Confinement"); also the tests'. */
+export const CONFINEMENT_PREREQUISITES = [
+  { why: "confined runs: every agent runs in a bubblewrap sandbox", command: "/usr/bin/bwrap", packages: ["bubblewrap"] },
+];
+
 export const DEBIAN_PREREQUISITES = [
+  ...CONFINEMENT_PREREQUISITES,
   { why: "the console's browser tests (Playwright drives Debian's Chromium)", command: "/usr/bin/chromium", packages: ["chromium"] },
   { why: "signed bundles: signatures made and checked by the real OpenSSH", command: "ssh-keygen", packages: ["openssh-client"] },
   {
@@ -38,8 +44,8 @@ function onPath(command) {
   return (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && accessible(join(dir, command), constants.X_OK));
 }
 
-export function missingPrerequisites() {
-  return DEBIAN_PREREQUISITES.filter((p) => !onPath(p.command) || (p.files ?? []).some((f) => !accessible(f, constants.F_OK)));
+export function missingPrerequisites(list = DEBIAN_PREREQUISITES) {
+  return list.filter((p) => !onPath(p.command) || (p.files ?? []).some((f) => !accessible(f, constants.F_OK)));
 }
 
 function installCommand(packages) {
@@ -48,20 +54,20 @@ function installCommand(packages) {
 }
 
 /** Installs what is missing; returns an error line, or undefined when everything is there. */
-export function ensurePrerequisites({ checkOnly = false, log = (s) => process.stderr.write(s + "\n") } = {}) {
-  const missing = missingPrerequisites();
+export function ensurePrerequisites({ checkOnly = false, log = (s) => process.stderr.write(s + "\n"), list = DEBIAN_PREREQUISITES, what = "test" } = {}) {
+  const missing = missingPrerequisites(list);
   if (missing.length === 0) return undefined;
   const packages = [...new Set(missing.flatMap((p) => p.packages))];
   const command = installCommand(packages);
-  if (checkOnly) return `missing test prerequisites (${missing.map((p) => p.why).join("; ")}): run ${command}`;
+  if (checkOnly) return `missing ${what} prerequisites (${missing.map((p) => p.why).join("; ")}): run ${command}`;
   if (process.platform !== "linux" || !onPath("apt-get")) {
-    return `missing test prerequisites (${missing.map((p) => p.why).join("; ")}) and no apt-get here: install ${packages.join(", ")}`;
+    return `missing ${what} prerequisites (${missing.map((p) => p.why).join("; ")}) and no apt-get here: install ${packages.join(", ")}`;
   }
-  log(`test set-up: installing ${packages.join(" ")} from Debian (${missing.map((p) => p.why).join("; ")})`);
+  log(`${what} set-up: installing ${packages.join(" ")} from Debian (${missing.map((p) => p.why).join("; ")})`);
   const r = spawnSync("sh", ["-c", command], { stdio: ["ignore", "inherit", "inherit"], env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
-  const still = missingPrerequisites();
+  const still = missingPrerequisites(list);
   if (r.status !== 0 || still.length > 0) {
-    return `could not install the test prerequisites (${still.map((p) => p.why).join("; ") || "apt-get failed"}): run ${installCommand(packages)}`;
+    return `could not install the ${what} prerequisites (${still.map((p) => p.why).join("; ") || "apt-get failed"}): run ${installCommand(packages)}`;
   }
   return undefined;
 }

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
-import { join } from "node:path";
+import { join, sep } from "node:path";
 import type { JsonValue } from "./core/canonical.js";
 import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "./core/errors.js";
 import type { Limits } from "./core/limits.js";
@@ -27,8 +27,9 @@ import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
 import { PROVIDER_NAMES, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
-import { Runner, type RunnerHooks } from "./runner/runner.js";
+import { Runner, type RunnerHooks, type RunnerOptions } from "./runner/runner.js";
 import { RunHomes } from "./providers/run-home.js";
+import type { Isolation } from "./sandbox/profile.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
 import { claimHome } from "./warden/home-backend.js";
 import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
@@ -57,8 +58,16 @@ export interface WardenOptions {
   readonly trustedWorkspaces?: readonly string[];
   /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
   readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
-  /** base environment of agents (default: this process's, without the node's credentials: runner.ts agentEnvironment) */
+  /** base environment of agents (default: the allowlisted part of this process's: runner.ts agentEnvironment) */
   readonly agentEnv?: Readonly<Record<string, string | undefined>>;
+  /** names of the node's environment passed to agents besides the allowlist (configuration `agentEnv`) */
+  readonly passEnv?: readonly string[];
+  /** how runs are confined (default "sandbox"; "none" only by explicit configuration, recorded in every run's journal) */
+  readonly isolation?: Isolation;
+  /** workspace id → its runs' isolation (over `isolation`) */
+  readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
+  /** the sandbox's settings: bubblewrap's path, the egress allowlist, resource limits (DESIGN.md "Confinement") */
+  readonly sandbox?: RunnerOptions["sandbox"];
   readonly defaultTimeoutS?: number;
   readonly maxTimeoutS?: number;
   readonly killGraceMs?: number;
@@ -532,6 +541,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
       ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
+      ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
+      ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
+      ...(options.workspaceIsolation === undefined ? {} : { workspaceIsolation: options.workspaceIsolation }),
+      ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
       ...(agentTag === undefined ? {} : { agentTag }),
       ...(launchRecords === undefined ? {} : { launchRecords }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
@@ -569,6 +582,7 @@ function workspacesOf(home: string, options: WardenOptions): { workspaces: Recor
     if (!fs.existsSync(dir)) ensurePrivateDirSync(dir, { create: true });
     return { workspaces: { default: dir }, defaultWorkspace: options.defaultWorkspace ?? "default" };
   }
+  for (const [id, dir] of Object.entries(configured)) refuseHomeOverlap(home, id, dir);
   const chosen = options.defaultWorkspace ?? (ids.length === 1 ? ids[0] : configured.default !== undefined ? "default" : undefined);
   return chosen === undefined ? { workspaces: { ...configured } } : { workspaces: { ...configured }, defaultWorkspace: chosen };
 }
@@ -608,5 +622,27 @@ async function settledWithin(promises: readonly Promise<unknown>[], ms: number):
     return await Promise.race([Promise.allSettled(promises).then(() => true as const), timeout]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * An agent whose workspace is, holds or lies inside the node's home could read the node's key and
+ * tokens as its own files (and the sandbox binds the workspace read-write): refused at start.
+ */
+function refuseHomeOverlap(home: string, id: string, dir: string): void {
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return p;
+    }
+  };
+  const h = real(home);
+  const w = real(dir);
+  const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : b + sep);
+  if (inside(w, h) || inside(h, w)) {
+    throw new ValidationError("workspace-overlaps-home", `workspace ${JSON.stringify(id)}: ${dir} is, contains or lies inside the node's home ${home}; agents must not reach the node's key and tokens`, {
+      details: { workspace: id, path: dir },
+    });
   }
 }

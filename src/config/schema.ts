@@ -93,6 +93,37 @@ export const ConfigFile = Type.Object(
     workspacePermissions: Type.Optional(Type.Record(Type.String(), Type.Enum(PERMISSION_MODES))),
     /** workspace ids whose own provider configuration (.claude/, .mcp.json, .codex/) may run */
     trustedWorkspaces: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 1024 })),
+    /** names of the node's environment agents get besides the allowlist (DESIGN.md "Confinement") */
+    agentEnv: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), { maxItems: 128 })),
+    /** how runs are confined: "sandbox" (default) or "none" (recorded in every run's journal) */
+    isolation: Type.Optional(Type.Enum(["sandbox", "none"])),
+    /** workspace id → its runs' isolation (over `isolation`) */
+    workspaceIsolation: Type.Optional(Type.Record(Type.String(), Type.Enum(["sandbox", "none"]))),
+    sandbox: Type.Optional(
+      Type.Object(
+        {
+          /** bubblewrap's path (default /usr/bin/bwrap) */
+          bwrap: Type.Optional(Type.String({ minLength: 1 })),
+          /** host:port every confined run may reach besides its provider's model endpoint */
+          egress: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 256 })),
+          /** workspace id → host:port its runs may reach besides */
+          workspaceEgress: Type.Optional(Type.Record(Type.String(), Type.Array(Type.String({ minLength: 1 }), { maxItems: 256 }))),
+          limits: Type.Optional(
+            Type.Object(
+              {
+                processes: Type.Optional(PositiveInt),
+                addressSpaceBytes: Type.Optional(PositiveInt),
+                cpuSeconds: Type.Optional(PositiveInt),
+                fileSizeBytes: Type.Optional(PositiveInt),
+                openFiles: Type.Optional(PositiveInt),
+              },
+              { additionalProperties: false },
+            ),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
     providers: Type.Optional(
       Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(ProviderConfig)])), { additionalProperties: false }),
     ),

@@ -410,6 +410,7 @@ export class Invocations {
       agent,
       ...(options.provider === undefined ? {} : { provider: options.provider }),
       ...(options.bundle === undefined ? {} : { bundle: options.bundle }),
+      ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
     };
     validateEvent(event, this.limits);
     const bytes = Buffer.byteLength(canonicalJson(event), "utf8");

@@ -73,6 +73,8 @@ export interface OpenOptions {
   readonly provider?: string;
   /** journaled in run.started */
   readonly bundle?: JsonValue;
+  /** journaled in run.started: `{profile, digest}` of the run's confinement (DESIGN.md "Confinement") */
+  readonly isolation?: JsonValue;
 }
 
 export interface EffectSpec {

@@ -3,7 +3,7 @@
  * verifier go through here, so a journal the writer accepts is exactly one the verifier accepts.
  * Unknown fields are refused everywhere except inside `note` events, which are free JSON.
  */
-import { canonicalJson } from "../core/canonical.js";
+import { canonicalDigest, canonicalJson } from "../core/canonical.js";
 import { isDigest } from "../core/digest.js";
 import { LimitError, ValidationError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
@@ -113,7 +113,7 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
   const type = ev.type;
   switch (type) {
     case "run.started": {
-      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle"], BAD_EVENT, type);
+      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle", "isolation"], BAD_EVENT, type);
       const inv = plainObject(ev.invocation, BAD_EVENT, `${type}.invocation`);
       onlyFields(inv, ["scope", "id", "request_hash"], [], BAD_EVENT, `${type}.invocation`);
       nonEmptyString(inv, "scope", BAD_EVENT, `${type}.invocation`);
@@ -123,6 +123,7 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
       }
       nonEmptyString(ev, "agent", BAD_EVENT, type);
       if (Object.hasOwn(ev, "provider")) nonEmptyString(ev, "provider", BAD_EVENT, type);
+      if (Object.hasOwn(ev, "isolation")) checkIsolation(ev.isolation, type);
       // `bundle` is free JSON; canonicalization of the whole entry checks it is JSON.
       break;
     }
@@ -179,4 +180,15 @@ export function validateEntry(value: unknown, limits: Pick<Limits, "noteBytes">,
   if (!isKeyId(e.key_id)) throw new ValidationError(BAD_ENTRY, "entry.key_id must be 16 lowercase hex digits");
   validateEvent(e.event, limits, canonicalEventBytes);
   return e as unknown as JournalEntry;
+}
+
+/** `{profile: {kind, …}, digest}` where digest is the sha256 of the profile's canonical JSON. */
+function checkIsolation(value: unknown, type: string): void {
+  const iso = plainObject(value, BAD_EVENT, `${type}.isolation`);
+  onlyFields(iso, ["profile", "digest"], [], BAD_EVENT, `${type}.isolation`);
+  const profile = plainObject(iso.profile, BAD_EVENT, `${type}.isolation.profile`);
+  if (profile.kind !== "bubblewrap" && profile.kind !== "none") throw new ValidationError(BAD_EVENT, `${type}.isolation.profile.kind must be bubblewrap or none`);
+  if (!isDigest(iso.digest) || iso.digest !== canonicalDigest(profile)) {
+    throw new ValidationError(BAD_EVENT, `${type}.isolation.digest must be the sha256 of the profile's canonical JSON`);
+  }
 }

@@ -29,6 +29,8 @@ export interface RunStartedEvent {
   readonly agent: string;
   readonly provider?: string;
   readonly bundle?: JsonValue;
+  /** `{profile, digest}`: how the run was confined (DESIGN.md "Confinement") */
+  readonly isolation?: JsonValue;
 }
 export interface EffectStartedEvent {
   readonly type: "effect.started";

@@ -53,6 +53,14 @@ export const CLAUDE_SETTING_SOURCES: Readonly<Record<"trusted" | "untrusted", st
  */
 export const CLAUDE_PINNED_SETTINGS: Readonly<Record<string, unknown>> = Object.freeze({ enableAllProjectMcpServers: false });
 
+/** What a run home sets in every agent's environment. */
+const HOME_ENV_NAMES = ["HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"] as const;
+
+/** The names of the environment a run home of `provider` sets (its values are per run), for the isolation profile. */
+export function runHomeEnvNames(provider: ProviderName): readonly string[] {
+  return [...HOME_ENV_NAMES, ...(provider === "claude" ? ["CLAUDE_CONFIG_DIR"] : provider === "codex" ? ["CODEX_HOME"] : [])];
+}
+
 export interface RunHomeRequest {
   /** the run id: the directory's name */
   readonly run: string;

@@ -17,7 +17,7 @@
  * launched again: only an operator's reconciliation closes it.
  */
 import * as fs from "node:fs";
-import { isAbsolute } from "node:path";
+import { dirname, isAbsolute, join } from "node:path";
 import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
@@ -29,7 +29,7 @@ import type { Materializer } from "../providers/materializer.js";
 import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
-import type { RunHome, RunHomes } from "../providers/run-home.js";
+import { runHomeEnvNames, type RunHome, type RunHomes } from "../providers/run-home.js";
 import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
@@ -40,7 +40,11 @@ import { parseInvokeRequest, type InvokeRequest } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
+import { RUN_TAG_VAR } from "./stragglers.js";
 import type { LaunchRecords } from "./launch-records.js";
+import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
+import { inheritedEnvironment } from "../sandbox/environment.js";
+import type { Isolation } from "../sandbox/profile.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -66,8 +70,16 @@ export interface RunnerOptions {
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
-  /** base environment of agents (default: this process's, without its credentials: agentEnvironment) */
+  /** base environment of agents (default: the allowlisted part of this process's: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
+  /** names of the node's environment passed to agents besides the allowlist (ignored with `env`) */
+  readonly passEnv?: readonly string[];
+  /** how every run is confined unless its workspace says otherwise (default "sandbox": fail closed) */
+  readonly isolation?: Isolation;
+  /** workspace id → its runs' isolation (over `isolation`) */
+  readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
+  /** the sandbox's settings; `runsDir` defaults to `runs` beside `outputDir` */
+  readonly sandbox?: Omit<ConfinementOptions, "runsDir" | "homesDir"> & { readonly runsDir?: string };
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
   readonly agentTag?: string;
   /** where every agent is recorded while it runs, so a later node can find its session (launch-records.ts) */
@@ -127,6 +139,10 @@ export class Runner {
   readonly #maxLineBytes: number;
   readonly #maxOutputBytes: number;
   readonly #hooks: RunnerHooks;
+  readonly #tools = new Map<string, ToolEffects>();
+  readonly #isolation: Isolation;
+  readonly #workspaceIsolation: Readonly<Record<string, Isolation>>;
+  readonly #confinement: Confinement;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -148,7 +164,18 @@ export class Runner {
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
-    this.#env = options.env ?? agentEnvironment(process.env);
+    const keyNames = Object.values(this.#profiles).flatMap((p) => (p.model?.apiKeyEnv === undefined ? [] : [p.model.apiKeyEnv]));
+    this.#env = options.env ?? agentEnvironment(process.env, [...keyNames, ...(options.passEnv ?? [])]);
+    this.#isolation = options.isolation ?? "sandbox";
+    this.#workspaceIsolation = options.workspaceIsolation ?? {};
+    for (const id of Object.keys(this.#workspaceIsolation)) {
+      if (!this.#workspaces.has(id)) throw new ValidationError("workspace-unknown", `workspaceIsolation names workspace ${JSON.stringify(id)}, which is not configured`);
+    }
+    this.#confinement = new Confinement({
+      ...options.sandbox,
+      runsDir: options.sandbox?.runsDir ?? join(dirname(this.#outputDir), "runs"),
+      homesDir: options.runHomes.root,
+    });
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#launchRecords = options.launchRecords;
@@ -191,19 +218,39 @@ export class Runner {
     }
     const profile = this.#profiles[request.provider];
     const command = profile.command;
-    if (findCommand(command, this.#env, cwd) === undefined) {
+    const found = findCommand(command, this.#env, cwd);
+    if (found === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
       throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
         details: { provider: request.provider, command },
       });
     }
-    const launch: RunLaunch = {
-      permission: this.#workspacePermissions[workspace.id] ?? profile.permission,
-      model: modelLaunch(request.provider, profile, this.#env),
-      trusted: this.#trustedWorkspaces.has(workspace.id),
-    };
+    const permission = this.#workspacePermissions[workspace.id] ?? profile.permission;
+    const model = modelLaunch(request.provider, profile, this.#env);
+    const treeWanted = request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider));
+    // Before the claim: a node that cannot confine refuses the run with the id still free.
+    const isolation = this.#workspaceIsolation[workspace.id] ?? this.#isolation;
+    // Confined, warden's sandbox replaces the provider's own (bubblewrap does not nest).
+    const confined = isolation === "sandbox";
+    const confinement = this.#confinement.plan({
+      isolation,
+      workspaceId: workspace.id,
+      workspace: cwd,
+      readOnly: permission === "read-only",
+      command: found,
+      ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
+      // Read-only for every provider: what the agent writes (Codex's sessions) goes to its run home.
+      ...(treeWanted && this.#materializer !== undefined ? { bundle: { path: join(this.#materializer.root, "{run_id}"), writable: false } } : {}),
+      envNames: agentEnvNames(this.#env, expandRunLaunch(profile, permission, confined).env, model, [
+        ...Object.keys(this.#agentTagEnv),
+        ...Object.keys(profile.bundleEnv ?? {}),
+        ...runHomeEnvNames(request.provider),
+      ]),
+    });
+    const launch: RunLaunch = { permission, model, command: found, confinement, trusted: this.#trustedWorkspaces.has(workspace.id) };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
+      isolation: confinement.record,
       ...(request.bundle === undefined
         ? {}
         : {
@@ -287,7 +334,7 @@ export class Runner {
     materialization: Materialization | undefined,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
-    const run = expandRunLaunch(profile, launch.permission);
+    const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
     const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...home.args, ...(materialization?.args ?? [])];
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
     // The run's home last: nothing configured points the agent back at the node user's own.
@@ -309,24 +356,63 @@ export class Runner {
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
-    const followed = await this.#follow(handle, profile, launch, {
-      command: profile.command,
-      args,
-      cwd,
-      home: home.path,
-      env: { ...this.#env, ...env, ...launch.model.secretEnv, ...this.#agentTagEnv },
-      timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
-      killGraceMs: this.#killGraceMs,
-      runTag: handle.run_id,
-    });
-    return this.#conclude(handle, profile, followed);
+    const journal = { append: (event: Parameters<ToolEffects["append"]>[0]) => (this.#tools.get(handle.run_id)?.append(event) ?? Promise.resolve(false)) };
+    let confined: RunConfinement;
+    try {
+      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd);
+    } catch (error) {
+      await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
+      throw error;
+    }
+    try {
+      const followed = await this.#follow(
+        handle,
+        profile,
+        launch,
+        {
+          command: confined.command,
+          args: confined.args,
+          cwd,
+          home: home.path,
+          env: { ...this.#env, ...env, ...confined.env, ...launch.model.secretEnv, ...this.#agentTagEnv },
+          timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
+          killGraceMs: this.#killGraceMs,
+          runTag: handle.run_id,
+        },
+        confined,
+      );
+      return await this.#conclude(handle, profile, followed);
+    } finally {
+      confined.remove();
+    }
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn, confined: RunConfinement): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    // The egress proxy journals into the same ordered stream as the agent's tool calls.
+    this.#tools.set(handle.run_id, tools);
+    try {
+      return await this.#followWith(handle, profile, launch, spawn, confined, tools, (a) => {
+        agent = a;
+      });
+    } finally {
+      this.#tools.delete(handle.run_id);
+    }
+  }
+
+  async #followWith(
+    handle: InvocationHandle,
+    profile: ProviderProfile,
+    launch: RunLaunch,
+    spawn: AgentSpawn,
+    confined: RunConfinement,
+    tools: ToolEffects,
+    started: (agent: AgentProcess) => void,
+  ): Promise<Followed> {
+    let agent: AgentProcess;
     const answer = new RunAnswer();
     const read = eventReader(profile.events);
     let streamIncomplete = false;
@@ -368,6 +454,7 @@ export class Runner {
         }
       },
     });
+    started(agent);
     if (unrecorded !== undefined) {
       // Were this node to die, the next could not find what the agent leaves behind: it must not run.
       agent.kill();
@@ -379,12 +466,17 @@ export class Runner {
       // Where to look for the agent: a run whose node died or lost its database reads unresolved
       // while the agent may still be at work, and a pid alone does not say on which machine.
       // A trusted workspace's own configuration (hooks, MCP servers) ran too: the journal says so.
-      const started: { [key: string]: JsonValue } = { pid: agent.pid, host: hostname(), permission: launch.permission };
-      if (launch.trusted) started.workspace_trusted = true;
-      tools.append({ type: "note", process: started });
+      const processNote: { [key: string]: JsonValue } = { pid: agent.pid, host: hostname(), permission: launch.permission };
+      if (launch.trusted) processNote.workspace_trusted = true;
+      tools.append({ type: "note", process: processNote });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
-    const exit = await agent.exited();
+    const exited = await agent.exited();
+    // Confined, a killed agent reaches us as bubblewrap's exit code 128 + signal.
+    const signal = confined.signalOf(exited.exit_code);
+    const exit: AgentExit = signal === undefined ? exited : { ...exited, exit_code: null, signal };
+    // Connections still open end now, and each is journaled before the process effect finishes (G6).
+    await confined.drain();
     // The agent's process group was killed when it exited: there is nothing left to find.
     if (record !== undefined) this.#launchRecords?.remove(record);
     await streams.catch(() => undefined);
@@ -447,19 +539,27 @@ interface Followed {
 interface RunLaunch {
   readonly permission: PermissionMode;
   readonly model: ModelLaunch;
+  /** the provider's executable as found on the agents' PATH */
+  readonly command: string;
+  readonly confinement: PlannedConfinement;
   /** the workspace's own provider configuration may run */
   readonly trusted: boolean;
 }
 
 /**
- * The node's environment without the node's own credentials: its bearer tokens, and the fleet
- * database's URL and password (that database holds every claim and the private signing keys, so
- * an agent holding them could forge journals). An agent needs none of them; what it reaches of
- * the node, it reaches through the API with a token of its own.
+ * What an agent inherits of the node's environment: the allowlisted names only (sandbox/
+ * environment.ts), plus the variables the providers' model keys are read from (`keyNames`). Never
+ * the node's environment minus a denylist: its bearer tokens, a fleet's database URL and whatever
+ * the operator's shell exported would reach every agent under any name a denylist forgets.
  */
-export function agentEnvironment(env: Readonly<Record<string, string | undefined>>): Record<string, string | undefined> {
-  const { WARDEN_TOKEN: _operator, WARDEN_OBSERVER_TOKEN: _observer, WARDEN_POSTGRES_URL: _database, PGPASSWORD: _password, ...rest } = env;
-  return rest;
+export function agentEnvironment(env: Readonly<Record<string, string | undefined>>, keyNames: readonly string[] = []): Record<string, string> {
+  return inheritedEnvironment(env, keyNames);
+}
+
+/** The names of the environment a run's agent gets, as its isolation profile records them. */
+function agentEnvNames(base: Readonly<Record<string, string | undefined>>, run: Readonly<Record<string, string>>, model: ModelLaunch, extra: readonly string[]): string[] {
+  const names = [...Object.entries(base).filter(([, v]) => v !== undefined).map(([k]) => k), ...Object.keys(run), ...Object.keys(model.env), ...Object.keys(model.secretEnv), RUN_TAG_VAR, ...extra];
+  return [...new Set(names)].sort();
 }
 
 function checkWorkspaces(workspaces: Readonly<Record<string, string>>): ReadonlyMap<string, string> {

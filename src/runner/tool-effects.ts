@@ -59,18 +59,24 @@ export class ToolEffects {
     this.#open.clear();
   }
 
-  /** Appends in call order; the writer itself keeps entries in the order they are accepted. */
-  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): void {
-    if (this.#lost !== undefined) return;
+  /**
+   * Appends in call order; the writer itself keeps entries in the order they are accepted.
+   * Resolves true once the entry is durable, false when it was lost (the loss is recorded).
+   */
+  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<boolean> {
+    if (this.#lost !== undefined) return Promise.resolve(false);
     const durable = this.#journal.append(event).then(
-      () => undefined,
+      () => true,
       (error: unknown) => {
-        if (this.#lost !== undefined) return;
-        this.#lost = error;
-        this.#onLost(error);
+        if (this.#lost === undefined) {
+          this.#lost = error;
+          this.#onLost(error);
+        }
+        return false;
       },
     );
-    this.#last = this.#last.then(() => durable);
+    this.#last = this.#last.then(() => durable.then(() => undefined));
+    return durable;
   }
 
   /** Resolves when every entry appended so far is durable (or the loss was recorded). */

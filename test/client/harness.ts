@@ -4,7 +4,7 @@
  * the same entry point users run (src/cli/run.ts through tsx).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { createServer, type AddressInfo } from "node:net";
@@ -71,9 +71,13 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
   const tempRoot = options.home === undefined ? tempDir("node") : undefined;
   if (tempRoot !== undefined) liveTempRoots.add(tempRoot);
   const home = options.home ?? join(tempRoot!, "home");
-  if (options.config !== undefined) {
+  // Over what the test already wrote there (a restart keeps its settings).
+  const configFile = join(home, "warden.json");
+  const written = existsSync(configFile) ? (JSON.parse(readFileSync(configFile, "utf8")) as Record<string, unknown>) : {};
+  const config = { ...written, ...fixtureWatching(options.env), ...options.config };
+  if (JSON.stringify(config) !== JSON.stringify(written)) {
     mkdirSync(home, { recursive: true, mode: 0o700 });
-    writeFileSync(join(home, "warden.json"), JSON.stringify(options.config), { mode: 0o600 });
+    writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   }
   const child = spawn(process.execPath, ["--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
     cwd: repo,
@@ -224,4 +228,15 @@ export async function httpCall(url: string, defaultToken: string, method: string
     // not JSON
   }
   return { status: res.status, headers: res.headers, text, body: parsed };
+}
+
+/**
+ * A test that hands the fixture agents a file or gate of its own (WARDEN_FIXTURE_*) watches them
+ * from outside: their pids and files beside the workspace. Such a node runs them unconfined, by
+ * explicit configuration, with those variables passed on (agents get only allowlisted names);
+ * confinement has its own tests (test/security/sandbox*.test.ts).
+ */
+function fixtureWatching(env: Record<string, string> | undefined): Record<string, unknown> {
+  const names = Object.keys(env ?? {}).filter((n) => n.startsWith("WARDEN_FIXTURE_"));
+  return names.length === 0 ? {} : { isolation: "none", agentEnv: names };
 }

@@ -43,6 +43,8 @@ function open(home: string, wrapper: string, activeRuns: number): Promise<Warden
     limits: { activeRuns },
     providers: { kimi: { command: wrapper } },
     agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: path.join(path.dirname(home), "starts") },
+    // watched from outside (pids, a starts file beside the workspace): unconfined by explicit choice
+    isolation: "none",
     killGraceMs: 300,
   });
 }

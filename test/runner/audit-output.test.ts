@@ -91,6 +91,8 @@ test("an agent that prints without end cannot fill the node's disk: the stored o
     limits,
     providers: { kimi: { command: fixtureCommand(root) } },
     agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: path.join(root, "starts") },
+    // watched from outside (pids, a starts file beside the workspace): unconfined by explicit choice
+    isolation: "none",
   });
   try {
     const started = await warden.start("audit", randomUUID(), { provider: "kimi", prompt: "work flood=8", timeout_s: 30 });

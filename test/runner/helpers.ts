@@ -83,6 +83,9 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
     profiles: resolveProfiles({ claude: { command: cmd("claude") }, codex: { command: cmd("codex") }, kimi: { command: cmd("kimi") } }),
     env: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile, ...(options.env ?? {}) },
     ...(options.trustedWorkspaces === undefined ? {} : { trustedWorkspaces: options.trustedWorkspaces }),
+    // These tests watch the agent from outside (its pids, a starts file beside the workspace):
+    // unconfined by explicit choice; confinement has its own tests (test/security/sandbox*).
+    isolation: "none",
     killGraceMs: options.killGraceMs ?? 300,
     ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
     ...(options.launchRecords === true ? { launchRecords: LaunchRecords.open(home)! } : {}),

@@ -6,8 +6,12 @@
  * claim: an agent holding it could forge journals and reopen ids. And no descriptor of the
  * node's state (SQLite files, locks, keys) may stay open in the agent.
  *
- * The node is opened with its default agent environment (no `agentEnv`), and the agent is a real
- * `/bin/sh` that writes its environment and its open descriptors to files.
+ * Nor any other variable of the node: the environment is built from an allowlist, so what the
+ * operator's shell exported (a cloud key, an SSH agent socket) never reaches an agent either.
+ *
+ * The node is opened with its default agent environment (no `agentEnv`) and its default
+ * confinement, and the agent is a real `/bin/sh` that writes its environment and its open
+ * descriptors to files in its workspace.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -22,6 +26,8 @@ const SECRETS = {
   WARDEN_OBSERVER_TOKEN: "observer-secret-5e7a3c1f80",
   WARDEN_POSTGRES_URL: "postgresql://warden:url-password-4d2b9e@db.invalid:5432/warden",
   PGPASSWORD: "pg-password-c81f0a6e3b",
+  AWS_SECRET_ACCESS_KEY: "aws-secret-77d1e0b5a9",
+  SSH_AUTH_SOCK: "/run/user/0/ssh-agent-3f9c1d",
 } as const;
 
 const PROBE = 'env > "$0.env"; for fd in /proc/$$/fd/*; do echo "${fd##*/} $(readlink "$fd")"; done > "$0.fds"';
@@ -59,11 +65,14 @@ describe("security: the environment and descriptors an agent inherits", () => {
   });
 
   it("holds none of the node's credentials and no descriptor of its state", async () => {
-    const out = path.join(root, "probe");
+    const out = path.join(root, "ws", "probe");
     const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: out, workspace: "main" } });
     assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
     const env = fs.readFileSync(`${out}.env`, "utf8");
     assert.match(env, /^WARDEN_AGENT_OF=/m, "the probe ran with the node's agent environment");
+    assert.match(env, /^PATH=/m);
+    assert.match(env, /^HOME=/m);
+    assert.doesNotMatch(env, new RegExp(`^HOME=${process.env.HOME ?? "/root"}$`, "m"), "the agent got the node user's home");
     for (const [name, secret] of Object.entries(SECRETS)) {
       assert.ok(!env.includes(secret), `the agent inherited ${name}`);
     }

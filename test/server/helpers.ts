@@ -52,6 +52,8 @@ export async function openTestNode(
       kimi: { command: path.join(AGENTS, "kimi.mjs") },
     },
     agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: startsFile },
+    // watched from outside (pids, a starts file beside the workspace): unconfined by explicit choice
+    isolation: "none",
     killGraceMs: 200,
     ...options.warden,
   });

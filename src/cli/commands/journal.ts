@@ -88,6 +88,7 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
         requires_reconciliation: inspection.requires_reconciliation,
         reasons: inspection.reasons,
         tail_hash: report.tail_hash,
+        ...(isolationOf(report) === undefined ? {} : { isolation: isolationOf(report) }),
         ...(reconciliation === undefined ? {} : { reconciliation }),
       }) + "\n",
     );
@@ -102,6 +103,8 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
     ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
   } else {
     ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
+    const isolation = isolationText(isolationOf(report));
+    if (isolation !== undefined) ctx.io.stdout(`${isolation}\n`);
     if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
     if (reconciliation !== undefined) ctx.io.stdout(`${reconciliationText(reconciliation)}\n`);
   }
@@ -198,4 +201,26 @@ function reasonsText(inspection: RunInspection): string {
 
 function hasRunStarted(inspection: RunInspection): boolean {
   return !inspection.reasons.some((r) => r.reason === "no-run-started");
+}
+
+interface RecordedIsolation {
+  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown };
+  readonly digest: string;
+}
+
+/** The confinement run.started recorded (DESIGN.md "Confinement"), when it recorded one. */
+function isolationOf(report: { readonly valid: readonly { readonly event: { readonly type: string } }[] }): RecordedIsolation | undefined {
+  const first = report.valid[0]?.event as { type: string; isolation?: RecordedIsolation } | undefined;
+  return first?.type === "run.started" ? first.isolation : undefined;
+}
+
+/** One line: the sandbox's profile in short, or a warning for a run that ran unconfined. */
+function isolationText(isolation: RecordedIsolation | undefined): string | undefined {
+  if (isolation === undefined) return undefined;
+  const p = isolation.profile;
+  if (p.kind === "none") return `WARNING: isolation none: the agent ran unconfined, as the node's user, with its network and files (profile ${isolation.digest})`;
+  const allow = Array.isArray(p.egress?.allow) ? (p.egress.allow as string[]).join(", ") || "nothing" : "?";
+  const mounts = Array.isArray(p.mounts) ? (p.mounts as { path: string; access: string; what: string }[]).filter((m) => m.access === "rw").map((m) => m.path) : [];
+  const env = Array.isArray(p.env) ? (p.env as string[]).join(" ") : "?";
+  return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}; environment ${env}`;
 }

@@ -225,6 +225,10 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
             <dd>{typeof first?.provider === "string" ? first.provider : "—"}</dd>
             <dt>Bundle</dt>
             <dd>{bundleOf(first)}</dd>
+            <dt>Isolation</dt>
+            <dd>
+              <Isolation event={first} />
+            </dd>
             <dt>Agent</dt>
             <dd>{view.agent ?? "—"}</dd>
             <dt>Request hash</dt>
@@ -261,6 +265,25 @@ function terminationOf(entries: readonly JournalEntry[], live: boolean): string 
 function bundleOf(event: JournalEntry["event"] | undefined): string {
   const bundle = event?.bundle as { bundle_id?: unknown; revision?: unknown } | undefined;
   return bundle === undefined ? "none" : `${String(bundle.bundle_id)}@${String(bundle.revision)}`;
+}
+
+/** The confinement run.started recorded: a warning badge for a run configured unconfined. */
+function Isolation(props: { event: JournalEntry["event"] | undefined }) {
+  const isolation = props.event?.isolation as { profile?: { kind?: unknown; egress?: { allow?: unknown } }; digest?: unknown } | undefined;
+  if (isolation === undefined) return <span class="muted">not recorded</span>;
+  if (isolation.profile?.kind === "none") {
+    return (
+      <span class="badge badge-bad" data-testid="isolation-badge" title={String(isolation.digest)}>
+        unconfined
+      </span>
+    );
+  }
+  const allow = Array.isArray(isolation.profile?.egress?.allow) ? (isolation.profile.egress.allow as string[]).join(", ") : "";
+  return (
+    <span data-testid="isolation-badge" title={String(isolation.digest)}>
+      sandbox; egress to {allow === "" ? "nothing" : allow}
+    </span>
+  );
 }
 
 function requestHashOf(event: JournalEntry["event"] | undefined): string {

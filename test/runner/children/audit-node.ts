@@ -15,6 +15,8 @@ const warden = await openWarden({
   home,
   providers: { kimi: { command } },
   agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: path.join(path.dirname(home), "starts") },
+  // watched from outside (pids, a starts file beside the workspace): unconfined by explicit choice
+  isolation: "none",
   killGraceMs: 300,
   runnerHooks: { afterLaunch: (pid) => launched(pid) },
 });
