@@ -63,7 +63,10 @@ export function describeRealAgent(provider: RealProvider): void {
     const readOnly = join(root, "read-only");
     const agentHome = join(root, "agent-home");
     const trustedWorkspace = join(root, "trusted");
-    const markers = join(root, "markers");
+    // Hooks and MCP servers write their markers relative to their working directory, the run's
+    // workspace: the one place a confined run can write, so a marker missing means "did not run".
+    const markers = (dir: string): string => join(dir, MARKERS);
+    const markersFound = (): string[] => [workspace, trustedWorkspace].flatMap((d) => readdirSync(markers(d)));
     const bundleDir = join(root, "rehearsal");
     let model: ScriptedModelServer;
     let node: NodeProcess | undefined;
@@ -120,9 +123,9 @@ export function describeRealAgent(provider: RealProvider): void {
     const requestText = (from: number): string => JSON.stringify(model.requests.slice(from).map((r) => r.body));
 
     before(async () => {
-      for (const d of [workspace, readOnly, agentHome, markers, join(bundleDir, ".claude-plugin"), join(bundleDir, "skills", "greet")]) mkdirSync(d, { recursive: true });
-      plantOperatorConfig(agentHome, markers);
-      for (const [name, dir] of [["main", workspace], ["trusted", trustedWorkspace]] as const) plantWorkspaceConfig(dir, markers, name);
+      for (const d of [workspace, readOnly, agentHome, markers(workspace), markers(trustedWorkspace), join(bundleDir, ".claude-plugin"), join(bundleDir, "skills", "greet")]) mkdirSync(d, { recursive: true });
+      plantOperatorConfig(agentHome);
+      for (const [name, dir] of [["main", workspace], ["trusted", trustedWorkspace]] as const) plantWorkspaceConfig(dir, name);
       mkdirSync(home, { mode: 0o700 });
       writeFileSync(join(bundleDir, ".claude-plugin", "plugin.json"), JSON.stringify({ name: "rehearsal", version: "1.0.0", description: "rehearsal bundle" }));
       writeFileSync(join(bundleDir, "skills", "greet", "SKILL.md"), `---\nname: greet\ndescription: ${SKILL_DESCRIPTION}\n---\nSay hello to the operator.\n`);
@@ -181,7 +184,7 @@ export function describeRealAgent(provider: RealProvider): void {
       assert.equal(readFileSync(join(workspace, "checked.txt"), "utf8"), "ok\n");
       const untrustedText = requestText(from);
       // No hook ran: neither the node user's (SessionStart, PreToolUse) nor the repository's.
-      assert.deepEqual(readdirSync(markers), []);
+      assert.deepEqual(markersFound(), []);
       for (const marker of [OPERATOR_MARKER, `${WORKSPACE_MARKER}-main`]) assert.ok(!untrustedText.includes(marker), `${marker} reached the model`);
 
       const trustedFrom = model.requests.length;
@@ -190,10 +193,10 @@ export function describeRealAgent(provider: RealProvider): void {
       assert.equal(trustedRun.code, 0, trustedRun.stdout + trustedRun.stderr);
       const trustedText = requestText(trustedFrom);
       // The trusted workspace's own configuration is in force: what the untrusted one could have done.
-      if (provider === "claude") assert.ok(existsSync(join(markers, "workspace-session-start-trusted")), readdirSync(markers).join(", "));
+      if (provider === "claude") assert.ok(existsSync(join(markers(trustedWorkspace), "workspace-session-start-trusted")), markersFound().join(", "));
       assert.ok(trustedText.includes(`${WORKSPACE_MARKER}-trusted`), "the trusted workspace's instructions did not reach the model");
       assert.ok(!trustedText.includes(OPERATOR_MARKER), "the node user's instructions reached the model");
-      assert.ok(!existsSync(join(markers, "operator-session-start")) && !existsSync(join(markers, "operator-pre-tool-use")));
+      assert.ok(!markersFound().some((m) => m.startsWith("operator-")), markersFound().join(", "));
     });
 
     it("a call the permission mode refuses is journaled, printed and answered as refused", async () => {
@@ -306,22 +309,25 @@ function pidOf(needle: string): number | undefined {
 const OPERATOR_MARKER = "operator-marker-3f9c1d";
 const WORKSPACE_MARKER = "workspace-marker-8b27e4";
 
-/** A Claude hook entry that writes `<markers>/<name>` when it runs. */
-function markerHook(markers: string, name: string): unknown {
-  return [{ hooks: [{ type: "command", command: `touch ${join(markers, name)}` }] }];
+/** Where hooks and MCP servers leave their markers, relative to the run's workspace. */
+const MARKERS = ".markers";
+
+/** A Claude hook entry that writes `<workspace>/.markers/<name>` when it runs. */
+function markerHook(name: string): unknown {
+  return [{ hooks: [{ type: "command", command: `touch ${MARKERS}/${name}` }] }];
 }
 
 /**
  * The node user's own configuration, as an operator's machine has it: hooks, instructions, a rule
  * letting Claude read any file, a Codex configuration with instructions of its own.
  */
-function plantOperatorConfig(home: string, markers: string): void {
+function plantOperatorConfig(home: string): void {
   mkdirSync(join(home, ".claude"), { recursive: true });
   writeFileSync(
     join(home, ".claude", "settings.json"),
     JSON.stringify({
       permissions: { allow: ["Read(//**)"] },
-      hooks: { SessionStart: markerHook(markers, "operator-session-start"), PreToolUse: markerHook(markers, "operator-pre-tool-use") },
+      hooks: { SessionStart: markerHook("operator-session-start"), PreToolUse: markerHook("operator-pre-tool-use") },
     }),
   );
   writeFileSync(join(home, ".claude", "CLAUDE.md"), `Always mention ${OPERATOR_MARKER}.\n`);
@@ -331,17 +337,17 @@ function plantOperatorConfig(home: string, markers: string): void {
 }
 
 /** A repository's own agent configuration: settings hooks, an MCP server, instructions. */
-function plantWorkspaceConfig(dir: string, markers: string, name: string): void {
+function plantWorkspaceConfig(dir: string, name: string): void {
   mkdirSync(join(dir, ".claude"), { recursive: true });
   writeFileSync(
     join(dir, ".claude", "settings.json"),
-    JSON.stringify({ hooks: { SessionStart: markerHook(markers, `workspace-session-start-${name}`), PreToolUse: markerHook(markers, `workspace-pre-tool-use-${name}`) } }),
+    JSON.stringify({ hooks: { SessionStart: markerHook(`workspace-session-start-${name}`), PreToolUse: markerHook(`workspace-pre-tool-use-${name}`) } }),
   );
-  writeFileSync(join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { repo: { command: "touch", args: [join(markers, `workspace-mcp-${name}`)] } } }));
+  writeFileSync(join(dir, ".mcp.json"), JSON.stringify({ mcpServers: { repo: { command: "touch", args: [`${MARKERS}/workspace-mcp-${name}`] } } }));
   writeFileSync(join(dir, "CLAUDE.md"), `Always mention ${WORKSPACE_MARKER}-${name}.\n`);
   mkdirSync(join(dir, ".codex"), { recursive: true });
   writeFileSync(
     join(dir, ".codex", "config.toml"),
-    `developer_instructions = "Always mention ${WORKSPACE_MARKER}-${name}."\n\n[mcp_servers.repo]\ncommand = "touch"\nargs = [${JSON.stringify(join(markers, `workspace-codex-mcp-${name}`))}]\n`,
+    `developer_instructions = "Always mention ${WORKSPACE_MARKER}-${name}."\n\n[mcp_servers.repo]\ncommand = "touch"\nargs = [${JSON.stringify(`${MARKERS}/workspace-codex-mcp-${name}`)}]\n`,
   );
 }
