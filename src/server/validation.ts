@@ -11,6 +11,7 @@ import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
 import type { ProblemSpec } from "./problem.js";
+import { bodyErrorCode, type BodyCodePrefix } from "../api/problem.js";
 
 /**
  * TypeBox validation as @fastify/type-provider-typebox does it (bodies as sent; headers, params
@@ -57,10 +58,13 @@ export interface ValidationFailure {
   readonly context: string;
 }
 
-const HEADER_CODES: Readonly<Record<string, string>> = {
-  "idempotency-key": "idempotency-key",
-  "upload-offset": "upload-offset",
-};
+/** Headers with codes of their own: `<header>-missing`, `<header>-invalid`. */
+const CODED_HEADERS = ["idempotency-key", "upload-offset"] as const;
+type HeaderCode = `${(typeof CODED_HEADERS)[number]}-${"missing" | "invalid"}`;
+
+function codedHeader(field: string): (typeof CODED_HEADERS)[number] | undefined {
+  return CODED_HEADERS.find((h) => h === field);
+}
 
 const PARAM_CODES: Readonly<Record<string, string>> = {
   digest: "digest-invalid",
@@ -72,17 +76,18 @@ const PARAM_CODES: Readonly<Record<string, string>> = {
   revision: "revision-invalid",
 };
 
-export function validationProblem(failure: ValidationFailure, bodyCodes = "request"): ProblemSpec {
+export function validationProblem(failure: ValidationFailure, bodyCodes: BodyCodePrefix = "request"): ProblemSpec {
   const finding = schemaFinding(failure.errors);
   const extra = { field: finding.field };
   switch (failure.context) {
     case "headers": {
-      const base = HEADER_CODES[finding.field];
+      const base = codedHeader(finding.field);
       if (base === undefined) return { status: 400, code: "header-invalid", detail: `header ${finding.message}`, extra };
       const missing = finding.rule === "missing-field";
+      const code: HeaderCode = `${base}-${missing ? "missing" : "invalid"}`;
       return {
         status: 400,
-        code: `${base}-${missing ? "missing" : "invalid"}`,
+        code,
         detail: missing ? `the ${finding.field} header is required` : `the ${finding.field} header is malformed`,
         extra,
       };
@@ -99,6 +104,6 @@ export function validationProblem(failure: ValidationFailure, bodyCodes = "reque
         extra,
       };
     default:
-      return { status: 400, code: `${bodyCodes}-${finding.rule}`, detail: finding.message, extra };
+      return { status: 400, code: bodyErrorCode(bodyCodes, finding.rule), detail: finding.message, extra };
   }
 }
