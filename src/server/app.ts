@@ -28,7 +28,7 @@ import { stageRoutes } from "./routes/stages.js";
 import { nodeRoutes } from "./routes/node.js";
 import { SESSION_COOKIE } from "../api/console.js";
 import { defaultConsoleDir, loadConsoleAssets, packageVersion } from "./console/assets.js";
-import { checkOrigin, consoleRoutes } from "./console/routes.js";
+import { checkOrigin, consoleRoutes, isConsolePath, securityHeaders } from "./console/routes.js";
 import { checkCsrf, ConsoleSessions, cookieValue } from "./console/sessions.js";
 
 /**
@@ -88,6 +88,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       const spec = problemOf(error, undefined);
       request.log.info({ code: spec.code }, "request refused");
       reply.header("x-request-id", request.id);
+      if (isConsolePath(request.url)) securityHeaders(reply);
       return sendProblem(reply, spec, request);
     },
   }).withTypeProvider();
@@ -155,6 +156,8 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
   // Callback-style hooks: they run on every request, and a promise per hook is measurable there.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    // Set first, so that every answer under /ui/ carries them: a refusal, a 404, a 500 too.
+    if (isConsolePath(request.url)) securityHeaders(reply);
     // fastify builds a new routeOptions object on every read of it: read it once.
     const route = request.routeOptions;
     // Before auth, so even a 401 on an invocation route is never cached.

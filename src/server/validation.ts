@@ -27,12 +27,27 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
     if (compiled.Check(value)) return true;
     // Convert changes the object it is given: the strings as sent are kept aside to compare.
     const sent: unknown = typeof value === "object" && value !== null ? { ...(value as Record<string, unknown>) } : value;
-    const converted = Value.Convert(schema, value);
+    const converted = convert(schema, value);
+    if (converted === undefined) return { error: compiled.Errors(value) };
     if (!compiled.Check(converted)) return { error: compiled.Errors(converted) };
     const altered = alteredField(sent, converted);
     return altered === undefined ? { value: converted } : { error: [altered] };
   };
 };
+
+/**
+ * The value converted to the schema's types, or undefined when TypeBox cannot convert it: its
+ * converter builds a regular expression from each property name, and fastify's wildcard
+ * parameter `*` is no pattern (`GET /v1/log/tile/<over 64 characters>` threw a SyntaxError and
+ * answered 500). A value that cannot be converted is reported as sent, as the client's fault.
+ */
+function convert(schema: TSchema, value: unknown): unknown {
+  try {
+    return Value.Convert(schema, value);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * A field whose string the conversion changed rather than read: TypeBox takes `limit=1.5` as 1,
