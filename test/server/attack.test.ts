@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { CONSOLE_CSP } from "../../src/server/console/routes.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, json, logSink, openTestNode, pushThroughApp, tempRoot, type TestNode } from "./helpers.js";
 
 const SECURITY_HEADERS = {
   "content-security-policy": CONSOLE_CSP,
@@ -50,6 +50,22 @@ describe("found under attack", () => {
     }
     const errors = log.text().split("\n").filter((line) => /"level":50/.test(line));
     assert.deepEqual(errors, []);
+  });
+
+  it("a path segment over 255 bytes is refused when the manifest is checked; one of 255 materializes", async () => {
+    const longest = `${"\u00e9".repeat(126)}abc`; // 255 UTF-8 bytes
+    assert.equal(Buffer.byteLength(longest), 255);
+    const bundle = await compileTestBundle(root, "long-names", "r1", { [`notes/${longest}`]: "kept\n" });
+    await pushThroughApp(node.app, bundle);
+    const made = await node.app.inject({ method: "POST", url: "/v1/bundles/long-names/r1/materializations", headers: OPERATOR, payload: { provider: "claude" } });
+    assert.equal(made.statusCode, 201, made.payload);
+    assert.equal(fs.readFileSync(path.join(json(made.payload).root as string, "bundle", "notes", longest), "utf8"), "kept\n");
+
+    const tooLong = `${longest}d`;
+    const manifest = { ...bundle.manifest, revision: "r2", components: bundle.manifest.components.map((c) => (c.relative_path === `notes/${longest}` ? { ...c, relative_path: `notes/${tooLong}` } : c)) };
+    const refused = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: manifest });
+    assert.equal(refused.statusCode, 400, refused.payload);
+    assert.equal(json(refused.payload).code, "manifest-path-segment-too-long");
   });
 
   it("every kind of answer under /ui/ carries the console's security headers, errors included", async () => {
