@@ -13,6 +13,7 @@ import type { Warden } from "../warden.js";
 import { TokenAuthority, type Caller } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
+import { ConnectionGuard } from "./connections.js";
 import { AuthError, isWardenError } from "../core/errors.js";
 import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
 import { parseJsonBodiesAsUtf8 } from "./json-body.js";
@@ -152,6 +153,9 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     app.server.emit("request", request, response);
   });
 
+  const connections = new ConnectionGuard({ total: warden.limits.connections, perClient: warden.limits.connectionsPerClient });
+  connections.attach(app.server);
+
   app.decorateRequest("caller", null);
   // Callback-style hooks: they run on every request, and a promise per hook is measurable there.
   app.addHook("onRequest", (request, reply, done) => {
@@ -169,6 +173,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     } catch (error) {
       return done(error as Error);
     }
+    if (request.caller.role === "operator") connections.markOperator(request.raw.socket);
     done();
   });
   // Series by "method status route": a few dozen at most (routes are templates, not URLs).
