@@ -52,6 +52,8 @@ export interface CreateServerOptions {
   readonly requestArrivalMs?: number;
   /** the built console's directory (default: dist/console of this package) */
   readonly consoleDir?: string;
+  /** how long a new connection may stay silent, ms (default FIRST_REQUEST_MS; a seam for tests) */
+  readonly firstRequestMs?: number;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -153,7 +155,11 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     app.server.emit("request", request, response);
   });
 
-  const connections = new ConnectionGuard({ total: warden.limits.connections, perClient: warden.limits.connectionsPerClient });
+  const connections = new ConnectionGuard({
+    total: warden.limits.connections,
+    perClient: warden.limits.connectionsPerClient,
+    ...(options.firstRequestMs === undefined ? {} : { firstRequestMs: options.firstRequestMs }),
+  });
   connections.attach(app.server);
 
   app.decorateRequest("caller", null);

@@ -102,4 +102,20 @@ describe("bounded connections", () => {
       await node.close();
     }
   });
+
+  it("a connection that sends no request in time is closed; one that sent its request is served", { timeout: 60_000 }, async () => {
+    const node = await openTestNode(tempRoot("server-connections-silent"), { server: { firstRequestMs: 300 } });
+    try {
+      const port = await listen(node);
+      const silent = await connect(port);
+      const talking = await connect(port);
+      const answer = exchange(talking, get("/v1/node", OPERATOR_TOKEN), /\r\n\r\n[\s\S]*\}$/);
+      await new Promise<void>((resolve) => silent.once("close", () => resolve()));
+      assert.match(await answer, /^HTTP\/1\.1 200 /);
+      assert.equal(talking.destroyed, false, "the connection that spoke is kept");
+      talking.destroy();
+    } finally {
+      await node.close();
+    }
+  });
 });
