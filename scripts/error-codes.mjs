@@ -44,7 +44,15 @@ const PASS_THROUGH = [
 ];
 
 /** `*_CODES` tables whose strings are not codes. */
-const NOT_CODE_TABLES = { HEADER_CODES: "prefixes of the idempotency-key-* and upload-offset-* codes" };
+const NOT_CODE_TABLES = {};
+
+/**
+ * Codes made of a family's name and a number, listed in the reference's introduction rather than
+ * one row each. Keyed by file and the code's text.
+ */
+const FAMILIES = [
+  { file: "src/client/transport.ts", text: "`http-${response.status}`", why: "the client's code for an error reply without a problem document" },
+];
 
 function walk(dir) {
   const out = [];
@@ -87,6 +95,17 @@ export function collectCodes() {
   const resolve = (symbol) => (symbol !== undefined && symbol.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(symbol) : symbol);
   const declOf = (expr) => resolve(checker.getSymbolAtLocation(expr))?.valueDeclaration;
 
+  /**
+   * The class a `new` constructs: through its binding, or, for a class bound by destructuring
+   * (`const { ValidationError } = await import(…)`), through the type of the expression.
+   */
+  const classOf = (expr) => {
+    const decl = declOf(expr);
+    if (decl !== undefined && ts.isClassDeclaration(decl)) return decl;
+    const fromType = checker.getTypeAtLocation(expr).getSymbol()?.valueDeclaration;
+    return fromType !== undefined && ts.isClassDeclaration(fromType) ? fromType : decl;
+  };
+
   // The WardenError classes.
   const base = sources.find((f) => f.fileName.endsWith("src/core/errors.ts")).statements.find((s) => ts.isClassDeclaration(s) && s.name?.text === "WardenError");
   const errorClasses = new Set([base]);
@@ -110,10 +129,12 @@ export function collectCodes() {
   const news = [];
   const objects = [];
   const tables = [];
+  const aliasTables = [];
   const visit = (node) => {
     if (ts.isVariableDeclaration(node) && ts.isIdentifier(node.name) && /_CODES$/.test(node.name.text) && !(node.name.text in NOT_CODE_TABLES)) tables.push(node);
+    if (ts.isVariableDeclaration(node) && ts.isIdentifier(node.name) && node.name.text === "CODE_ALIASES") aliasTables.push(node);
     if (ts.isCallExpression(node) || ts.isNewExpression(node)) {
-      const decl = declOf(node.expression);
+      const decl = ts.isNewExpression(node) ? classOf(node.expression) : declOf(node.expression);
       const fn = ts.isNewExpression(node) ? undefined : functionOf(decl);
       if (fn !== undefined) callsOf.set(fn, [...(callsOf.get(fn) ?? []), node]);
       if (ts.isNewExpression(node) && decl !== undefined && ts.isClassDeclaration(decl) && isErrorClass(decl)) news.push({ node, cls: decl });
@@ -350,6 +371,14 @@ export function collectCodes() {
     found.set(code, entry);
   };
 
+  /** The codes an expression's type allows, when it is a union of kebab-case string literals. */
+  const typedCodes = (expr) => {
+    const type = checker.getTypeAtLocation(expr);
+    const parts = type.isUnion() ? type.types : [type];
+    if (!parts.every((t) => t.isStringLiteral() && CODE_RE.test(t.value))) return undefined;
+    return parts.map((t) => t.value);
+  };
+
   const passed = new Set();
   for (const { node, cls } of news) {
     const place = where(node);
@@ -371,8 +400,18 @@ export function collectCodes() {
     const code = prop("code");
     const status = prop("status");
     const codeRe = status === undefined ? OBJECT_CODE_RE : CODE_RE;
-    if (code === undefined || !(ts.isStringLiteral(code.initializer) && codeRe.test(code.initializer.text))) continue;
-    note(code.initializer.text, status !== undefined && ts.isNumericLiteral(status.initializer) ? Number(status.initializer.text) : undefined, where(obj));
+    if (code === undefined) continue;
+    const statusOf = status !== undefined && ts.isNumericLiteral(status.initializer) ? Number(status.initializer.text) : undefined;
+    if (ts.isStringLiteral(code.initializer)) {
+      if (codeRe.test(code.initializer.text)) note(code.initializer.text, statusOf, where(obj));
+      continue;
+    }
+    // A code computed from parts (`<prefix>-<rule>`) is listed through its type: a union of the
+    // literal codes it can be. A computed code typed only as `string` beside a status is unresolved.
+    if (FAMILIES.some((f) => f.file === where(obj).split(":")[0] && f.text === code.initializer.getText())) continue;
+    const literals = typedCodes(code.initializer);
+    if (literals !== undefined) for (const c of literals) note(c, statusOf, where(obj));
+    else if (status !== undefined && ts.isTemplateExpression(code.initializer)) unresolved.push(`${where(obj)}: code ${code.initializer.getText()} is not typed as a union of codes`);
   }
   for (const p of PASS_THROUGH) if (!passed.has(p)) unresolved.push(`PASS_THROUGH names no site: ${p.file} ${p.arg}`);
   // Tables of codes: `[code, …]`, `{ code: status }` or `{ key: code }`.
@@ -389,6 +428,19 @@ export function collectCodes() {
         if (key !== undefined && ts.isNumericLiteral(p.initializer) && CODE_RE.test(key)) note(key, Number(p.initializer.text), where(p));
         else if (ts.isStringLiteral(p.initializer) && OBJECT_CODE_RE.test(p.initializer.text)) note(p.initializer.text, undefined, where(p));
       }
+    }
+  }
+  // Earlier names of codes (`{ earlier: code }`): answered as the code they name, so listed with
+  // its statuses; an alias of a code nothing produces is unresolved.
+  for (const table of aliasTables) {
+    let init = table.initializer;
+    while (init !== undefined && (ts.isAsExpression(init) || ts.isSatisfiesExpression(init) || ts.isParenthesizedExpression(init))) init = init.expression;
+    for (const p of init !== undefined && ts.isObjectLiteralExpression(init) ? init.properties : []) {
+      if (!ts.isPropertyAssignment(p) || !ts.isStringLiteral(p.initializer)) continue;
+      const alias = ts.isIdentifier(p.name) || ts.isStringLiteral(p.name) ? p.name.text : undefined;
+      const target = found.get(p.initializer.text);
+      if (alias === undefined || target === undefined) unresolved.push(`${where(p)}: alias of a code nothing produces`);
+      else for (const status of target.statuses.size === 0 ? [undefined] : target.statuses) note(alias, status, where(p));
     }
   }
   return { codes: found, unresolved };
@@ -431,7 +483,9 @@ status is the HTTP status the node answers with; \`—\` marks a code that is no
 finding of \`warden journal verify\` or of a journal check, or an error of the CLI or client
 itself). A code answered with more than one status lists each. Besides these, a usage error of
 the CLI carries commander's code in kebab case (\`unknown-option\`, \`missing-argument\`, …),
-another file-system error its errno in lower case (\`enospc\`), and anything else \`cli-error\`.
+another file-system error its errno in lower case (\`enospc\`), an error reply of the node
+without a problem document (from a proxy) \`http-<status>\` in the client, and anything else
+\`cli-error\`.
 
 To add a code: throw it in \`src/\`, add its entry (\`means\`, \`do\`) to \`docs/errors.yaml\`, and
 run \`npm run docs:errors\`. \`test/docs/error-codes.test.ts\` fails while a code is missing here.

@@ -89,5 +89,18 @@ export type HttpErrorCode = keyof typeof HTTP_ERROR_CODES;
  * `review`, `materialization`; `manifest` bodies are checked by the delivery module's parser,
  * whose `manifest-*` codes follow the same scheme), the rule what broke.
  */
-export const BODY_CODE_PREFIXES = ["request", "invoke-request", "review", "materialization"] as const;
+export const BODY_CODE_PREFIXES = ["request", "invoke-request", "review", "materialization", "signature", "session"] as const;
 export const BODY_CODE_RULES = ["unknown-field", "missing-field", "field-type", "field-invalid"] as const;
+export type BodyCodePrefix = (typeof BODY_CODE_PREFIXES)[number];
+export type BodyCodeRule = (typeof BODY_CODE_RULES)[number];
+/**
+ * Every body violation code, as a type: the error-code reference (scripts/error-codes.mjs) reads
+ * the codes of a problem from its `code`'s type, so each combination is listed without being
+ * written out by hand.
+ */
+export type BodyErrorCode = `${BodyCodePrefix}-${BodyCodeRule}`;
+
+/** The code of a body schema violation: always answered 400, like every schema violation. */
+export function bodyErrorCode(prefix: BodyCodePrefix, rule: BodyCodeRule): BodyErrorCode {
+  return `${prefix}-${rule}`;
+}

@@ -4,7 +4,7 @@
  * cannot be reached at all is a WardenConnectionError (`node-unreachable`), which push treats as
  * transient.
  */
-import { WardenError, type ErrorDetails } from "../core/errors.js";
+import { WardenError, canonicalCode, type ErrorDetails } from "../core/errors.js";
 
 /** The problem document a node answers with (DESIGN.md "HTTP API v1"): the fixed members plus any extension. */
 export interface Problem {
@@ -34,7 +34,8 @@ export class WardenHttpError extends WardenError {
 
   constructor(status: number, problem: Problem, request: { method: string; path: string }) {
     const message = problem.detail ?? problem.title ?? `HTTP ${status}`;
-    super(problem.code, message, status, { details: scalarDetails(problem) });
+    // A node of an earlier release may answer a code by its earlier name: the client speaks today's.
+    super(canonicalCode(problem.code), message, status, { details: scalarDetails(problem) });
     this.problem = problem;
     this.method = request.method;
     this.path = request.path;

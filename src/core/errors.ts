@@ -14,6 +14,20 @@ export interface WardenErrorOptions {
   readonly cause?: unknown;
 }
 
+/**
+ * Earlier names of codes: one failure has one code, and a code once answered stays accepted
+ * under its earlier name (codes are never renamed out from under a client). Keyed by the earlier
+ * name; listed in docs/errors.md beside the code it names.
+ */
+export const CODE_ALIASES: Readonly<Record<string, string>> = {
+  "invalid-invocation-id": "invocation-id-invalid",
+};
+
+/** The code a code names today: itself, or the code an earlier name stands for. */
+export function canonicalCode(code: string): string {
+  return Object.hasOwn(CODE_ALIASES, code) ? (CODE_ALIASES[code] ?? code) : code;
+}
+
 export class WardenError extends Error {
   override readonly name: string = "WardenError";
   /** Stable machine-readable code, e.g. `unsafe-storage-symlink`. */
@@ -27,6 +41,11 @@ export class WardenError extends Error {
     this.code = code;
     this.status = status;
     this.details = options.details ?? {};
+  }
+
+  /** Whether this error is the failure `code` names, by its code or an earlier name of it. */
+  hasCode(code: string): boolean {
+    return canonicalCode(code) === canonicalCode(this.code);
   }
 
   toJSON(): { code: string; message: string; status: number; details: ErrorDetails } {

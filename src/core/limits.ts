@@ -31,6 +31,10 @@ export interface Limits {
   readonly activeRuns: number;
   /** live event streams (SSE) one node serves at once (each holds a connection and reads its journal) */
   readonly eventStreams: number;
+  /** HTTP connections one node holds open at once (each a file descriptor) */
+  readonly connections: number;
+  /** HTTP connections from one remote address at once */
+  readonly connectionsPerClient: number;
   /** trees materialized through the API that one node keeps at once (each a copy of a bundle on disk) */
   readonly materializations: number;
   /**
@@ -58,6 +62,8 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   resultRetentionMs: 30 * 24 * 60 * 60 * 1000,
   activeRuns: 32,
   eventStreams: 256,
+  connections: 512,
+  connectionsPerClient: 128,
   materializations: 64,
   runOutputBytes: 64 * MiB,
 });

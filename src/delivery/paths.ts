@@ -7,6 +7,12 @@ import * as nodePath from "node:path";
 import { ValidationError } from "../core/errors.js";
 
 export const MAX_RELATIVE_PATH_BYTES = 512;
+/**
+ * Longest segment, in UTF-8 bytes: the longest file name Linux filesystems (and APFS, NTFS in
+ * UTF-16 units) take. A longer one passed the path's own bound and then failed at
+ * materialization with ENAMETOOLONG, leaving every run of the bundle unresolved.
+ */
+export const MAX_SEGMENT_BYTES = 255;
 
 const LONE_SURROGATE_RE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // Cc covers U+0000–U+001F and U+007F–U+009F: none of them is printable in a file name.
@@ -68,6 +74,10 @@ export function validateRelativePath(path: string): void {
     if (segment === "") refuse("manifest-path-empty-segment", "has an empty segment", path, segment);
     if (segment === ".") refuse("manifest-path-dot-segment", "has a '.' segment", path, segment);
     if (segment === "..") refuse("manifest-path-traversal", "has a '..' segment", path, segment);
+    const segmentBytes = utf8Length(segment);
+    if (segmentBytes > MAX_SEGMENT_BYTES) {
+      refuse("manifest-path-segment-too-long", `has a segment of ${segmentBytes} UTF-8 bytes (a file name holds at most ${MAX_SEGMENT_BYTES})`, path, segment);
+    }
     if (RESERVED_CHAR_RE.test(segment)) {
       refuse("manifest-path-reserved-char", 'has a segment containing one of <>:"|?*', path, segment);
     }

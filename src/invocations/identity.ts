@@ -35,9 +35,9 @@ export function checkScope(scope: unknown, limits: Pick<Limits, "scopeBytes">): 
 
 /** An invocation id is a UUID (the Idempotency-Key), in canonical lowercase form. */
 export function checkInvocationId(id: unknown): string {
-  if (typeof id !== "string") throw new ValidationError("invalid-invocation-id", "invocation id must be a UUID string");
+  if (typeof id !== "string") throw new ValidationError("invocation-id-invalid", "invocation id must be a UUID string");
   const lower = id.toLowerCase();
-  if (!isUuid(lower)) throw new ValidationError("invalid-invocation-id", "invocation id must be a UUID");
+  if (!isUuid(lower)) throw new ValidationError("invocation-id-invalid", "invocation id must be a UUID");
   return lower;
 }
 

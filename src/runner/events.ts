@@ -271,6 +271,88 @@ export function stderrReader(format: EventFormat): ((line: string) => ParsedEven
       : [];
 }
 
+/**
+ * An event line parsed into a value the journal can hold (RFC 8785 JSON). The agent is hostile,
+ * and its CLI may cut an emoji in half: whatever it prints must not crash its own run. A lone
+ * surrogate becomes U+FFFD; a number past a double's range (`1e400`, which JSON.parse makes
+ * Infinity) is kept as the text it was written as.
+ */
+export function representableEvent(line: string): unknown {
+  const parsed: unknown = JSON.parse(line);
+  if (!mendStrings(parsed)) return parsed;
+  const mended: unknown = JSON.parse(quoteOverflowingNumbers(line));
+  mendStrings(mended);
+  return mended;
+}
+
+/** A lone UTF-16 surrogate (a pair is one code point under the u flag, never matched). */
+const LONE_SURROGATE_RE = /\p{Cs}/u;
+
+function wellFormed(text: string): string {
+  return text.replace(/\p{Cs}/gu, "\uFFFD");
+}
+
+/**
+ * Replaces lone surrogates in every string and key of `value`, in place (iteratively: an agent's
+ * line may nest deeper than the stack). True when a number out of range was seen.
+ */
+function mendStrings(value: unknown): boolean {
+  let overflow = false;
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (typeof v !== "object" || v === null) {
+      if (typeof v === "number" && !Number.isFinite(v)) overflow = true;
+      continue;
+    }
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const item: unknown = v[i];
+        if (typeof item === "string") {
+          if (LONE_SURROGATE_RE.test(item)) v[i] = wellFormed(item);
+        } else pending.push(item);
+      }
+      continue;
+    }
+    const object = v as Json;
+    for (const key of Object.keys(object)) {
+      let item = object[key];
+      if (typeof item === "string" && LONE_SURROGATE_RE.test(item)) item = object[key] = wellFormed(item);
+      if (LONE_SURROGATE_RE.test(key)) {
+        delete object[key];
+        object[wellFormed(key)] = item;
+      }
+      if (typeof item !== "string") pending.push(item);
+    }
+  }
+  return overflow;
+}
+
+/** The line with each number literal JSON.parse would make infinite written as a string instead. */
+function quoteOverflowingNumbers(line: string): string {
+  let out = "";
+  let from = 0;
+  let inString = false;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+      continue;
+    }
+    if (c === '"') inString = true;
+    else if (c === "-" || (c >= "0" && c <= "9")) {
+      const token = /^-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(line.slice(i, i + 4096))?.[0] ?? c;
+      if (!Number.isFinite(Number(token))) {
+        out += `${line.slice(from, i)}${JSON.stringify(token)}`;
+        from = i + token.length;
+      }
+      i += token.length - 1;
+    }
+  }
+  return out + line.slice(from);
+}
+
 /** A stateful line reader for one provider's stdout. */
 export function eventReader(format: EventFormat): ((line: string) => ParsedEvent[]) | undefined {
   if (format === "text") return undefined;
@@ -279,7 +361,7 @@ export function eventReader(format: EventFormat): ((line: string) => ParsedEvent
     if (line.trim() === "") return [];
     let event: unknown;
     try {
-      event = JSON.parse(line);
+      event = representableEvent(line);
     } catch {
       return [];
     }

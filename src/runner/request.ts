@@ -23,13 +23,18 @@ export interface RequestBounds {
 const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s"];
 const BUNDLE_FIELDS = ["bundle_id", "revision"];
 
-function bad(code: string, message: string, field: string): never {
-  throw new ValidationError(code, message, { details: { field }, status: 422 });
+/**
+ * A broken rule of a well-formed request is 422; a request of the wrong shape (not an object, an
+ * unknown field) is 400, as the HTTP route's schema answers it before this check is reached, so
+ * that a code has one status whichever door the request came in by.
+ */
+function bad(code: string, message: string, field: string, status: 400 | 422 = 422): never {
+  throw new ValidationError(code, message, { details: { field }, status });
 }
 
 function onlyFields(value: Record<string, unknown>, allowed: readonly string[], prefix: string): void {
   for (const key of Object.keys(value)) {
-    if (!allowed.includes(key)) bad("invoke-request-unknown-field", `unknown field ${JSON.stringify(prefix + key)}`, prefix + key);
+    if (!allowed.includes(key)) bad("invoke-request-unknown-field", `unknown field ${JSON.stringify(prefix + key)}`, prefix + key, 400);
   }
 }
 
@@ -48,7 +53,7 @@ function checkPrompt(prompt: unknown, bounds: RequestBounds): string {
 
 /** Parses untrusted input into a request, refusing each broken rule with its own code. */
 export function parseInvokeRequest(input: unknown, bounds: RequestBounds): InvokeRequest {
-  if (!isPlainObject(input)) bad("invoke-request-invalid", "request must be a JSON object", "");
+  if (!isPlainObject(input)) bad("invoke-request-invalid", "request must be a JSON object", "", 400);
   onlyFields(input, REQUEST_FIELDS, "");
   const provider = input.provider;
   if (!isProviderName(provider)) bad("provider-unknown", `provider must be one of claude, codex, kimi`, "provider");

@@ -13,6 +13,7 @@ import type { Warden } from "../warden.js";
 import { TokenAuthority, type Caller } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
+import { ConnectionGuard } from "./connections.js";
 import { AuthError, isWardenError } from "../core/errors.js";
 import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
 import { parseJsonBodiesAsUtf8 } from "./json-body.js";
@@ -28,7 +29,7 @@ import { stageRoutes } from "./routes/stages.js";
 import { nodeRoutes } from "./routes/node.js";
 import { SESSION_COOKIE } from "../api/console.js";
 import { defaultConsoleDir, loadConsoleAssets, packageVersion } from "./console/assets.js";
-import { checkOrigin, consoleRoutes } from "./console/routes.js";
+import { checkOrigin, consoleRoutes, isConsolePath, securityHeaders } from "./console/routes.js";
 import { checkCsrf, ConsoleSessions, cookieValue } from "./console/sessions.js";
 
 /**
@@ -51,6 +52,8 @@ export interface CreateServerOptions {
   readonly requestArrivalMs?: number;
   /** the built console's directory (default: dist/console of this package) */
   readonly consoleDir?: string;
+  /** how long a new connection may stay silent, ms (default FIRST_REQUEST_MS; a seam for tests) */
+  readonly firstRequestMs?: number;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -88,6 +91,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       const spec = problemOf(error, undefined);
       request.log.info({ code: spec.code }, "request refused");
       reply.header("x-request-id", request.id);
+      if (isConsolePath(request.url)) securityHeaders(reply);
       return sendProblem(reply, spec, request);
     },
   }).withTypeProvider();
@@ -151,10 +155,19 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     app.server.emit("request", request, response);
   });
 
+  const connections = new ConnectionGuard({
+    total: warden.limits.connections,
+    perClient: warden.limits.connectionsPerClient,
+    ...(options.firstRequestMs === undefined ? {} : { firstRequestMs: options.firstRequestMs }),
+  });
+  connections.attach(app.server);
+
   app.decorateRequest("caller", null);
   // Callback-style hooks: they run on every request, and a promise per hook is measurable there.
   app.addHook("onRequest", (request, reply, done) => {
     reply.header("x-request-id", request.id);
+    // Set first, so that every answer under /ui/ carries them: a refusal, a 404, a 500 too.
+    if (isConsolePath(request.url)) securityHeaders(reply);
     // fastify builds a new routeOptions object on every read of it: read it once.
     const route = request.routeOptions;
     // Before auth, so even a 401 on an invocation route is never cached.
@@ -166,6 +179,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     } catch (error) {
       return done(error as Error);
     }
+    if (request.caller.role === "operator") connections.markOperator(request.raw.socket);
     done();
   });
   // Series by "method status route": a few dozen at most (routes are templates, not URLs).

@@ -52,3 +52,8 @@ export class TokenAuthority {
     throw new AuthError("forbidden", `${caller.name} is an observer: only GET requests are allowed`);
   }
 }
+
+/** Who holds a session or a stream, for the bounds one principal may not pass: a token's name and role. */
+export function principalOf(caller: Caller): string {
+  return `${caller.role}:${caller.name}`;
+}

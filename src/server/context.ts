@@ -6,6 +6,7 @@ import type { Warden } from "../warden.js";
 import type { Caller } from "./auth.js";
 import type { NodeMetrics } from "./metrics.js";
 import type { RunFailure } from "../api/console.js";
+import type { BodyCodePrefix } from "../api/problem.js";
 
 export type App = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, TypeBoxTypeProvider>;
 
@@ -30,7 +31,7 @@ declare module "fastify" {
     /** no bearer token required (/healthz, /openapi.json) */
     public?: boolean;
     /** prefix of the codes of body schema violations (default "request") */
-    bodyCodes?: string;
+    bodyCodes?: BodyCodePrefix;
     /** log this route's requests (incoming, completed) only at debug or trace; refusals and failures still log */
     quietRequestLog?: boolean;
   }

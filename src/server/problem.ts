@@ -7,7 +7,7 @@
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import { isWardenError, type ErrorDetails } from "../core/errors.js";
-import { PROBLEM_CONTENT_TYPE, problemType, type Problem } from "../api/problem.js";
+import { PROBLEM_CONTENT_TYPE, problemType, type BodyCodePrefix, type Problem } from "../api/problem.js";
 import { validationProblem, type ValidationFailure } from "./validation.js";
 
 export interface ProblemSpec {
@@ -53,7 +53,7 @@ export function problemBody(spec: ProblemSpec, requestId?: string): Problem {
 }
 
 /** What a thrown error means on the wire. */
-export function problemOf(error: unknown, bodyCodes: string | undefined): ProblemSpec {
+export function problemOf(error: unknown, bodyCodes: BodyCodePrefix | undefined): ProblemSpec {
   if (isWardenError(error)) return { status: error.status, code: error.code, detail: error.message, extra: error.details };
   const e = error as Partial<FastifyError> & { validation?: ValidationFailure["errors"]; validationContext?: string };
   if (Array.isArray(e.validation)) {

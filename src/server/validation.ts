@@ -11,6 +11,7 @@ import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
 import type { ProblemSpec } from "./problem.js";
+import { bodyErrorCode, type BodyCodePrefix } from "../api/problem.js";
 
 /**
  * TypeBox validation as @fastify/type-provider-typebox does it (bodies as sent; headers, params
@@ -26,12 +27,27 @@ export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, http
     if (compiled.Check(value)) return true;
     // Convert changes the object it is given: the strings as sent are kept aside to compare.
     const sent: unknown = typeof value === "object" && value !== null ? { ...(value as Record<string, unknown>) } : value;
-    const converted = Value.Convert(schema, value);
+    const converted = convert(schema, value);
+    if (converted === undefined) return { error: compiled.Errors(value) };
     if (!compiled.Check(converted)) return { error: compiled.Errors(converted) };
     const altered = alteredField(sent, converted);
     return altered === undefined ? { value: converted } : { error: [altered] };
   };
 };
+
+/**
+ * The value converted to the schema's types, or undefined when TypeBox cannot convert it: its
+ * converter builds a regular expression from each property name, and fastify's wildcard
+ * parameter `*` is no pattern (`GET /v1/log/tile/<over 64 characters>` threw a SyntaxError and
+ * answered 500). A value that cannot be converted is reported as sent, as the client's fault.
+ */
+function convert(schema: TSchema, value: unknown): unknown {
+  try {
+    return Value.Convert(schema, value);
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * A field whose string the conversion changed rather than read: TypeBox takes `limit=1.5` as 1,
@@ -57,10 +73,13 @@ export interface ValidationFailure {
   readonly context: string;
 }
 
-const HEADER_CODES: Readonly<Record<string, string>> = {
-  "idempotency-key": "idempotency-key",
-  "upload-offset": "upload-offset",
-};
+/** Headers with codes of their own: `<header>-missing`, `<header>-invalid`. */
+const CODED_HEADERS = ["idempotency-key", "upload-offset"] as const;
+type HeaderCode = `${(typeof CODED_HEADERS)[number]}-${"missing" | "invalid"}`;
+
+function codedHeader(field: string): (typeof CODED_HEADERS)[number] | undefined {
+  return CODED_HEADERS.find((h) => h === field);
+}
 
 const PARAM_CODES: Readonly<Record<string, string>> = {
   digest: "digest-invalid",
@@ -72,17 +91,18 @@ const PARAM_CODES: Readonly<Record<string, string>> = {
   revision: "revision-invalid",
 };
 
-export function validationProblem(failure: ValidationFailure, bodyCodes = "request"): ProblemSpec {
+export function validationProblem(failure: ValidationFailure, bodyCodes: BodyCodePrefix = "request"): ProblemSpec {
   const finding = schemaFinding(failure.errors);
   const extra = { field: finding.field };
   switch (failure.context) {
     case "headers": {
-      const base = HEADER_CODES[finding.field];
+      const base = codedHeader(finding.field);
       if (base === undefined) return { status: 400, code: "header-invalid", detail: `header ${finding.message}`, extra };
       const missing = finding.rule === "missing-field";
+      const code: HeaderCode = `${base}-${missing ? "missing" : "invalid"}`;
       return {
         status: 400,
-        code: `${base}-${missing ? "missing" : "invalid"}`,
+        code,
         detail: missing ? `the ${finding.field} header is required` : `the ${finding.field} header is malformed`,
         extra,
       };
@@ -99,6 +119,6 @@ export function validationProblem(failure: ValidationFailure, bodyCodes = "reque
         extra,
       };
     default:
-      return { status: 400, code: `${bodyCodes}-${finding.rule}`, detail: finding.message, extra };
+      return { status: 400, code: bodyErrorCode(bodyCodes, finding.rule), detail: finding.message, extra };
   }
 }

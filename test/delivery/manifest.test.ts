@@ -191,8 +191,15 @@ for (const [path, code] of pathCases) {
 }
 
 test("paths at the limits and near the rules are accepted", () => {
-  for (const path of ["a".repeat(512), "ä".repeat(256), "console.md", "com10.md", "lpt.md", ".hidden", "a b/c d.md", "x..y.md", "con-notes.md", "nulls/x.md"]) {
+  // 512 bytes in all, no segment over 255 (a file name's limit).
+  for (const path of [`${"a".repeat(255)}/${"a".repeat(254)}/a`, `${"ä".repeat(127)}a/${"ä".repeat(127)}a`, "a".repeat(255), "console.md", "com10.md", "lpt.md", ".hidden", "a b/c d.md", "x..y.md", "con-notes.md", "nulls/x.md"]) {
     parseManifest(rawWithPaths([path]));
+  }
+});
+
+test("a segment over 255 UTF-8 bytes is refused with its own code, however short the path", () => {
+  for (const path of ["a".repeat(256), `docs/${"ä".repeat(128)}`, `${"a".repeat(300)}/x.md`]) {
+    assert.throws(() => parseManifest(rawWithPaths([path])), (e: unknown) => (e as { code?: string }).code === "manifest-path-segment-too-long");
   }
 });
 

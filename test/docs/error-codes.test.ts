@@ -43,6 +43,25 @@ test("the evaluator follows helpers, subclasses, tables and literal types to eac
   assert.ok(codes.has("journal-wrong-prev"));
 });
 
+test("every body violation code is listed, with the status it is answered with", async () => {
+  const { BODY_CODE_PREFIXES, BODY_CODE_RULES } = await import("../../src/api/problem.js");
+  for (const prefix of BODY_CODE_PREFIXES) {
+    for (const rule of BODY_CODE_RULES) assert.deepEqual([...(codes.get(`${prefix}-${rule}`)?.statuses ?? [])], [400], `${prefix}-${rule}`);
+  }
+  // The invocation route's schema answers an unknown field before the runner's own check: 400 both.
+  assert.deepEqual([...(codes.get("invoke-request-unknown-field")?.statuses ?? [])], [400]);
+});
+
+test("a code thrown by a class loaded with await import() is found", () => {
+  assert.ok(codes.get("witness-name-invalid")?.places.has("src/cli/commands/witness.ts:43") ?? false, "witness-name-invalid");
+  assert.ok(codes.has("witness-log-invalid"), "witness-log-invalid");
+});
+
+test("an earlier name of a code is listed with the statuses of the code it names", () => {
+  assert.deepEqual([...(codes.get("invalid-invocation-id")?.statuses ?? [])], [400]);
+  assert.deepEqual([...(codes.get("invocation-id-invalid")?.places ?? [])].filter((p) => p.startsWith("src/invocations/")).length, 2);
+});
+
 test("docs/errors.md lists every code, and is what npm run docs:errors generates", () => {
   const { text, problems } = renderReference(codes, catalog) as { text: string; problems: string[] };
   assert.deepEqual(problems, [], "each code has an entry in docs/errors.yaml, and each entry a code");
@@ -55,4 +74,13 @@ test("a code with no entry in the catalog is reported, not silently left out", (
   const { text, problems } = renderReference(codes, rest) as { text: string; problems: string[] };
   assert.deepEqual(problems, ["unauthorized: no entry (means, do) in docs/errors.yaml"]);
   assert.doesNotMatch(text, /`unauthorized`/);
+});
+
+test("an earlier name stays accepted: hasCode matches it, and the client reads it as today's code", async () => {
+  const { ValidationError } = await import("../../src/core/errors.js");
+  const { WardenHttpError } = await import("../../src/client/errors.js");
+  const e = new ValidationError("invocation-id-invalid", "invocation id must be a UUID");
+  assert.ok(e.hasCode("invalid-invocation-id") && e.hasCode("invocation-id-invalid") && !e.hasCode("invalid-scope"));
+  const fromOlderNode = new WardenHttpError(400, { code: "invalid-invocation-id", status: 400, detail: "x" }, { method: "GET", path: "/" });
+  assert.equal(fromOlderNode.code, "invocation-id-invalid");
 });

@@ -168,7 +168,7 @@ test("bounds: over-limit or malformed inputs are refused with their own codes an
     [() => env.invocations.open("", randomUUID(), request, "agent"), ValidationError, "invalid-scope"],
     [() => env.invocations.open("s".repeat(17), randomUUID(), request, "agent"), LimitError, "scope-too-large"],
     [() => env.invocations.open("a\nb", randomUUID(), request, "agent"), ValidationError, "invalid-scope"],
-    [() => env.invocations.open(SCOPE, "not-a-uuid", request, "agent"), ValidationError, "invalid-invocation-id"],
+    [() => env.invocations.open(SCOPE, "not-a-uuid", request, "agent"), ValidationError, "invocation-id-invalid"],
     [() => env.invocations.open(SCOPE, randomUUID(), { big: "x".repeat(64) }, "agent"), LimitError, "request-too-large"],
     [() => env.invocations.open(SCOPE, randomUUID(), request, ""), ValidationError, "invalid-agent"],
     [() => env.invocations.open(SCOPE, randomUUID(), { n: Number.NaN }, "agent"), ValidationError, "invalid-json"],

@@ -23,6 +23,13 @@ import {
 
 const KiB = 1024;
 
+/** The statuses docs/errors.md lists for a code (none when it does not list the code). */
+function referenceStatuses(code: string): string[] {
+  const reference = fs.readFileSync(new URL("../../docs/errors.md", import.meta.url), "utf8");
+  const row = reference.split("\n").find((line) => line.startsWith(`| \`${code}\` |`));
+  return row === undefined ? [] : row.split("|")[2]!.split(",").map((s) => s.trim());
+}
+
 interface Case {
   readonly name: string;
   readonly request: () => InjectOptions;
@@ -98,6 +105,9 @@ describe("bad input over HTTP", () => {
     { name: "prototype pollution", request: () => invoke({ "idempotency-key": randomUUID() }, '{"__proto__": {"x": 1}, "provider": "claude", "prompt": "p"}'), status: 400, code: "json-malformed" },
     { name: "unknown field in an invocation", request: () => invoke({ "idempotency-key": randomUUID() }, { ...good, scope: "api:root" }), status: 400, code: "invoke-request-unknown-field" },
     { name: "missing field", request: () => invoke({ "idempotency-key": randomUUID() }, { provider: "claude" }), status: 400, code: "invoke-request-missing-field" },
+    { name: "an empty invocation", request: () => invoke({ "idempotency-key": randomUUID() }, {}), status: 400, code: "invoke-request-missing-field" },
+    { name: "an empty materialization", request: () => ({ method: "POST", url: "/v1/bundles/kept/r1/materializations", headers: OPERATOR, payload: {} }), status: 400, code: "materialization-missing-field" },
+    { name: "a signature of the wrong type", request: () => ({ method: "POST", url: "/v1/bundles/kept/r1/signatures", headers: OPERATOR, payload: { signature: 1 } }), status: 400, code: /^signature-(field-type|unknown-field|missing-field)$/ },
     { name: "wrong field type", request: () => invoke({ "idempotency-key": randomUUID() }, { ...good, timeout_s: "10" }), status: 400, code: "invoke-request-field-type" },
     { name: "not an object", request: () => invoke({ "idempotency-key": randomUUID() }, [good]), status: 400, code: "invoke-request-field-type" },
     { name: "oversized body", request: () => invoke({ "idempotency-key": randomUUID() }, { ...good, prompt: "x".repeat(80 * KiB) }), status: 413, code: "body-too-large" },
@@ -205,6 +215,8 @@ describe("bad input over HTTP", () => {
       if (typeof c.code === "string") assert.equal(problem.code, c.code);
       else assert.match(String(problem.code), c.code);
       assert.equal(problem.status, c.status);
+      // The error reference lists the code with the status it is really answered with.
+      assert.ok(referenceStatuses(String(problem.code)).includes(String(c.status)), `docs/errors.md lists ${String(problem.code)} with ${referenceStatuses(String(problem.code)).join(", ") || "nothing"}, answered ${c.status}`);
       assert.equal(problem.type, `urn:warden:problem:${problem.code as string}`);
       assert.equal(typeof problem.detail, "string");
       assert.doesNotMatch(res.payload, /node_modules|\n\s+at /);

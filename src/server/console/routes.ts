@@ -25,13 +25,20 @@ export const CONSOLE_CSP =
 
 const IMMUTABLE = "public, max-age=31536000, immutable";
 
-function securityHeaders(reply: FastifyReply): FastifyReply {
+/** Every answer under /ui/ carries these, errors included (DESIGN.md "Operator console"). */
+export function securityHeaders(reply: FastifyReply): FastifyReply {
   return reply
     .header("content-security-policy", CONSOLE_CSP)
     .header("x-content-type-options", "nosniff")
     .header("x-frame-options", "DENY")
     .header("referrer-policy", "no-referrer")
     .header("cross-origin-opener-policy", "same-origin");
+}
+
+/** Whether a request URL is the console's (`/ui` or under `/ui/`), whose answers carry securityHeaders. */
+export function isConsolePath(url: string): boolean {
+  const path = url.split("?", 1)[0]!;
+  return path === "/ui" || path.startsWith("/ui/");
 }
 
 function sendAsset(request: FastifyRequest, reply: FastifyReply, file: ConsoleAsset, cache: string): FastifyReply {
@@ -51,8 +58,9 @@ export function checkOrigin(headers: IncomingHttpHeaders): void {
   let same = false;
   try {
     const from = new URL(String(origin));
-    // Both sides normalized (a default port is dropped from either).
-    same = headers.host !== undefined && from.host === new URL(`${from.protocol}//${headers.host}`).host;
+    // The node speaks plain HTTP: its pages' origin is http://<Host>. Both sides normalized (a
+    // default port is dropped from either); the scheme counts, as for any origin.
+    same = headers.host !== undefined && from.protocol === "http:" && from.origin === new URL(`http://${headers.host}`).origin;
   } catch {
     same = false;
   }

@@ -7,13 +7,20 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { LimitError, WardenError } from "../../core/errors.js";
-import type { Caller } from "../auth.js";
+import { principalOf, type Caller } from "../auth.js";
 
 export const SESSION_MS = 60 * 60 * 1000;
 export const LOGIN_MS = 2 * 60 * 1000;
-/** Bounds (G11): a flood of logins forgets the oldest sessions, never grows memory. */
+/**
+ * Bounds (G11): a flood of logins forgets the oldest sessions, never grows memory. A principal
+ * (a token's name and role) holds at most MAX_SESSIONS_PER_PRINCIPAL: its own flood forgets its
+ * own oldest sessions, never another's (an observer opening sessions in a loop once logged every
+ * operator out). When the node as a whole is full, the principal holding the most gives one up.
+ */
 const MAX_SESSIONS = 1024;
+export const MAX_SESSIONS_PER_PRINCIPAL = 64;
 const MAX_LOGINS = 64;
+
 
 export interface ConsoleSession {
   readonly caller: Caller;
@@ -63,7 +70,12 @@ export class ConsoleSessions {
 
   open(caller: Caller): { id: string; session: ConsoleSession } {
     this.#sweep();
-    while (this.#sessions.size >= MAX_SESSIONS) this.#sessions.delete(this.#sessions.keys().next().value!);
+    const own = this.#keysOf(principalOf(caller));
+    while (own.length >= MAX_SESSIONS_PER_PRINCIPAL) this.#sessions.delete(own.shift()!);
+    while (this.#sessions.size >= MAX_SESSIONS) {
+      const largest = this.#largestPrincipal();
+      this.#sessions.delete(this.#keysOf(largest)[0]!);
+    }
     const id = secret();
     const session = { caller, csrf: secret(), expiresAt: this.#now() + SESSION_MS };
     this.#sessions.set(keyOf(id), session);
@@ -84,6 +96,19 @@ export class ConsoleSessions {
 
   close(id: string): void {
     this.#sessions.delete(keyOf(id));
+  }
+
+  /** The keys of a principal's sessions, oldest first (the map keeps insertion order). */
+  #keysOf(principal: string): string[] {
+    const keys: string[] = [];
+    for (const [key, session] of this.#sessions) if (principalOf(session.caller) === principal) keys.push(key);
+    return keys;
+  }
+
+  #largestPrincipal(): string {
+    const counts = new Map<string, number>();
+    for (const session of this.#sessions.values()) counts.set(principalOf(session.caller), (counts.get(principalOf(session.caller)) ?? 0) + 1);
+    return [...counts].reduce((a, b) => (b[1] > a[1] ? b : a))[0];
   }
 
   #sweep(): void {

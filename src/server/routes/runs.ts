@@ -2,15 +2,26 @@
 import { ProblemResponse } from "../../api/problem.js";
 import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
-import type { App, RouteContext } from "../context.js";
+import { callerOf, type App, type RouteContext } from "../context.js";
+import { principalOf } from "../auth.js";
 import { journalEventStream, type JournalEventStream } from "../journal-events.js";
 
 const DEFAULT_OUTPUT_TAIL = 16_384;
+
+/**
+ * The event streams one principal (a token's name and role) may hold: all but a quarter of the
+ * node's, so that the others always keep a quarter (an observer once held all 256).
+ */
+export function eventStreamsPerPrincipal(limit: number): number {
+  return Math.max(1, limit - Math.floor(limit / 4));
+}
 
 export function runRoutes(ctx: RouteContext) {
   const { warden } = ctx;
   /** Event streams open now (bounded by limits.eventStreams: each holds a connection and a file's reads). */
   let openStreams = 0;
+  /** Streams open now per principal (eventStreamsPerPrincipal), so that one cannot take them all. */
+  const streamsOf = new Map<string, number>();
 
   return async function runsPlugin(app: App): Promise<void> {
     app.get(
@@ -40,21 +51,37 @@ export function runRoutes(ctx: RouteContext) {
             details: { open: openStreams, limit },
           });
         }
+        const principal = principalOf(callerOf(request));
+        const own = streamsOf.get(principal) ?? 0;
+        const share = eventStreamsPerPrincipal(limit);
+        if (own >= share) {
+          throw new LimitError("principal-event-streams-exhausted", `you hold ${own} event streams on this node, as many as one token may (the rest of ${limit} is kept for others); close one first`, {
+            status: 429,
+            details: { open: own, limit: share },
+          });
+        }
         // Counted from here, so that requests arriving together cannot all pass the check.
         openStreams++;
+        streamsOf.set(principal, own + 1);
+        const release = (): void => {
+          openStreams--;
+          const left = (streamsOf.get(principal) ?? 1) - 1;
+          if (left === 0) streamsOf.delete(principal);
+          else streamsOf.set(principal, left);
+        };
         let events: JournalEventStream;
         try {
           await warden.readJournal(runId); // 404 before the stream starts
           const last = Number(request.headers["last-event-id"]);
           events = journalEventStream(warden, runId, Number.isSafeInteger(last) && last >= 0 ? last : -1);
         } catch (error) {
-          openStreams--;
+          release();
           throw error;
         }
         const close = (): void => events.end("shutdown");
         ctx.closers.add(close);
         events.stream.on("close", () => {
-          openStreams--;
+          release();
           ctx.closers.delete(close);
         });
         // The response's close (not the request's, which fires once its empty body is read) says the client left.
