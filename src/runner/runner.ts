@@ -26,7 +26,7 @@ import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError }
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
-import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
+import { expandLaunchArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
@@ -262,7 +262,7 @@ export class Runner {
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission);
-    const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...(materialization?.args ?? [])];
+    const args = expandLaunchArgs(profile, request.prompt, [...run.args, ...(materialization?.args ?? [])]);
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
     const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}) };
     await handle.journal.append({
