@@ -25,7 +25,7 @@ import { sharedRunChecker } from "./invocations/run-checker.js";
 import { Materializer } from "./providers/materializer.js";
 import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
-import type { Materialization, ProviderName } from "./providers/types.js";
+import { isProviderName, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks } from "./runner/runner.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
@@ -497,6 +497,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
+      configuredProviders: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value !== undefined && isProviderName(name) ? [name] : [])),
       ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
       ...(agentTag === undefined ? {} : { agentTag }),
       ...(launchRecords === undefined ? {} : { launchRecords }),

@@ -28,6 +28,7 @@ import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocati
 import type { Materializer } from "../providers/materializer.js";
 import { expandLaunchArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
+import { checkProviderConfigured } from "../providers/availability.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
@@ -61,6 +62,8 @@ export interface RunnerOptions {
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
+  /** the providers the operator configured (availability.ts); default: all of them */
+  readonly configuredProviders?: readonly ProviderName[];
   /** base environment of agents (default: this process's, without its credentials: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
@@ -109,6 +112,7 @@ export class Runner {
   readonly #workspacePermissions: Readonly<Record<string, PermissionMode>>;
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
+  readonly #configured: ReadonlySet<ProviderName> | undefined;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #agentTagEnv: Readonly<Record<string, string>>;
   readonly #launchRecords: LaunchRecords | undefined;
@@ -136,6 +140,7 @@ export class Runner {
     this.#outputDir = options.outputDir;
     ensurePrivateDirSync(this.#outputDir, { create: true, recursive: true });
     this.#profiles = options.profiles ?? resolveProfiles();
+    this.#configured = options.configuredProviders === undefined ? undefined : new Set(options.configuredProviders);
     this.#env = options.env ?? agentEnvironment(process.env);
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
@@ -177,6 +182,8 @@ export class Runner {
       // Before the claim: a revision the trust policy no longer lets run is refused with the id still free.
       signers = await this.#materializer.check(request.provider, request.bundle);
     }
+    // Before the claim: a CLI with no model or key to talk to retries until the node stops.
+    checkProviderConfigured(request.provider, this.#configured?.has(request.provider) ?? true, this.#env);
     const profile = this.#profiles[request.provider];
     const command = profile.command;
     if (findCommand(command, this.#env, cwd) === undefined) {
