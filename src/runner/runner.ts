@@ -186,13 +186,15 @@ export class Runner {
     checkProviderConfigured(request.provider, this.#configured?.has(request.provider) ?? true, this.#env);
     const profile = this.#profiles[request.provider];
     const command = profile.command;
-    if (findCommand(command, this.#env, cwd) === undefined) {
+    const executable = findCommand(command, this.#env, cwd);
+    if (executable === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
-      throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
+      throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not in warden's node_modules/.bin nor on the agents' PATH)`, 503, {
         details: { provider: request.provider, command },
       });
     }
     const launch: RunLaunch = {
+      executable,
       permission: this.#workspacePermissions[workspace.id] ?? profile.permission,
       model: modelLaunch(request.provider, profile, this.#env),
     };
@@ -290,7 +292,7 @@ export class Runner {
       }
     }
     const followed = await this.#follow(handle, profile, launch.permission, {
-      command: profile.command,
+      command: launch.executable,
       args,
       cwd,
       env: { ...this.#env, ...env, ...launch.model.secretEnv, ...this.#agentTagEnv },
@@ -419,6 +421,8 @@ interface Followed {
 
 /** What start() decided about the launch before the claim (a refusal there claims nothing). */
 interface RunLaunch {
+  /** the file findCommand found for the profile's command: what was checked is what is launched */
+  readonly executable: string;
   readonly permission: PermissionMode;
   readonly model: ModelLaunch;
 }
