@@ -507,8 +507,11 @@ export function checkPrivatePathsSync(paths: readonly { readonly path: string; r
   if (first === undefined) return;
   if (rest.length === 0) throw first;
   const ruleOf = (e: UnsafeStorageError): string => String(e.details.rule ?? e.message);
-  const rule = [ruleOf(first), ...rest.map((e) => `at ${e.path}: ${ruleOf(e)}`)].join("; ");
-  throw new UnsafeStorageError(first.code, first.path, rule, {
+  // Modes alone (a home made under umask 022) keep their code; a mix is named as such, with each part's code.
+  const modes = problems.every((e) => e.code === "unsafe-storage-mode");
+  const code = modes ? "unsafe-storage-mode" : "unsafe-storage-several";
+  const rule = problems.map((e, i) => `${i === 0 ? "" : `at ${e.path}: `}${ruleOf(e)}${modes ? "" : ` (${e.code})`}`).join("; ");
+  throw new UnsafeStorageError(code, first.path, rule, {
     // Not `problems`: the one line already names each, and the CLI would print them all again.
     details: { unsafe: problems.map((e) => ({ code: e.code, path: e.path, rule: ruleOf(e) })) },
   });

@@ -5,7 +5,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, warden } from "../client/harness.js";
 
@@ -46,5 +46,21 @@ describe("serve: every unsafe mode of the home at once", () => {
     const again = await serve();
     assert.equal(again.code, 1);
     assert.equal(again.stderr, `warden: unsafe storage at ${join(home, "warden.json")}: mode 644 grants group/other access (want 600) (unsafe-storage-mode)\n`);
+  });
+
+  it("problems of different kinds: one line names each with its code (unsafe-storage-several)", async () => {
+    const other = join(dir, "other");
+    mkdirSync(other, { mode: 0o700 });
+    writeFileSync(join(other, "warden.json"), "{}", { mode: 0o644 });
+    chmodSync(join(other, "warden.json"), 0o644);
+    writeFileSync(join(dir, "elsewhere"), "x", { mode: 0o600 });
+    symlinkSync(join(dir, "elsewhere"), join(other, "token"));
+    const run = await warden(["serve", "--home", other, "--listen", "127.0.0.1:0"]);
+    assert.equal(run.code, 1);
+    assert.equal(
+      run.stderr,
+      `warden: unsafe storage at ${join(other, "warden.json")}: mode 644 grants group/other access (want 600) (unsafe-storage-mode); ` +
+        `at ${join(other, "token")}: is a symbolic link (unsafe-storage-symlink) (unsafe-storage-several)\n`,
+    );
   });
 });
