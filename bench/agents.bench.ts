@@ -22,7 +22,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
 import { codexConfigToml } from "../src/providers/codex-config.js";
-import { DEFAULT_PROVIDER_PROFILES, expandPromptArgs, expandRunLaunch } from "../src/providers/profiles.js";
+import { DEFAULT_PROVIDER_PROFILES, expandLaunchArgs, expandRunLaunch } from "../src/providers/profiles.js";
 import { cleanEnv, repo, startNode } from "../test/client/harness.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
 import { Confinement } from "../src/sandbox/confinement.js";
@@ -86,7 +86,7 @@ export default async function (): Promise<void> {
       p === "claude"
         ? { ANTHROPIC_BASE_URL: model.url, ANTHROPIC_MODEL: "scripted-model", ANTHROPIC_API_KEY: "sk-scripted" }
         : { CODEX_HOME: codexHome };
-    return timed(commands[p], [...expandPromptArgs(profile, PROMPT), ...launch.args], { cwd: workspace, env: cleanEnv({ ...baseEnv, ...launch.env, ...env }) });
+    return timed(commands[p], expandLaunchArgs(profile, PROMPT, launch.args), { cwd: workspace, env: cleanEnv({ ...baseEnv, ...launch.env, ...env }) });
   };
   const viaWarden = (p: Provider): Promise<number> =>
     timed(process.execPath, [cli, "invoke", "--id", randomUUID(), "--provider", p, "--wait", "120", "--", PROMPT], {

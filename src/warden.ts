@@ -25,7 +25,7 @@ import { sharedRunChecker } from "./invocations/run-checker.js";
 import { Materializer, type PlannedTreeFile } from "./providers/materializer.js";
 import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
-import { PROVIDER_NAMES, type Materialization, type ProviderName } from "./providers/types.js";
+import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "./runner/runner.js";
 import { RunHomes } from "./providers/run-home.js";
@@ -540,6 +540,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       outputDir,
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
+      configuredProviders: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value !== undefined && isProviderName(name) ? [name] : [])),
       ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
       ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),

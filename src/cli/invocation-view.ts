@@ -4,6 +4,7 @@ import { explainUnresolved } from "../invocations/explain.js";
 import type { CliContext } from "./context.js";
 import { table } from "./format.js";
 import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
+import type { RunFailure } from "./run-failure.js";
 
 /**
  * A recorded run ended well only if its agent exited 0; a recorded failure is still a failure. A
@@ -46,7 +47,8 @@ function resultRows(result: unknown): [string, string][] {
   return rows;
 }
 
-export function printInvocation(ctx: CliContext, view: InvocationView, note = ""): void {
+/** `failure`: what a failed run's journal and stderr say (run-failure.ts), printed with its result. */
+export function printInvocation(ctx: CliContext, view: InvocationView, note = "", failure?: RunFailure): void {
   ctx.io.stdout(`${view.status} ${view.scope} ${view.id}${note}\n`);
   const rows: [string, string][] = [];
   if (view.run_id !== undefined) rows.push(["run", view.run_id]);
@@ -55,6 +57,7 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   for (const f of view.findings ?? []) rows.push(["finding", f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")]);
   if (view.expired === true) rows.push(["result", "expired (pruned by retention; the outcome is kept)"]);
   if (view.result !== undefined) rows.push(...resultRows(view.result));
+  for (const call of failure?.failedTools ?? []) rows.push(["failed", call]);
   if (view.receipt !== undefined) rows.push(["reconciled", `${view.receipt.review.outcome} by ${view.receipt.operator} at ${view.receipt.recorded_at}`]);
   ctx.io.stdout(table(rows));
   const result = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown; answer?: unknown }) : {};
@@ -64,17 +67,22 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   } else if (typeof result.output_tail === "string" && result.output_tail.trim() !== "") {
     ctx.io.stdout(`  output (last lines; --json for the whole result):\n${lastLines(result.output_tail)}`);
   }
+  if (failure !== undefined && failure.stderr.trim() !== "" && view.run_id !== undefined) {
+    ctx.io.stdout(`  stderr (last lines; all of it: GET /v1/runs/${view.run_id}/output/stderr):\n${lastLines(failure.stderr, STDERR_LINES)}`);
+  }
   if (view.status === "unresolved") ctx.io.stdout(`  needs an operator: \`warden inspect ${view.scope} ${view.id}\`, then \`warden reconcile\`\n`);
 }
 
 const TAIL_LINES = 3;
+/** An error's message and the first frames of its trace. */
+const STDERR_LINES = 12;
 const LINE_CHARS = 160;
 
-function lastLines(text: string): string {
+function lastLines(text: string, lines = TAIL_LINES): string {
   return text
     .trimEnd()
     .split("\n")
-    .slice(-TAIL_LINES)
+    .slice(-lines)
     .map((line) => `    ${line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS)}…` : line}\n`)
     .join("");
 }

@@ -7,7 +7,7 @@ import { errnoCode, ValidationError } from "../core/errors.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
 import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
-import { checkAncestorsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
+import { checkAncestorsSync, checkPrivatePathsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { SigningConfig } from "../signing/policy.js";
 import type { WardenOptions } from "../warden.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
@@ -15,7 +15,7 @@ import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
 import { DEFAULT_LISTEN, parseListen, type ListenAddress } from "./listen.js";
 import { ConfigFile, LOG_LEVELS, type LogLevel } from "./schema.js";
-import { loadTokens, type TokenRecord } from "./tokens.js";
+import { TOKEN_FILE, TOKENS_FILE, loadTokens, type TokenRecord } from "./tokens.js";
 
 export const CONFIG_FILE = "warden.json";
 const MAX_CONFIG_BYTES = 1024 * 1024;
@@ -73,6 +73,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
   const home = resolveServeHome(flags.home, env, cwd);
   // Before anything is created or written there (the token of a first start).
   checkAncestorsSync(home);
+  checkHomeModes(home);
   ensurePrivateDirSync(home, { create: true, recursive: true });
   const file = readConfigFile(join(home, CONFIG_FILE));
   const limits: Limits = resolveLimits((file.limits ?? {}) as Partial<Limits>);
@@ -144,7 +145,21 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
  * is taken) leaves a new home as it found it.
  */
 export function loadServeListen(flags: ServeFlags, env: Readonly<Record<string, string | undefined>>, cwd: string): ListenAddress {
-  return listenOf(flags, readConfigFile(join(resolveServeHome(flags.home, env, cwd), CONFIG_FILE)));
+  const home = resolveServeHome(flags.home, env, cwd);
+  checkHomeModes(home);
+  return listenOf(flags, readConfigFile(join(home, CONFIG_FILE)));
+}
+
+/**
+ * The home and the files an operator writes into it by hand (`warden.json`, `tokens.json`, `token`)
+ * must be private (0700, 0600): every one that is not is named in one error, so a home made with
+ * `mkdir` and an editor under umask 022 is fixed in one go, not one restart per file.
+ */
+function checkHomeModes(home: string): void {
+  checkPrivatePathsSync([
+    { path: home, kind: "directory" },
+    ...[CONFIG_FILE, TOKENS_FILE, TOKEN_FILE].map((name) => ({ path: join(home, name), kind: "file" as const })),
+  ]);
 }
 
 function listenOf(flags: ServeFlags, file: ConfigFile): ListenAddress {

@@ -4,7 +4,10 @@
  * operator can follow a CLI that renames a flag without a code change.
  *
  * Templates are lists of argv elements. `{prompt}` must be a whole element (a prompt is one
- * argument, never spliced into another); the path placeholders `{root}`, `{bundle}`, `{home}` and
+ * argument, never spliced into another) and the last of `promptArgs`: the prompt goes last on the
+ * command line, after every option, with the `--` or the option that precedes it in the template,
+ * so no prompt (`review`, `--help`, `-m x`) is ever read as an option or a subcommand. The path
+ * placeholders `{root}`, `{bundle}`, `{home}` and
  * `{skills}` may appear inside an element (`--plugin-dir={bundle}`).
  */
 import { ValidationError } from "../core/errors.js";
@@ -48,7 +51,7 @@ export interface ModelEndpoint {
 export interface ProviderProfile {
   /** executable name (looked up on PATH) or absolute path */
   readonly command: string;
-  /** non-interactive mode: arguments that carry the prompt */
+  /** non-interactive mode: arguments that carry the prompt, `{prompt}` last (expandLaunchArgs) */
   readonly promptArgs: readonly string[];
   /** arguments that point the provider at a materialized bundle (appended after promptArgs) */
   readonly bundleArgs: readonly string[];
@@ -75,7 +78,8 @@ export type ProviderProfiles = Readonly<Record<ProviderName, ProviderProfile>>;
 export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
   claude: {
     command: "claude",
-    promptArgs: ["-p", "{prompt}", "--output-format", "stream-json", "--verbose"],
+    // `--`: Claude Code reads everything after it as the prompt, never as a flag (`--help`).
+    promptArgs: ["-p", "--output-format", "stream-json", "--verbose", "--", "{prompt}"],
     bundleArgs: ["--plugin-dir", "{bundle}"],
     bundleEnv: {},
     events: "claude-stream-json",
@@ -95,7 +99,8 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
     // codex exec refuses to run outside a git repository without --skip-git-repo-check; a
     // workspace is the operator's explicit choice (the default one, <home>/workspaces/default, is
     // never a repository), so the refusal would only fail every run, its reason left in stderr.
-    promptArgs: ["exec", "--json", "--skip-git-repo-check", "{prompt}"],
+    // `--`: a prompt `review` or `resume` would otherwise run codex exec's subcommand of that name.
+    promptArgs: ["exec", "--json", "--skip-git-repo-check", "--", "{prompt}"],
     bundleArgs: [],
     // The materialized home, for whoever launches codex on a tree (POST .../materializations). A
     // run of this node gets CODEX_HOME in its private home instead (run-home.ts, over this): Codex
@@ -119,6 +124,7 @@ export const DEFAULT_PROVIDER_PROFILES: ProviderProfiles = Object.freeze({
   },
   kimi: {
     command: "kimi",
+    // `-p` takes the next argument as its value whatever it starts with (Click's rule).
     promptArgs: ["--print", "-p", "{prompt}"],
     bundleArgs: ["--skills-dir", "{skills}"],
     bundleEnv: {},
@@ -207,6 +213,10 @@ export function resolveProfiles(overrides: Partial<Record<ProviderName, Partial<
     if (!Array.isArray(p.promptArgs) || p.promptArgs.filter((a) => a === "{prompt}").length !== 1) {
       badProfile(name, "promptArgs must contain {prompt} exactly once");
     }
+    // The prompt goes after every option, as the value of the option before it or after `--`: a
+    // bare positional prompt `--help` or `review` would be read as an option or a subcommand.
+    if (p.promptArgs.at(-1) !== "{prompt}") badProfile(name, "{prompt} must be the last element of promptArgs (the prompt goes after every option)");
+    if (!(p.promptArgs.at(-2) ?? "").startsWith("-")) badProfile(name, "{prompt} must follow `--` or the option that takes it as its value");
     p.promptArgs.forEach((a) => checkTemplateElement(name, a, "prompt"));
     if (!Array.isArray(p.bundleArgs)) badProfile(name, "bundleArgs must be an array");
     p.bundleArgs.forEach((a) => checkTemplateElement(name, a, "bundle"));
@@ -249,9 +259,16 @@ export function expandBundleLaunch(profile: ProviderProfile, paths: TreePaths): 
   return { args: profile.bundleArgs.map((a) => expandPaths(a, paths)), env };
 }
 
-/** The prompt arguments of a profile; the prompt is one whole argv element. */
-export function expandPromptArgs(profile: ProviderProfile, prompt: string): string[] {
-  return profile.promptArgs.map((a) => (a === "{prompt}" ? prompt : a));
+/**
+ * The argument list of a launch: `promptArgs` up to the prompt, then `options` (the permission
+ * mode's and the bundle's), then `--` (or the option that takes the prompt as its value) and the
+ * prompt, one whole argv element after every option: a CLI never reads it as an option or a
+ * subcommand.
+ */
+export function expandLaunchArgs(profile: ProviderProfile, prompt: string, options: readonly string[]): string[] {
+  // resolveProfiles: `{prompt}` is the last element, after `--` or the option that takes it.
+  const head = profile.promptArgs.slice(0, -2);
+  return [...head, ...options, profile.promptArgs.at(-2) as string, prompt];
 }
 
 /**

@@ -1,18 +1,39 @@
 /**
- * Whether a provider's command can be started here, checked before an invocation claims its id:
- * a node whose CLI is missing (not installed, a typo in `--provider`) would otherwise record the
- * run as a failure and use the id up for good, for a run that could never have started.
+ * Which executable a provider's command names, found before an invocation claims its id (a node
+ * whose CLI is missing — not installed, a typo in `--provider` — would otherwise record the run as
+ * a failure and use the id up for good) and then launched, so what was checked is what runs.
+ *
+ * A command with a `/` is that file. A bare name (`claude`, the default) is looked up first in
+ * this package's own `node_modules/.bin`, where `npm ci` puts the pinned CLIs, then on the agents'
+ * PATH: `node bin/warden.cjs serve` finds what `npx warden serve` finds (npx puts that directory
+ * first on PATH), and a pinned CLI wins over whatever else the machine has on its PATH.
  */
 import * as fs from "node:fs";
-import { delimiter, isAbsolute, join } from "node:path";
+import { delimiter, dirname, isAbsolute, join } from "node:path";
+import { fileURLToPath } from "node:url";
 
-/** The executable file `command` names, as the spawn would find it (PATH of `env`), or undefined. */
-export function findCommand(command: string, env: Readonly<Record<string, string | undefined>>, cwd: string): string | undefined {
+/** `<package root>/node_modules/.bin` of the warden package this module belongs to (src/ or dist/src/). */
+export const PINNED_BIN_DIR: string | undefined = packageBinDir(dirname(fileURLToPath(import.meta.url)));
+
+function packageBinDir(from: string): string | undefined {
+  for (let dir = from; ; dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(fs.readFileSync(join(dir, "package.json"), "utf8")) as { name?: unknown };
+      if (pkg.name === "warden") return join(dir, "node_modules", ".bin");
+    } catch {
+      // no package.json here, or not ours: look further up
+    }
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+/** The executable file `command` names (a path, or a bare name in `pinnedBin`, then on PATH of `env`), or undefined. */
+export function findCommand(command: string, env: Readonly<Record<string, string | undefined>>, cwd: string, pinnedBin = PINNED_BIN_DIR): string | undefined {
   if (command.includes("/")) {
     const path = isAbsolute(command) ? command : join(cwd, command);
     return executableFile(path) ? path : undefined;
   }
-  for (const dir of (env.PATH ?? "").split(delimiter)) {
+  for (const dir of [...(pinnedBin === undefined ? [] : [pinnedBin]), ...(env.PATH ?? "").split(delimiter)]) {
     if (dir === "") continue;
     const path = join(dir, command);
     if (executableFile(path)) return path;

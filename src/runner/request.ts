@@ -46,8 +46,6 @@ function checkPrompt(prompt: unknown, bounds: RequestBounds): string {
   if (bytes > bounds.maxPromptBytes) {
     bad("invoke-prompt-too-large", `prompt is ${bytes} bytes, over the limit of ${bounds.maxPromptBytes}`, "prompt");
   }
-  // The CLIs parse their argv: a prompt starting with '-' would be read as an option.
-  if (prompt.startsWith("-")) bad("invoke-prompt-option-like", "prompt must not start with '-' (the provider CLI would read it as an option)", "prompt");
   return prompt;
 }
 

@@ -26,8 +26,9 @@ import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError }
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { Materializer } from "../providers/materializer.js";
-import { expandPromptArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
+import { expandLaunchArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
+import { checkProviderConfigured } from "../providers/availability.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import { runHomeEnvNames, type RunHome, type RunHomes } from "../providers/run-home.js";
 import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
@@ -70,6 +71,8 @@ export interface RunnerOptions {
   /** private directory for the captured stdout/stderr of every run */
   readonly outputDir: string;
   readonly profiles?: ProviderProfiles;
+  /** the providers the operator configured (availability.ts); default: all of them */
+  readonly configuredProviders?: readonly ProviderName[];
   /** base environment of agents (default: the allowlisted part of this process's: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** names of the node's environment passed to agents besides the allowlist (ignored with `env`) */
@@ -128,6 +131,7 @@ export class Runner {
   readonly #runHomes: RunHomes;
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
+  readonly #configured: ReadonlySet<ProviderName> | undefined;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #agentTagEnv: Readonly<Record<string, string>>;
   readonly #launchRecords: LaunchRecords | undefined;
@@ -176,6 +180,7 @@ export class Runner {
       runsDir: options.sandbox?.runsDir ?? join(dirname(this.#outputDir), "runs"),
       homesDir: options.runHomes.root,
     });
+    this.#configured = options.configuredProviders === undefined ? undefined : new Set(options.configuredProviders);
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#launchRecords = options.launchRecords;
@@ -216,12 +221,14 @@ export class Runner {
       // Before the claim: a revision the trust policy no longer lets run is refused with the id still free.
       signers = await this.#materializer.check(request.provider, request.bundle);
     }
+    // Before the claim: a CLI with no model or key to talk to retries until the node stops.
+    checkProviderConfigured(request.provider, this.#configured?.has(request.provider) ?? true, this.#env);
     const profile = this.#profiles[request.provider];
     const command = profile.command;
     const found = findCommand(command, this.#env, cwd);
     if (found === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
-      throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not found on the agents' PATH)`, 503, {
+      throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not in warden's node_modules/.bin nor on the agents' PATH)`, 503, {
         details: { provider: request.provider, command },
       });
     }
@@ -335,7 +342,8 @@ export class Runner {
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
-    const args = [...expandPromptArgs(profile, request.prompt), ...run.args, ...home.args, ...(materialization?.args ?? [])];
+    // The run home's arguments (where the CLI reads its settings) are options: before the prompt's `--`.
+    const args = expandLaunchArgs(profile, request.prompt, [...run.args, ...home.args, ...(materialization?.args ?? [])]);
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
     // The run's home last: nothing configured points the agent back at the node user's own.
     const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}), ...home.env };
@@ -539,7 +547,7 @@ interface Followed {
 interface RunLaunch {
   readonly permission: PermissionMode;
   readonly model: ModelLaunch;
-  /** the provider's executable as found on the agents' PATH */
+  /** the file findCommand found for the profile's command: what was checked is what is launched */
   readonly command: string;
   readonly confinement: PlannedConfinement;
   /** the workspace's own provider configuration may run */

@@ -483,3 +483,36 @@ export function auditPrivateTreeSync(
   };
   walk(root, "");
 }
+
+/**
+ * Checks several paths against the private rules at once, without changing anything, and refuses
+ * them all in one error: an operator who made the home with `mkdir` and its files under a umask of
+ * 022 learns every problem from one start instead of one per restart. A path that does not exist
+ * is skipped (whoever creates it creates it private).
+ */
+export function checkPrivatePathsSync(paths: readonly { readonly path: string; readonly kind: "directory" | "file" }[]): void {
+  const problems: UnsafeStorageError[] = [];
+  for (const { path, kind } of paths) {
+    const st = fs.lstatSync(path, { throwIfNoEntry: false });
+    if (st === undefined) continue;
+    try {
+      if (kind === "directory") checkDirStats(path, st);
+      else checkFileStats(path, st);
+    } catch (error) {
+      if (!(error instanceof UnsafeStorageError)) throw error;
+      problems.push(error);
+    }
+  }
+  const [first, ...rest] = problems;
+  if (first === undefined) return;
+  if (rest.length === 0) throw first;
+  const ruleOf = (e: UnsafeStorageError): string => String(e.details.rule ?? e.message);
+  // Modes alone (a home made under umask 022) keep their code; a mix is named as such, with each part's code.
+  const modes = problems.every((e) => e.code === "unsafe-storage-mode");
+  const code = modes ? "unsafe-storage-mode" : "unsafe-storage-several";
+  const rule = problems.map((e, i) => `${i === 0 ? "" : `at ${e.path}: `}${ruleOf(e)}${modes ? "" : ` (${e.code})`}`).join("; ");
+  throw new UnsafeStorageError(code, first.path, rule, {
+    // Not `problems`: the one line already names each, and the CLI would print them all again.
+    details: { unsafe: problems.map((e) => ({ code: e.code, path: e.path, rule: ruleOf(e) })) },
+  });
+}

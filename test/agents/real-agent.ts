@@ -199,6 +199,21 @@ export function describeRealAgent(provider: RealProvider): void {
       assert.ok(!markersFound().some((m) => m.startsWith("operator-")), markersFound().join(", "));
     });
 
+    it("a prompt that looks like an option or a subcommand reaches the model as the prompt", async () => {
+      // Issue 27: `--provider codex -- review` ran `codex exec review`; `--help` printed the CLI's help.
+      for (const prompt of ["review", "--help", "-m x", "resume"]) {
+        const from = model.requests.length;
+        model.load({ turns: [{ text: `Answered ${prompt}.` }] });
+        const run = await invoke(randomUUID(), prompt);
+        assert.equal(run.code, 0, `${JSON.stringify(prompt)}: ${run.stdout}${run.stderr}`);
+        const view = JSON.parse(run.stdout) as { status: string; result: { answer?: string } };
+        assert.equal(view.result.answer, `Answered ${prompt}.`, run.stdout);
+        assert.equal(model.requests.length - from, 1);
+        // The user's turn the CLI sent is the prompt itself, whole.
+        assert.ok(requestText(from).includes(`"text":${JSON.stringify(prompt)}`), `${JSON.stringify(prompt)} is not a text of the model's request`);
+      }
+    });
+
     it("a call the permission mode refuses is journaled, printed and answered as refused", async () => {
       const from = model.requests.length;
       model.load({ turns: [shell(provider, "echo no > refused.txt"), { text: "I was not allowed to write." }] });

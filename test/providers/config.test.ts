@@ -2,7 +2,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { parse as parseToml } from "smol-toml";
 import { codexConfigFromMcpJson } from "../../src/providers/codex-config.js";
-import { DEFAULT_PROVIDER_PROFILES, expandBundleLaunch, expandPromptArgs, resolveProfiles } from "../../src/providers/profiles.js";
+import { DEFAULT_PROVIDER_PROFILES, expandBundleLaunch, expandLaunchArgs, resolveProfiles } from "../../src/providers/profiles.js";
 import { isWardenError } from "../../src/core/errors.js";
 
 /** The config.toml of a `.mcp.json`, without warden's fixed settings (analytics, features; asserted below). */
@@ -49,23 +49,34 @@ describe("codex config from .mcp.json", () => {
 
 describe("provider profiles", () => {
   it("defaults launch each CLI in its non-interactive mode", () => {
-    assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.claude, "hi"), ["-p", "hi", "--output-format", "stream-json", "--verbose"]);
-    assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.codex, "hi"), ["exec", "--json", "--skip-git-repo-check", "hi"]);
-    assert.deepEqual(expandPromptArgs(DEFAULT_PROVIDER_PROFILES.kimi, "hi"), ["--print", "-p", "hi"]);
+    const options = ["--mode", "m"];
+    assert.deepEqual(expandLaunchArgs(DEFAULT_PROVIDER_PROFILES.claude, "hi", options), ["-p", "--output-format", "stream-json", "--verbose", "--mode", "m", "--", "hi"]);
+    assert.deepEqual(expandLaunchArgs(DEFAULT_PROVIDER_PROFILES.codex, "hi", options), ["exec", "--json", "--skip-git-repo-check", "--mode", "m", "--", "hi"]);
+    assert.deepEqual(expandLaunchArgs(DEFAULT_PROVIDER_PROFILES.kimi, "hi", options), ["--print", "--mode", "m", "-p", "hi"]);
     const paths = { root: "/m/s", bundle: "/m/s/bundle", home: "/m/s/home", skills: "/m/s/bundle/skills" };
     assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.codex, paths), { args: [], env: { CODEX_HOME: "/m/s/home" } });
     assert.deepEqual(expandBundleLaunch(DEFAULT_PROVIDER_PROFILES.kimi, paths), { args: ["--skills-dir", "/m/s/bundle/skills"], env: {} });
   });
 
   it("a prompt is always one whole argument, whatever it contains", () => {
-    const p = resolveProfiles({ claude: { promptArgs: ["--print", "{prompt}"] } });
-    assert.deepEqual(expandPromptArgs(p.claude, "a {bundle} b"), ["--print", "a {bundle} b"]);
+    const p = resolveProfiles({ claude: { promptArgs: ["--print", "--", "{prompt}"] } });
+    assert.deepEqual(expandLaunchArgs(p.claude, "a {bundle} b", ["--x"]), ["--print", "--x", "--", "a {bundle} b"]);
+    // A prompt that looks like an option or a subcommand still comes after every option, as the
+    // value of the option before it or after `--` (test/runner/prompt-placement.test.ts runs it).
+    for (const prompt of ["review", "--help", "-m x", "resume"]) {
+      assert.deepEqual(expandLaunchArgs(DEFAULT_PROVIDER_PROFILES.codex, prompt, ["--sandbox", "read-only"]).slice(-3), ["read-only", "--", prompt]);
+    }
+    const kimi = resolveProfiles({ kimi: { promptArgs: ["--print", "--prompt", "{prompt}"] } });
+    assert.deepEqual(expandLaunchArgs(kimi.kimi, "-p", ["--x"]), ["--print", "--x", "--prompt", "-p"]);
   });
 
   for (const [name, override] of [
     ["no {prompt}", { promptArgs: ["-p"] }],
     ["{prompt} twice", { promptArgs: ["{prompt}", "{prompt}"] }],
     ["{prompt} spliced", { promptArgs: ["--prompt={prompt}"] }],
+    ["{prompt} before an option", { promptArgs: ["-p", "{prompt}", "--verbose"] }],
+    ["{prompt} a bare positional", { promptArgs: ["-p", "--verbose", "run", "{prompt}"] }],
+    ["{prompt} alone", { promptArgs: ["{prompt}"] }],
     ["{prompt} in bundle args", { bundleArgs: ["{prompt}"] }],
     ["a path in prompt args", { promptArgs: ["{prompt}", "--dir", "{bundle}"] }],
     ["an unknown placeholder", { bundleArgs: ["{secret}"] }],

@@ -69,7 +69,6 @@ describe("runner with fixture agents", () => {
     const bundleDir = path.join(env.matRoot, runId, "bundle");
     assert.deepEqual(start.argv, [
       "-p",
-      "review the diff",
       "--output-format",
       "stream-json",
       "--verbose",
@@ -79,6 +78,8 @@ describe("runner with fixture agents", () => {
       "user",
       "--plugin-dir",
       bundleDir,
+      "--",
+      "review the diff",
     ]);
     assert.equal(start.cwd, env.workspace);
 
@@ -150,7 +151,7 @@ describe("runner with fixture agents", () => {
     const id = randomUUID();
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id, request: { provider: "codex", prompt: "list skills", bundle: BUNDLE } }));
     const s = starts(env.startsFile).at(-1)!;
-    assert.deepEqual(s.argv, ["exec", "--json", "--skip-git-repo-check", "list skills", "--sandbox", "workspace-write"]);
+    assert.deepEqual(s.argv, ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "list skills"]);
     assert.equal((outcome.result as { answer?: string }).answer, "Skills available: lint, review");
     const result = outcome.result as { output_tail: string };
     assert.match(result.output_tail, /Skills available: lint, review/);
@@ -182,7 +183,7 @@ describe("runner with fixture agents", () => {
     const outcome = recorded(await env.runner.invoke({ scope: SCOPE, id: randomUUID(), request: { provider: "kimi", prompt: "hello", bundle: NO_MCP } }));
     assert.match((outcome.result as { output_tail: string }).output_tail, /^Skills: lint, review\n/);
     const argv = starts(env.startsFile).at(-1)!.argv;
-    assert.deepEqual(argv, ["--print", "-p", "hello", "--skills-dir", path.join(env.matRoot, outcome.audit.run_id, "bundle", "skills")]);
+    assert.deepEqual(argv, ["--print", "--skills-dir", path.join(env.matRoot, outcome.audit.run_id, "bundle", "skills"), "-p", "hello"]);
   });
 
   it("a hanging agent past its timeout: the process group is killed and the id reads unresolved", async () => {
@@ -289,7 +290,6 @@ describe("runner with fixture agents", () => {
       [{ provider: "kimi", prompt: "x", bundle: BUNDLE }, "kimi-mcp-unsupported"],
       [{ provider: "claude", prompt: "x", bundle: { bundle_id: "review-tools", revision: "nope" } }, "revision-not-found"],
       [{ provider: "gemini", prompt: "x" }, "provider-unknown"],
-      [{ provider: "claude", prompt: "--dangerously-skip-permissions" }, "invoke-prompt-option-like"],
       [{ provider: "claude", prompt: "x", timeout_s: 0 }, "invoke-timeout-invalid"],
       [{ provider: "claude", prompt: "x", extra: 1 }, "invoke-request-unknown-field"],
     ];

@@ -30,7 +30,7 @@ const SECRETS = {
   SSH_AUTH_SOCK: "/run/user/0/ssh-agent-3f9c1d",
 } as const;
 
-const PROBE = 'env > "$0.env"; for fd in /proc/$$/fd/*; do echo "${fd##*/} $(readlink "$fd")"; done > "$0.fds"';
+const PROBE = 'env > "$1.env"; for fd in /proc/$$/fd/*; do echo "${fd##*/} $(readlink "$fd")"; done > "$1.fds"';
 
 describe("security: the environment and descriptors an agent inherits", () => {
   let root: string;
@@ -50,7 +50,7 @@ describe("security: the environment and descriptors an agent inherits", () => {
       warden = await openWarden({
         home,
         workspaces: { main: path.join(root, "ws") },
-        providers: { kimi: { command: "/bin/sh", promptArgs: ["-c", PROBE, "{prompt}"] } },
+        providers: { kimi: { command: "/bin/sh", promptArgs: ["-c", PROBE, "--", "{prompt}"] } },
       });
     } finally {
       for (const [name, value] of Object.entries(saved)) {

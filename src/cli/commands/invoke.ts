@@ -7,8 +7,9 @@ import type { InvokeBody, ProviderName } from "../../client/wire.js";
 import { resolveBundleRef } from "../bundle-ref.js";
 import type { CliContext } from "../context.js";
 import { exitCodeOfInvocation, printInvocation } from "../invocation-view.js";
+import { fetchRunFailure } from "../run-failure.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
-import { printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { EXIT_FAILED, printJson, runCommand, type OutputFlags } from "../outcome.js";
 import { PROVIDERS_TEXT, isUuid, parseNonNegativeInt, parsePositiveInt, parseProvider } from "../parse.js";
 
 interface InvokeFlags extends NodeFlags, OutputFlags {
@@ -52,9 +53,15 @@ async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Prom
   };
   const reply = await invokeWaiting(() => client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {}), flags.wait);
   const view = reply.invocation;
-  if (flags.json === true) printJson(ctx, { ...view, replayed: reply.replayed });
-  else printInvocation(ctx, view, reply.replayed ? " (replayed: this id already ran; nothing was executed now)" : "");
-  return exitCodeOfInvocation(view);
+  const exitCode = exitCodeOfInvocation(view);
+  if (flags.json === true) {
+    printJson(ctx, { ...view, replayed: reply.replayed });
+    return exitCode;
+  }
+  // A recorded failure says why: its failed tool calls and the end of the agent's stderr.
+  const failure = exitCode === EXIT_FAILED && view.status === "recorded" && view.run_id !== undefined ? await fetchRunFailure(client, view.run_id) : undefined;
+  printInvocation(ctx, view, reply.replayed ? " (replayed: this id already ran; nothing was executed now)" : "", failure);
+  return exitCode;
 }
 
 /** How often a retry that met its run still in progress asks again within --wait, ms. */

@@ -9,7 +9,8 @@ const fs = require("node:fs");
 const path = require("node:path");
 
 const LIFE_MS = 30_000;
-const prompt = process.argv[process.argv.indexOf("-p") + 1] ?? "";
+// The prompt is the last argument (after `--`, or kimi's `-p`): profiles.ts expandLaunchArgs.
+const prompt = process.argv.at(-1) ?? "";
 const words = new Set(prompt.split(/\s+/));
 const dir = path.dirname(process.env.WARDEN_FIXTURE_STARTS ?? "/nonexistent/x");
 const note = (pid) => fs.appendFileSync(path.join(dir, "pids"), `${pid}\n`);
