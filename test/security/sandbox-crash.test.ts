@@ -47,7 +47,11 @@ test("kill -9 of the node mid-run: no process of the confined run survives, the 
   let stderr = "";
   node.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<string | null>((resolve) => node.on("close", (_code, signal) => resolve(signal)));
-  await waitFor("the confined agent to write <workspace>/started", () => fs.existsSync(path.join(ws, "started")) || undefined);
+  await waitFor("the confined agent to write <workspace>/started", () => {
+    // A node that could not start the run will never: say why instead of waiting out the budget.
+    if (node.exitCode !== null) throw new Error(`the node exited ${node.exitCode} before the agent started: ${stderr}`);
+    return fs.existsSync(path.join(ws, "started")) || undefined;
+  });
   await waitFor("the agent's setsid daemon to be running", () => (withMarker(marker).length > 0 ? true : undefined));
   process.kill(node.pid as number, "SIGKILL");
   assert.equal(await exited, "SIGKILL", stderr);

@@ -24,7 +24,7 @@ test("without bubblewrap, confined runs are refused before the claim and nothing
   const warden = await openWarden({
     home,
     workspaces: { main: ws },
-    providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] } },
+    providers: { kimi: { command: HOSTILE, promptArgs: ["--", "{prompt}"] } },
     sandbox: { bwrap: path.join(root, "no-such-bwrap") },
   });
   try {

@@ -92,7 +92,7 @@ describe("security: a hostile agent in the sandbox", () => {
     warden = await openWarden({
       home,
       workspaces: { main: ws, other },
-      providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] }, claude: { command: CLAUDE } },
+      providers: { kimi: { command: HOSTILE, promptArgs: ["--", "{prompt}"] }, claude: { command: CLAUDE } },
       sandbox: { egress: [`127.0.0.1:${allowed.port}`] },
     });
     fs.writeFileSync(path.join(home, "token"), `${SECRET} token\n`, { mode: 0o600 });
@@ -177,7 +177,7 @@ describe("security: a hostile agent in the sandbox", () => {
     const plain = await openWarden({
       home: path.join(root, "home-none"),
       workspaces: { main: ws },
-      providers: { kimi: { command: HOSTILE, promptArgs: ["{prompt}"] } },
+      providers: { kimi: { command: HOSTILE, promptArgs: ["--", "{prompt}"] } },
       isolation: "none",
     });
     let runId: string;
