@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
 import { codexConfigToml } from "../src/providers/codex-config.js";
 import { DEFAULT_PROVIDER_PROFILES, expandPromptArgs, expandRunLaunch } from "../src/providers/profiles.js";
-import { cleanEnv, repo, startNode } from "../test/client/harness.js";
+import { cleanEnv, repo, startNode } from "../test/support/node.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
 
 const TOKEN = "bench-agents-operator-token-0123456789abcdef";

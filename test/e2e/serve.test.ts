@@ -14,8 +14,9 @@ import { randomUUID } from "node:crypto";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { isAlive } from "../support/processes.js";
-import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "e2e-observer-token-0123456789abcdef";

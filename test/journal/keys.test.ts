@@ -15,7 +15,8 @@ import {
   verifyEd25519,
 } from "../../src/journal/keys.js";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { buildJournal, cleanRunEvents, tempDir } from "./helpers.js";
+import { buildJournal, cleanRunEvents } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -13,7 +13,8 @@ import { fileURLToPath } from "node:url";
 import { READY_MS } from "../support/wait.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import type { Materialization } from "../../src/providers/types.js";
-import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
+import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const pinnedBin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "node_modules", ".bin");
 

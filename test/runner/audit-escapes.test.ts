@@ -17,9 +17,10 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import type { EffectFinishedEvent } from "../../src/journal/types.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
+import { tempDir } from "../support/temp.js";
 /** Past every bound under test (timeout_s 2, the quiet bound): a run still going then hangs. */
 const DEADLINE_MS = 8_000;
 

@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, type TestNode } from "../support/app-node.js";
 import { READY_MS } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 interface RawAnswer {
   readonly status: number;
@@ -48,7 +49,7 @@ describe("HTTP framing", () => {
   let port: number;
   before(async () => {
     // Requests must arrive within 1 s here (300 s in a real node).
-    node = await openTestNode(tempRoot("server-http-framing"), { server: { requestArrivalMs: 1000 } });
+    node = await openTestNode(tempDir("server-http-framing"), { server: { requestArrivalMs: 1000 } });
     await node.app.listen({ host: "127.0.0.1", port: 0 });
     port = (node.app.server.address() as AddressInfo).port;
   });
@@ -162,7 +163,7 @@ describe("a client that goes away mid-chunk", () => {
   it("is logged as such, not as a failure of the node, and nothing of its chunk is kept", async () => {
     const log = logSink();
     const sink = log.stream;
-    const node = await openTestNode(tempRoot("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
+    const node = await openTestNode(tempDir("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
     try {
       await node.app.listen({ host: "127.0.0.1", port: 0 });
       const port = (node.app.server.address() as AddressInfo).port;

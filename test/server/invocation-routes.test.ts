@@ -4,28 +4,20 @@
  * from the token, Cache-Control on every reply, lookup without claims, listing, inspection and
  * reconciliation, journals, verification, SSE and keys.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, useTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
 
 describe("invocation routes", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-invocations");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-invocations");
 
   const post = (key: string | undefined, body: unknown, extra: Record<string, string> = {}): Promise<Reply> =>
     node.app.inject({
@@ -273,7 +265,7 @@ describe("invocation routes", () => {
 
 describe("a run that ends without a recorded result", () => {
   it("says so in the node's log, naming the invocation and its run: its caller may be long gone", async () => {
-    const root = tempRoot("server-invocations-log");
+    const root = tempDir("server-invocations-log");
     const log = logSink();
     const sink = log.stream;
     const node = await openTestNode(root, { settings: { logLevel: "warn" }, server: { logStream: sink } });
@@ -300,7 +292,7 @@ describe("a run that ends without a recorded result", () => {
 
 describe("a node at its limit of active runs", () => {
   it("refuses a new id with 429 run-capacity-exhausted and claims nothing; replays still answer; a run ending frees a place", async () => {
-    const root = tempRoot("server-invocations-capacity");
+    const root = tempDir("server-invocations-capacity");
     const node = await openTestNode(root, { warden: { limits: { activeRuns: 2 } } });
     const post = (key: string, prompt: string, extra: Record<string, unknown> = {}) =>
       node.app.inject({ method: "POST", url: "/v1/invocations", headers: { ...OPERATOR, "idempotency-key": key }, payload: { provider: "claude", prompt, ...extra } });
@@ -338,7 +330,7 @@ describe("a node at its limit of active runs", () => {
 
 describe("a node at its limit of event streams", () => {
   it("refuses one more with 429 event-streams-exhausted, and takes it once a stream closes", async () => {
-    const root = tempRoot("server-invocations-streams");
+    const root = tempDir("server-invocations-streams");
     const node = await openTestNode(root, { warden: { limits: { eventStreams: 2 } } });
     const opened: http.ClientRequest[] = [];
     try {
@@ -384,7 +376,7 @@ describe("a node at its limit of event streams", () => {
 
 describe("a request refused while the node cannot take it", () => {
   it("is logged once as a warning with its code, not as an error with a stack", async () => {
-    const root = tempRoot("server-invocations-503");
+    const root = tempDir("server-invocations-503");
     const log = logSink();
     const node = await openTestNode(root, { settings: { logLevel: "info" }, server: { logStream: log.stream } });
     try {

@@ -4,20 +4,16 @@
  * the same entry point users run (src/cli/run.ts through tsx).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { createServer, type AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { READY_MS } from "../support/wait.js";
+import { tempDir } from "./temp.js";
+import { READY_MS } from "./wait.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const cliEntry = join(repo, "src", "cli", "run.ts");
 export const fixtureAgents = join(repo, "test", "fixtures", "agents");
-
-export function tempDir(area: string): string {
-  return mkdtempSync(join(tmpdir(), `warden-${area}-`));
-}
 
 /** The environment of every child: nothing inherited that could point it at another node. */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {

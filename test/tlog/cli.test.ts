@@ -15,14 +15,15 @@ import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint
 import { leafHash } from "../../src/tlog/merkle.js";
 import { ed25519NoteSigner, parseNote, signNote } from "../../src/tlog/note.js";
 import { buildLines, entryOf } from "../journal/helpers.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("warden journal verify --policy, warden log verify", () => {
   let root: string;
   let node: TestNode;
   let url: string;
   before(async () => {
-    root = tempRoot("tlog-cli");
+    root = tempDir("tlog-cli");
     node = await openTestNode(root, { warden: { log: { origin: "warden.test/cli", checkpointIntervalMs: 10 } } });
     await node.app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(node.app.server.address() as AddressInfo).port}`;

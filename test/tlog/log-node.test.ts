@@ -18,18 +18,19 @@ import { parseNote } from "../../src/tlog/note.js";
 import { parsePolicy } from "../../src/tlog/policy.js";
 import { parseHashes, verifyCheckpointConsistency, verifyLoggedRun, type RunProofDocument } from "../../src/tlog/verify.js";
 import { buildLines, entryOf } from "../journal/helpers.js";
-import { OBSERVER, OPERATOR, compileTestBundle, json, openTestNode, pushThroughApp, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OPERATOR, compileTestBundle, json, openTestNode, pushThroughApp, type TestNode } from "../support/app-node.js";
 import { ValidationError } from "../../src/core/errors.js";
 import { parseVkey } from "../../src/tlog/note.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { entryLeaves } from "./entries.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 describe("transparency log on a node", () => {
   let root: string;
   let node: TestNode;
   before(async () => {
-    root = tempRoot("tlog-node");
+    root = tempDir("tlog-node");
     node = await openTestNode(root, { warden: { log: { origin: "warden.test/log", checkpointIntervalMs: 10 } } });
   });
   after(async () => {
