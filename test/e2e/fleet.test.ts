@@ -219,6 +219,7 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
 
     nodes.a = await start("a");
     assert.equal((await invoke(node("a"), key, body)).body.code, "unresolved");
+    // A pause, not a wait: it checks that nothing happens (the agent is not started again), which has no moment to wait for.
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(startsOf(key), 1, "never started again");
   });

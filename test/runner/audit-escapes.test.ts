@@ -95,6 +95,7 @@ test("a setsid daemon the agent leaves behind does not go on acting after the ru
   const effects = path.join(root, "effects");
   const size = (): number => (fs.existsSync(effects) ? fs.statSync(effects).size : 0);
   const before = size();
+  // A pause, not a wait: it checks that nothing happens (no tick from a daemon that ticked every 50 ms), which has no moment to wait for.
   await new Promise((r) => setTimeout(r, 300));
   assert.equal(size(), before, "the daemon's effects go on after the run was recorded");
 });

@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
+import * as path from "node:path";
 import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, type TestNode } from "../support/app-node.js";
-import { READY_MS } from "../support/wait.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
 interface RawAnswer {
@@ -178,7 +179,10 @@ describe("a client that goes away mid-chunk", () => {
           `Content-Type: application/octet-stream\r\nUpload-Offset: 0\r\nContent-Length: ${blob.byte_len}\r\n\r\n`,
       );
       socket.write(contentOf(bundle, blob.digest).subarray(0, 3));
-      await new Promise((r) => setTimeout(r, 100));
+      // The client leaves mid-chunk only once the node is in it: its 3 bytes are in the blob's partial.
+      const partialOf3 = (dir: string): boolean =>
+        fs.existsSync(dir) && fs.readdirSync(dir, { withFileTypes: true }).some((e) => (e.isDirectory() ? partialOf3(path.join(dir, e.name)) : fs.statSync(path.join(dir, e.name)).size === 3));
+      await waitFor("the chunk's first 3 bytes in the blob's partial", () => (partialOf3(path.join(node.home, "delivery", "stages")) ? true : undefined));
       socket.destroy();
       let status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
       for (let i = 0; i < 100 && !log.text().includes("client went away"); i++) {

@@ -13,6 +13,7 @@ import type { AddressInfo } from "node:net";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, useTestNode, type TestNode } from "../support/app-node.js";
 import { tempDir } from "../support/temp.js";
+import { waitFor } from "../support/wait.js";
 
 type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
 
@@ -29,12 +30,10 @@ describe("invocation routes", () => {
   const get = (url: string, headers: Record<string, string> = OBSERVER): Promise<Reply> => node.app.inject({ url, headers });
 
   async function until(key: string, status: string): Promise<Record<string, unknown>> {
-    for (let i = 0; i < 200; i++) {
+    return waitFor(`${key} to become ${status}`, async () => {
       const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
-      if (view.status === status) return view;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`${key} never became ${status}`);
+      return view.status === status ? view : undefined;
+    });
   }
 
   it("runs once, then replays the recorded result with Idempotency-Replayed: true", async () => {
@@ -299,9 +298,9 @@ describe("a node at its limit of active runs", () => {
     try {
       const recorded = randomUUID();
       assert.equal((await post(recorded, "done", {})).statusCode, 202);
-      for (let i = 0; i < 100 && json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status !== "recorded"; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitFor(`run ${recorded} to be recorded`, async () =>
+        json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status === "recorded" ? true : undefined,
+      );
       // Two runs that hang until their 2 s timeout: the node's two places.
       const hanging = [randomUUID(), randomUUID()];
       for (const key of hanging) assert.equal((await post(key, "wait #hang", { timeout_s: 2 })).statusCode, 202);
@@ -315,11 +314,10 @@ describe("a node at its limit of active runs", () => {
       assert.equal(replay.statusCode, 200, "a replay is an answer, not a run: it needs no place");
       assert.equal(replay.headers["idempotency-replayed"], "true");
       // Once the hanging runs are cut at their timeout, the refused id runs.
-      let retried = refused;
-      for (let i = 0; i < 200 && retried.statusCode === 429; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        retried = await post(refusedKey, "one too many");
-      }
+      const retried = await waitFor("a place for the refused id once the hanging runs timed out", async () => {
+        const answer = await post(refusedKey, "one too many");
+        return answer.statusCode === 429 ? undefined : answer;
+      });
       assert.equal(retried.statusCode, 202, retried.payload);
     } finally {
       await node.close();
@@ -360,11 +358,10 @@ describe("a node at its limit of event streams", () => {
       assert.equal(third.status, 429);
       assert.equal(json(await third.body).code, "event-streams-exhausted");
       opened[0]!.destroy();
-      let again = third;
-      for (let i = 0; i < 100 && again.status !== 200; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        again = await open();
-      }
+      const again = await waitFor("the closed stream's place to be given back", async () => {
+        const answer = await open();
+        return answer.status === 429 ? undefined : answer;
+      });
       assert.equal(again.status, 200, "a stream that closed gave its place back");
     } finally {
       for (const request of opened) request.destroy();

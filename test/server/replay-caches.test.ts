@@ -172,6 +172,8 @@ describe("warmed replays over HTTP", () => {
     const fresh = await post(key);
     assert.equal(fresh.statusCode, 200, fresh.payload);
     const runId = (JSON.parse(fresh.payload) as { run_id: string }).run_id;
+    // Time itself is what is awaited: the store remembers a journal only once its file is older
+    // than SETTLED_FILE_MS by the clock (a machine's load only makes that come later, not sooner).
     await new Promise((r) => setTimeout(r, SETTLED_FILE_MS + 100));
     for (let i = 0; i < 3; i++) {
       const replay = await post(key);

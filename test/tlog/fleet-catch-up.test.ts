@@ -66,6 +66,7 @@ describe("transparency log catch-up after kill -9, in a fleet", { timeout: LONG_
       assert.equal(await store.indexOf(`run:${lost}`), undefined, "killed before the seal's leaf");
 
       // Node B records and logs runs after A died: its watermark passes the lost fact's time.
+      // Time itself is what is awaited: the watermark is a clock time, and must pass the lost fact's.
       await new Promise((r) => setTimeout(r, 4 * MARGIN_MS));
       const b = await nodeOf(homeB, url);
       try {
