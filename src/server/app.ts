@@ -18,6 +18,7 @@ import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_M
 import { parseJsonBodiesAsUtf8 } from "./json-body.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
+import { replySerializer } from "./reply-check.js";
 import { bundleRoutes } from "./routes/bundles.js";
 import { healthRoutes } from "./routes/health.js";
 import { invocationRoutes } from "./routes/invocations.js";
@@ -51,6 +52,8 @@ export interface CreateServerOptions {
   readonly requestArrivalMs?: number;
   /** the built console's directory (default: dist/console of this package) */
   readonly consoleDir?: string;
+  /** hold every reply against its route's response schema, failing it (500) on a mismatch (tests) */
+  readonly checkReplies?: boolean;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -92,9 +95,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     },
   }).withTypeProvider();
   app.setValidatorCompiler(validatorCompiler);
-  // Replies are plain JSON.stringify: the response schemas document and type them, and never
-  // silently drop a field the way a schema-driven serializer would.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.setSerializerCompiler(replySerializer(options.checkReplies === true));
   app.removeContentTypeParser("text/plain");
   parseJsonBodiesAsUtf8(app);
 

@@ -64,7 +64,7 @@ export async function openTestNode(root: string, options: TestNodeOptions = {}):
     jsonBodyBytes: 256 * 1024,
     logLevel: "silent",
     ...options.settings,
-  }, options.server);
+  }, { checkReplies: true, ...options.server });
   await app.ready();
   return {
     root,
