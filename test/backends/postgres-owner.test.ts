@@ -7,24 +7,12 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { isWardenError } from "../../src/core/errors.js";
 import { openPostgresBackend, type PostgresBackend } from "../../src/backends/postgres/index.js";
 import { SCHEMA_MIGRATIONS } from "../../src/backends/postgres/schema.js";
 import { Invocations } from "../../src/invocations/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { adminQuery as admin, startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { waitFor } from "../support/wait.js";
-
-
-async function admin<T>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T & pg.QueryResultRow>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await client.query<T & pg.QueryResultRow>(sql, values);
-  } finally {
-    await client.end();
-  }
-}
 
 describe("postgres owner lock", () => {
   let server: TestPostgres;
