@@ -15,10 +15,13 @@ export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const cliEntry = join(repo, "src", "cli", "run.ts");
 export const fixtureAgents = join(repo, "test", "fixtures", "agents");
 
-/** The environment of every child: nothing inherited that could point it at another node. */
+/**
+ * The environment of every child: nothing inherited that could point it at another node; a node
+ * it starts checks each reply against its response schema (WARDEN_CHECK_REPLIES).
+ */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { WARDEN_HOME: _h, WARDEN_URL: _u, WARDEN_TOKEN: _t, WARDEN_OBSERVER_TOKEN: _o, ...env } = process.env;
-  return { ...env, ...extra };
+  return { ...env, WARDEN_CHECK_REPLIES: "1", ...extra };
 }
 
 export interface NodeProcess {
