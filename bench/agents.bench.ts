@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
 import { codexConfigToml } from "../src/providers/codex-config.js";
 import { DEFAULT_PROVIDER_PROFILES, expandLaunchArgs, expandRunLaunch } from "../src/providers/profiles.js";
-import { cleanEnv, repo, startNode } from "../test/client/harness.js";
+import { cleanEnv, repo, startNode } from "../test/support/node.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
 import { Confinement } from "../src/sandbox/confinement.js";
 

@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import type { CDPSession, Page } from "playwright-core";
 import { WardenClient } from "../src/client/client.js";
-import { fixtureAgents, repo, startNode, type NodeProcess } from "../test/client/harness.js";
+import { fixtureAgents, repo, startNode, type NodeProcess } from "../test/support/node.js";
 import { launchChromium } from "../test/support/browser.js";
 import { seedRecordedClaims } from "../test/support/seed-claims.js";
 import { waitFor } from "../test/support/wait.js";

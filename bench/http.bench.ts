@@ -15,7 +15,7 @@ import * as http from "node:http";
 import { rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { availableParallelism, loadavg } from "node:os";
-import { fixtureAgents, startNode } from "../test/client/harness.js";
+import { fixtureAgents, startNode } from "../test/support/node.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, percentile, ratioLine } from "./baseline.js";
 
 const TOKEN = "bench-operator-token-0123456789abcdef";

@@ -36,7 +36,7 @@ import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.
 import { WardenClient, compileForPush } from "../src/client/index.js";
 import { forEachConcurrent } from "../src/client/pool.js";
 import type { Delivery } from "../src/delivery/service.js";
-import { startNode, type NodeProcess } from "../test/client/harness.js";
+import { startNode, type NodeProcess } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median, medianBy, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
 

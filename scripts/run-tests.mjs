@@ -4,14 +4,16 @@
 // What only Debian ships (a browser, Go, OpenSSH) is installed first by test-prereqs.mjs.
 //
 // Every test process gets a private TMPDIR, removed when the run ends however it ends (a
-// cancelled test, a test process killed, Ctrl-C), so no run leaves temp dirs behind. The summary
+// cancelled test, a test process killed, Ctrl-C), so no run leaves temp dirs behind, and a PATH of
+// what tests need only (testPath in test-prereqs.mjs), so that no test goes through a tool this
+// machine happens to have on its PATH. The summary
 // at the end is this script's, from scripts/test-outcomes.mjs: Node's own counts a timed-out or
 // cancelled test apart from failures (`fail 0 … cancelled 15`) and a skipped suite not at all.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join, relative } from "node:path";
 import { spawn } from "node:child_process";
-import { ensurePrerequisites } from "./test-prereqs.mjs";
+import { ensurePrerequisites, testPath } from "./test-prereqs.mjs";
 
 function walk(dir) {
   const out = [];
@@ -62,7 +64,7 @@ const child = spawn(
     `--test-reporter-destination=${outcomesFile}`,
     ...files,
   ],
-  { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp } },
+  { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp, PATH: testPath() } },
 );
 let interrupted;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {

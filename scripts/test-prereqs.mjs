@@ -7,7 +7,7 @@
 // reports. A prerequisite that cannot be installed fails the run with the one command that would.
 import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /**
  * `command`: absolute path, or a name looked up on PATH. `packages`: what apt-get installs for it.
@@ -39,9 +39,28 @@ function accessible(path, mode) {
   }
 }
 
+/** Where `command` is found (the directory of its first match on PATH), or undefined. */
+function whereOnPath(command) {
+  if (command.includes("/")) return accessible(command, constants.X_OK) ? dirname(command) : undefined;
+  return (process.env.PATH ?? "").split(":").find((dir) => dir !== "" && accessible(join(dir, command), constants.X_OK));
+}
+
 function onPath(command) {
-  if (command.includes("/")) return accessible(command, constants.X_OK);
-  return (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && accessible(join(dir, command), constants.X_OK));
+  return whereOnPath(command) !== undefined;
+}
+
+/** The system's own directories: the shell, coreutils, util-linux (unshare, mount), bubblewrap. */
+const SYSTEM_PATH = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+
+/**
+ * The PATH every test process gets: the node running the tests, the prerequisites above where
+ * they were found, and the system's directories, nothing else. Whatever else the machine has on
+ * its PATH (version-manager shims, global CLIs, a user's bin) is not there: a test that ran one
+ * would depend on this machine, and a shim can wait a minute on a lock of its own.
+ */
+export function testPath() {
+  const dirs = [dirname(process.execPath), ...DEBIAN_PREREQUISITES.map((p) => whereOnPath(p.command)), ...SYSTEM_PATH];
+  return [...new Set(dirs.filter((d) => d !== undefined))].join(":");
 }
 
 export function missingPrerequisites(list = DEBIAN_PREREQUISITES) {

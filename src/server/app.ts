@@ -19,6 +19,7 @@ import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_M
 import { parseJsonBodiesAsUtf8 } from "./json-body.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
+import { replySerializer } from "./reply-check.js";
 import { bundleRoutes } from "./routes/bundles.js";
 import { healthRoutes } from "./routes/health.js";
 import { invocationRoutes } from "./routes/invocations.js";
@@ -54,6 +55,8 @@ export interface CreateServerOptions {
   readonly consoleDir?: string;
   /** how long a new connection may stay silent, ms (default FIRST_REQUEST_MS; a seam for tests) */
   readonly firstRequestMs?: number;
+  /** hold every reply against its route's response schema, failing it (500) on a mismatch (tests) */
+  readonly checkReplies?: boolean;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -96,9 +99,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     },
   }).withTypeProvider();
   app.setValidatorCompiler(validatorCompiler);
-  // Replies are plain JSON.stringify: the response schemas document and type them, and never
-  // silently drop a field the way a schema-driven serializer would.
-  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.setSerializerCompiler(replySerializer(options.checkReplies === true));
   app.removeContentTypeParser("text/plain");
   parseJsonBodiesAsUtf8(app);
 

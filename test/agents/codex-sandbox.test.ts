@@ -17,7 +17,8 @@ import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { codexConfigToml } from "../../src/providers/codex-config.js";
 import { eventReader, stderrReader } from "../../src/runner/events.js";
 import { RunAnswer } from "../../src/runner/run-answer.js";
-import { repo, tempDir } from "../client/harness.js";
+import { repo } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const cli = join(repo, "node_modules", ".bin", "codex");
 const bwrap = ["/usr/bin/bwrap", "/bin/bwrap"].find((p) => existsSync(p));

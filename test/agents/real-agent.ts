@@ -22,9 +22,10 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
-import { httpCall, repo, startNode, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
+import { httpCall, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
 import { isAlive } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 export type RealProvider = "claude" | "codex";
 

@@ -11,8 +11,7 @@
  */
 import { after, before } from "node:test";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { appendFileSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
@@ -27,6 +26,7 @@ import type { TrustPolicy } from "../../src/signing/policy.js";
 import { Invocations } from "../../src/invocations/index.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import type { JournalStore, KeyStore } from "../../src/journal/types.js";
+import { tempDir } from "../support/temp.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { bytesOf, skillManifest, uploadMissing, type BuiltManifest } from "../delivery/store-harness.js";
 
@@ -105,7 +105,7 @@ function embeddedBackend(): BackendUnderTest {
     name: "embedded",
     hooks: () => undefined,
     async state(t) {
-      const root = mkdtempSync(join(tmpdir(), "warden-backends-"));
+      const root = tempDir("backends");
       const home = join(root, "home");
       const open: StoreNode[] = [];
       t.after(async () => {

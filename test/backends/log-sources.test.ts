@@ -9,8 +9,9 @@ import { randomUUID } from "node:crypto";
 import { rmSync } from "node:fs";
 import { isDamagedClaim, type RecordedCursor } from "../../src/invocations/claim-store.js";
 import { bundleStatement } from "../../src/signing/statement.js";
-import { makeKey, sshSignWith, tempDir } from "../signing/ssh-fixtures.js";
+import { makeKey, sshSignWith } from "../signing/ssh-fixtures.js";
 import { backendsUnderTest, commitWhole, uniqueBundle } from "./harness.js";
+import { tempDir } from "../support/temp.js";
 
 const BASE = Date.UTC(2026, 0, 1);
 
@@ -44,7 +45,7 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(await since(BASE, 1), [`1000:${ids[1_000]}`, `2000:${ids[2_000]}`, `3000:${ids[3_000]}`], "one row a page");
       assert.deepEqual(await since(BASE + 3_001, 10), []);
 
-      const keys = tempDir();
+      const keys = tempDir("sign");
       t.after(() => rmSync(keys, { recursive: true, force: true }));
       const signer = makeKey(keys, "later", "ed25519");
       now = BASE + 10_000;

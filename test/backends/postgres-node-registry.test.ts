@@ -4,20 +4,14 @@
  * new owner, listed with what it had announced, and the row of its lost incarnation is gone (never
  * listed again, deleted by the next registration).
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
-import { adminQuery, startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { adminQuery, useTestPostgres } from "../support/postgres.js";
 import { waitFor } from "../support/wait.js";
 
 describe("postgres node registry", () => {
-  let server: TestPostgres;
-  before(async () => {
-    server = await startTestPostgres();
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  const server = useTestPostgres();
 
   test("lists the nodes whose owner lock is held, with what each announced; a lost incarnation leaves it, its successor joins", async (t) => {
     const url = await server.createDatabase("registry");

@@ -5,12 +5,12 @@
  * connection (Linux /proc/net/tcp), over a real loopback TCP connection: short, not the system's
  * default of two hours.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { useTestPostgres } from "../support/postgres.js";
 
 /** `/proc/net/tcp` timer codes (`tr`): 2 is the keepalive timer. */
 const KEEPALIVE_TIMER = 2;
@@ -45,13 +45,7 @@ async function idleTimer(localPort: number, remotePort: number): Promise<{ timer
 }
 
 describe("postgres owner lock over TCP", () => {
-  let server: TestPostgres;
-  before(async () => {
-    server = await startTestPostgres({ tcp: true });
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  const server = useTestPostgres({ tcp: true });
 
   test("the server notices a vanished node within seconds: its end of the lock's connection keeps alive every 5 s, not every 2 hours", async (t) => {
     const url = server.overTcp(await server.createDatabase("keepalive"));

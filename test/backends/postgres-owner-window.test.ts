@@ -7,7 +7,7 @@
  * says healthy, sharing the real owner's id) must create no claim and record no result once the
  * owner's lock is gone.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import pg from "pg";
@@ -20,7 +20,7 @@ import { JournalPrefetch } from "../../src/backends/postgres/journal-store.js";
 import type { OwnerSession } from "../../src/backends/postgres/owner.js";
 import type { NewClaim, StoredResult } from "../../src/invocations/claim-store.js";
 import { claimHashOf } from "../../src/invocations/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { useTestPostgres } from "../support/postgres.js";
 
 async function admin<T extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<T[]> {
   const client = new pg.Client({ connectionString: url });
@@ -50,13 +50,7 @@ function newClaim(scope: string): NewClaim {
 }
 
 describe("postgres owner lock lost but not yet noticed", () => {
-  let server: TestPostgres;
-  before(async () => {
-    server = await startTestPostgres();
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  const server = useTestPostgres();
 
   test("the statements themselves create no claim and record no result under a lock that is gone", async (t) => {
     const url = await server.createDatabase("window");

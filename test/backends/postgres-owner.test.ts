@@ -4,36 +4,18 @@
  * node refuses to claim (storage-unavailable) and to record results under the lost owner, and it
  * comes back as a new owner. Also: two nodes migrating the same empty database at once.
  */
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { isWardenError } from "../../src/core/errors.js";
 import { openPostgresBackend, type PostgresBackend } from "../../src/backends/postgres/index.js";
 import { SCHEMA_MIGRATIONS } from "../../src/backends/postgres/schema.js";
 import { Invocations } from "../../src/invocations/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { adminQuery as admin, useTestPostgres } from "../support/postgres.js";
 import { waitFor } from "../support/wait.js";
 
-
-async function admin<T>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T & pg.QueryResultRow>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await client.query<T & pg.QueryResultRow>(sql, values);
-  } finally {
-    await client.end();
-  }
-}
-
 describe("postgres owner lock", () => {
-  let server: TestPostgres;
-  before(async () => {
-    server = await startTestPostgres();
-  });
-  after(async () => {
-    await server?.stop();
-  });
+  const server = useTestPostgres();
 
   test("nodes starting together on an empty database apply each migration once", async (t) => {
     const url = await server.createDatabase("migrate");

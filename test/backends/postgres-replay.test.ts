@@ -7,26 +7,15 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import pg from "pg";
 import { openPostgresBackend, type PostgresBackend } from "../../src/backends/postgres/index.js";
 import { Invocations } from "../../src/invocations/index.js";
-import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { adminQuery as admin, startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { sha256Digest } from "../../src/core/digest.js";
 
 const SCOPE = "replay";
 const REQUEST = { task: "replay" };
 /** Keys per read statement (READ_BATCH_ITEMS in claim-store.ts). */
 const KEYS_PER_READ = 32;
-
-async function admin<T extends pg.QueryResultRow>(url: string, sql: string, values: unknown[] = []): Promise<pg.QueryResult<T>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await client.query<T>(sql, values);
-  } finally {
-    await client.end();
-  }
-}
 
 interface Node {
   readonly backend: PostgresBackend;

@@ -57,6 +57,10 @@ function pausingCreate(stages: StageStore, reached: () => void, release: Promise
   });
 }
 
+/**
+ * Whether `promise` settles within `ms`: for checks that something waits (it must not settle),
+ * which have no event to wait for. A busy machine can only make a wrong answer show less often.
+ */
 const settledWithin = async (promise: Promise<unknown>, ms: number): Promise<boolean> => {
   let settled = false;
   void promise.then(
@@ -142,9 +146,13 @@ test("a session ended between two statements of a transaction fails it storage-u
     await assert.rejects(
       transaction(pool, "test a lost session", async (client) => {
         const pid = (await client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
-        await admin.query("SELECT pg_terminate_backend($1)", [pid]);
         // The session's end arrives while no statement runs: only the lent client hears it.
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        const ended = new Promise((resolve) => {
+          client.once("error", resolve);
+          client.once("end", resolve);
+        });
+        await admin.query("SELECT pg_terminate_backend($1)", [pid]);
+        await ended;
         await client.query("SELECT 1");
       }),
       { code: "storage-unavailable" },

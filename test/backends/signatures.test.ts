@@ -12,10 +12,11 @@ import { join } from "node:path";
 import { TrustPolicy } from "../../src/signing/policy.js";
 import { bundleStatement } from "../../src/signing/statement.js";
 import { rejectsWith, uploadMissing } from "../delivery/store-harness.js";
-import { makeKey, opensshVerifies, sshSignWith, tempDir, type TestKey } from "../signing/ssh-fixtures.js";
+import { makeKey, opensshVerifies, sshSignWith, type TestKey } from "../signing/ssh-fixtures.js";
 import { backendsUnderTest, uniqueBundle } from "./harness.js";
+import { tempDir } from "../support/temp.js";
 
-const dir = tempDir();
+const dir = tempDir("sign");
 const allowed = join(dir, "allowed_signers");
 let alice: TestKey;
 let bob: TestKey;

@@ -12,7 +12,8 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { spawn } from "node:child_process";
-import { cleanEnv, cliEntry, removeHome, repo, startNode, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
+import { cleanEnv, cliEntry, removeHome, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const recorder = pathToFileURL(join(repo, "test", "cli", "fixtures", "record-loads.mjs")).href;
 

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { spawn } from "node:child_process";
-import { cleanEnv, cliEntry, repo, warden as wardenProcess, type CliRun } from "../client/harness.js";
+import { cleanEnv, cliEntry, repo, warden as wardenProcess, type CliRun } from "../support/node.js";
 
 const dir = mkdtempSync(join(tmpdir(), "warden-cli-usage-"));
 const missing = join(dir, "missing.json");

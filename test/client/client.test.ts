@@ -11,8 +11,9 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { WardenClient, WardenConnectionError, createNodeFetch, WardenHttpError, compileForPush, derivedRevision, type FetchFn } from "../../src/client/index.js";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { closedPort, fixtureAgents, metricSum, removeHome, repo, startNode, tempDir, type NodeProcess } from "./harness.js";
+import { closedPort, fixtureAgents, metricSum, removeHome, repo, startNode, type NodeProcess } from "../support/node.js";
 import { writeRandomBundle } from "./bundle-gen.js";
+import { tempDir } from "../support/temp.js";
 
 const example = join(repo, "examples", "review-bundle");
 const fixtures = join(repo, "test", "fixtures", "bundles");

@@ -3,7 +3,6 @@
  * uploader that counts the bytes it sends, and small assertions on error codes and trees.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import assert from "node:assert/strict";
 import type { TestContext } from "node:test";
@@ -15,14 +14,13 @@ import type { Delivery } from "../../src/delivery/service.js";
 import type { MissingBlob } from "../../src/delivery/stage.js";
 import type { Manifest } from "../../src/delivery/manifest-types.js";
 import { buildManifest, type BuiltManifest, type FileSpec } from "./manifest-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 export { buildManifest, type BuiltManifest, type FileSpec };
 
 /** A private temporary warden home, removed after the test. */
 export function tempHome(t: TestContext, label = "store"): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `warden-delivery-${label}-`));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
+  return tempDir(`delivery-${label}`, (remove) => t.after(remove));
 }
 
 /** Opens the embedded delivery store and closes it after the test (closing twice is harmless). */

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { repo } from "../client/harness.js";
+import { repo } from "../support/node.js";
 // @ts-expect-error: a plain .mjs script, without type declarations
 import { collectCodes, readCatalog, renderReference } from "../../scripts/error-codes.mjs";
 

@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { openSync, readFileSync, readSync, closeSync, realpathSync } from "node:fs";
 import { join } from "node:path";
-import { repo } from "../client/harness.js";
+import { repo } from "../support/node.js";
 
 interface Pkg {
   version: string;

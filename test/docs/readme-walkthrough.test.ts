@@ -13,8 +13,9 @@ import { chmodSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
-import { cleanEnv, cliEntry, repo, tempDir } from "../client/harness.js";
+import { cleanEnv, cliEntry, repo } from "../support/node.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const SECTION = "## Five-minute walkthrough";
 

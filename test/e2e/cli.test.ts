@@ -15,7 +15,8 @@ import { join } from "node:path";
 import { hostname } from "node:os";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
-import { closedPort, fixtureAgents, removeHome, repo, startNode, tempDir, warden as runWarden, type CliRun, type NodeProcess } from "../client/harness.js";
+import { closedPort, fixtureAgents, removeHome, repo, startNode, warden as runWarden, type CliRun, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const example = join(repo, "examples", "review-bundle");
 const COMMANDS = [

@@ -12,10 +12,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { createHash, randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
-import { httpCall, repo, startNode, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { httpCall, repo, startNode, warden, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
 import { buildConsole, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-audit-operator-token-0123456789ab";
 

@@ -9,10 +9,11 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { httpCall, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { httpCall, startNode, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { buildConsole, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-fleet-operator-token-0123456789";
 

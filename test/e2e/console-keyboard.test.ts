@@ -11,10 +11,11 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { Browser, Page } from "playwright-core";
-import { httpCall, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { httpCall, startNode, type NodeProcess } from "../support/node.js";
 import { launchChromium } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
 import { buildConsole, fixtureAgentPath, UI_WAIT_MS } from "./console-support.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-keyboard-operator-token-0123456789";
 /** More Tab presses than any page here has stops: reaching it means the target is not reachable. */
@@ -137,8 +138,14 @@ describe("the console by keyboard alone (real Chromium, real node)", () => {
     await pressTo(page, "Tab", "the rationale again", (f) => f.tag === "TEXTAREA");
 
     // Evidence: Space on the file field opens the chooser (the browser's own dialog, answered here).
+    // Listening for the chooser is what asks Chromium to hand it over instead of showing it (which
+    // headless does by cancelling it), and Playwright sends that request without waiting for it:
+    // started together with the key press, it raced the press and lost on a busy machine. Started
+    // before the Tab presses below (each awaited, a round trip to the page), it is in effect well before Space.
+    const chooserOpened = page.waitForEvent("filechooser", { timeout: UI_WAIT_MS });
     await pressTo(page, "Tab", "the evidence field", (f) => f.type === "file");
-    const [chooser] = await Promise.all([page.waitForEvent("filechooser", { timeout: UI_WAIT_MS }), page.keyboard.press("Space")]);
+    await page.keyboard.press("Space");
+    const chooser = await chooserOpened;
     await chooser.setFiles({ name: "agent-ps.txt", mimeType: "text/plain", buffer: Buffer.from("no such process\n") });
     await page.locator("ul.evidence li").waitFor({ timeout: UI_WAIT_MS });
 

@@ -15,10 +15,11 @@ import type { Browser, Page } from "playwright-core";
 import { WardenClient } from "../../src/client/client.js";
 import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { httpCall, startNode, tempDir, type HttpCallOptions, type NodeProcess } from "../client/harness.js";
+import { httpCall, startNode, type HttpCallOptions, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
 import { buildConsole, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
+import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "console-live-operator-token-0123456789";
 const OBSERVER_TOKEN = "console-live-observer-token-0123456789";

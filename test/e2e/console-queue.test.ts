@@ -12,11 +12,12 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import type { Browser, Page } from "playwright-core";
-import { fixtureAgents, httpCall, repo, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, repo, startNode, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
 import { waitFor } from "../support/wait.js";
 import { firstRequestOf } from "../../src/server/console/preload.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-queue-operator-token-0123456789ab";
 /** Generous: the machine may be busy; each names what it waited for. */

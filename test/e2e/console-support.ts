@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { spawnSync } from "node:child_process";
 import type { Page } from "playwright-core";
-import { fixtureAgents, repo } from "../client/harness.js";
+import { fixtureAgents, repo } from "../support/node.js";
 
 /** Generous: the machine may be busy; each wait names what it waited for. */
 export const UI_WAIT_MS = 30_000;

@@ -15,11 +15,12 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { spawnSync } from "node:child_process";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { httpCall, repo, startNode, tempDir, warden, type HttpCallOptions, type NodeProcess } from "../client/harness.js";
+import { httpCall, repo, startNode, warden, type HttpCallOptions, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
 import { waitFor } from "../support/wait.js";
 import { fixtureAgentPath } from "./console-support.js";
+import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "console-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "console-observer-token-0123456789abcdef";

@@ -15,9 +15,10 @@ import { randomUUID } from "node:crypto";
 import { pathToFileURL } from "node:url";
 import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "fleet-operator-token-0123456789abcdef";
 /** The fixture claude, delayed when the prompt says #slow: the run outlasts a burst of retries. */
@@ -218,6 +219,7 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
 
     nodes.a = await start("a");
     assert.equal((await invoke(node("a"), key, body)).body.code, "unresolved");
+    // A pause, not a wait: it checks that nothing happens (the agent is not started again), which has no moment to wait for.
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(startsOf(key), 1, "never started again");
   });

@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { spawnSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { cliEntry, repo, tempDir } from "../client/harness.js";
+import { cliEntry, repo } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 /** Starts a node on the tmpfs, stops it, fills the tmpfs, starts it again; prints the second start's exit. */
 const SCRIPT = `

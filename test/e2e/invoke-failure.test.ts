@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { mkdirSync, rmSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { fixtureAgents, removeHome, startNode, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, removeHome, startNode, warden, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "invoke-failure-operator-token-0123456789abcdef";
 

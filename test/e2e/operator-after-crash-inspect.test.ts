@@ -9,7 +9,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { isAlive } from "../support/processes.js";
-import { httpCall, type CliRun, type NodeProcess } from "../client/harness.js";
+import { httpCall, type CliRun, type NodeProcess } from "../support/node.js";
 import { operatorScene, waitFor, type OperatorScene } from "./operator-after-crash-support.js";
 
 const TOKEN = "after-crash-operator-token-0123456789ab";
@@ -21,7 +21,6 @@ interface Inspected {
     agent_stopped?: { at: string; killed: number[]; by: { pid: number; host: string }; node_pid?: number }[];
   };
 }
-
 
 describe("operator after a crash: inspection says the orphaned agent was killed, and by whom", { skip: process.platform !== "linux" && "needs /proc" }, () => {
   let scene: OperatorScene;

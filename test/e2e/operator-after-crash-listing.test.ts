@@ -13,8 +13,9 @@ import { randomUUID } from "node:crypto";
 import { closeSync, mkdirSync, openSync, readSync, readdirSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { editClaim } from "../invocations/fixtures/tamper.js";
-import { httpCall, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { httpCall, warden, type NodeProcess } from "../support/node.js";
 import { startClaudeNode, waitFor } from "./operator-after-crash-support.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "after-crash-listing-token-0123456789abc";
 const SCOPE = "api:operator";
@@ -24,7 +25,6 @@ interface Item {
   status: string;
   problem?: string;
 }
-
 
 /** Flips one byte in the middle of a file, keeping its length (a bad disk, an edit). */
 function flipMiddleByte(file: string): void {

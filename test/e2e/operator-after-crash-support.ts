@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
-import { fixtureAgents, startNode, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 export { waitFor } from "../support/wait.js";
 

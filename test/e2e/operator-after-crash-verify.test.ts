@@ -11,11 +11,11 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { copyFileSync, mkdirSync, readdirSync, rmSync, truncateSync } from "node:fs";
 import { join } from "node:path";
-import { httpCall, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { httpCall, warden, type NodeProcess } from "../support/node.js";
 import { startClaudeNode, waitFor } from "./operator-after-crash-support.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "after-crash-verify-token-0123456789abcd";
-
 
 describe("operator after a crash: verifying a journal with no run in it is not a pass", () => {
   const root = tempDir("after-crash-verify");

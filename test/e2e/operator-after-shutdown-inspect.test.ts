@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isAlive } from "../support/processes.js";
-import { httpCall, type CliRun, type NodeProcess } from "../client/harness.js";
+import { httpCall, type CliRun, type NodeProcess } from "../support/node.js";
 import { operatorScene, waitFor, type OperatorScene } from "./operator-after-crash-support.js";
 
 const TOKEN = "after-shutdown-operator-token-0123456789";

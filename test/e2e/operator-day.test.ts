@@ -20,7 +20,8 @@ import { main } from "../../src/cli/main.js";
 import { WardenClient } from "../../src/client/client.js";
 import { compileDirectory } from "../../src/delivery/compile.js";
 import type { CliIo } from "../../src/cli/context.js";
-import { fixtureAgents, httpCall, removeHome, repo, startNode, tempDir, type CliRun, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, removeHome, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const example = join(repo, "examples", "review-bundle");
 const GIT_CHECKING_CODEX = `#!/usr/bin/env node

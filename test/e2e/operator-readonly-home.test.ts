@@ -9,8 +9,9 @@ import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
-import { cliEntry, tempDir } from "../client/harness.js";
+import { cliEntry } from "../support/node.js";
 import { READY_MS } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const SCRIPT = `
 mount -t tmpfs -o ro,size=1m none "$1" || exit 90

@@ -13,8 +13,9 @@ import { randomUUID } from "node:crypto";
 import { delimiter, join } from "node:path";
 import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { findCommand } from "../../src/runner/command-path.js";
-import { repo, tempDir, warden } from "../client/harness.js";
+import { repo, warden } from "../support/node.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "pinned-cli-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";

@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { delimiter, join } from "node:path";
-import { fixtureAgents, httpCall, removeHome, startNode, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, removeHome, startNode, warden, type NodeProcess } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "not-configured-operator-token-0123456789abcdef";
 

@@ -11,8 +11,9 @@ import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { WardenClient, compileForPush } from "../../src/client/index.js";
-import { cleanEnv, cliEntry, metricSum, removeHome, repo, startNode, tempDir, type NodeProcess } from "../client/harness.js";
+import { cleanEnv, cliEntry, metricSum, removeHome, repo, startNode, type NodeProcess } from "../support/node.js";
 import { writeRandomBundle } from "../client/bundle-gen.js";
+import { tempDir } from "../support/temp.js";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;

@@ -10,12 +10,12 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { openWarden } from "../../src/warden.js";
-import { tempDir } from "../client/harness.js";
+
 import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const SCOPE = "api:ops";
 const request = { task: "retained" };
-
 
 test("a node drops result payloads and captured outputs older than resultRetentionMs on its own, and keeps every identity", async (t) => {
   const home = tempDir("retention");

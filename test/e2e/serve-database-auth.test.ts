@@ -11,8 +11,9 @@ import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { tempDir, warden } from "../client/harness.js";
+import { warden } from "../support/node.js";
 import { READY_MS } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 /** An Authentication message: 'R', int32 length, int32 kind, payload. */
 function authentication(kind: number, payload: Buffer): Buffer {

@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { removeHome, startNode, tempDir, warden } from "../client/harness.js";
+import { removeHome, startNode, warden } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 function listenOnFreePort(): Promise<Server> {
   const server = createServer((socket) => socket.destroy());

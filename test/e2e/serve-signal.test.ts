@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { cleanEnv, cliEntry, tempDir } from "../client/harness.js";
+import { cleanEnv, cliEntry } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 test("SIGTERM the moment node.json appears: the node still shuts down gracefully", async (t) => {
   const root = tempDir("serve-signal");

@@ -7,7 +7,8 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { chmodSync, mkdirSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, warden } from "../client/harness.js";
+import { warden } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("serve: every unsafe mode of the home at once", () => {
   let dir: string;

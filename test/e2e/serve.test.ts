@@ -14,8 +14,9 @@ import { randomUUID } from "node:crypto";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { isAlive } from "../support/processes.js";
-import { fixtureAgents, httpCall, startNode, tempDir, type HttpCallOptions, type HttpReply, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "e2e-operator-token-0123456789abcdef";
 const OBSERVER_TOKEN = "e2e-observer-token-0123456789abcdef";
@@ -297,6 +298,7 @@ describe("warden serve (child process, HTTP only)", () => {
     const childPid = grandchildPids().at(-1)!;
     const [cleanChildPid, leaverChildPid] = grandchildPids("clean-grandchild").slice(-2) as [number, number];
     await waitFor("the leaving agent to exit once its node is gone", () => (!isAlive(leaverPid) ? true : undefined));
+    // A pause, not a wait: it checks that nothing happens (the orphans stay alive), which has no moment to wait for.
     await new Promise((r) => setTimeout(r, 200));
     const orphans = [agentPid, childPid, cleanChildPid, leaverChildPid];
     assert.ok(orphans.every(isAlive), "a node killed with -9 cannot stop its agents: what they started is orphaned");
@@ -315,6 +317,7 @@ describe("warden serve (child process, HTTP only)", () => {
     assert.equal(retry.body.code, "unresolved");
     const listed = await call("GET", "/v1/invocations?status=unresolved");
     assert.ok((listed.body.items as { id: string }[]).some((i) => i.id === key));
+    // A pause, not a wait: it checks that nothing happens (no agent started again), which has no moment to wait for.
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(startCount(), before + 2, "no agent was started again");
   });
@@ -373,6 +376,7 @@ describe("warden serve (child process, HTTP only)", () => {
       void (async () => {
         for (let sent = 0; sent < big.length; sent += 16 * 1024) {
           req.write(big.subarray(sent, sent + 16 * 1024));
+          // Pacing, not waiting: a slow upload is the thing under test (the node stops mid-chunk).
           await new Promise((r) => setTimeout(r, sent === 0 ? 500 : 100));
           if (sent === 0) node.child.kill("SIGTERM");
         }

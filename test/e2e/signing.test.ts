@@ -11,8 +11,9 @@ import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { WardenClient } from "../../src/client/index.js";
 import { bundleStatement } from "../../src/signing/statement.js";
-import { httpCall, removeHome, startNode, tempDir, warden, type NodeProcess } from "../client/harness.js";
+import { httpCall, removeHome, startNode, warden, type NodeProcess } from "../support/node.js";
 import { makeKey, opensshVerifies, sshAdd, startAgent, type TestKey } from "../signing/ssh-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 function bundleDir(root: string, name: string, text: string): string {
   const dir = join(root, name);

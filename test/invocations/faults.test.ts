@@ -7,6 +7,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import { openEnv, SCOPE, setup, stateDigest, type Env } from "./fixtures/env.js";
 import { withClaimsDb } from "./fixtures/tamper.js";
+import { waitFor } from "../support/wait.js";
 
 const request = { task: "fill" };
 
@@ -128,7 +129,7 @@ test("a run given up while its release cannot be stored (a full disk) reads unre
   // Room again: the next sighting stores the release, and the row itself then says so.
   disk.full = false;
   assert.equal((await invocations.lookup(SCOPE, id, request))?.status, "unresolved");
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  await waitFor("the release stored in the claim's row", async () => ((await env.backend.claims.get({ scope: SCOPE, id }))?.released === true ? true : undefined));
   assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true);
   assert.equal((await invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
 });
@@ -147,20 +148,19 @@ test("a release that could not be stored is stored in the background once there 
   // Another reader of the same store (another process, a fleet node): it knows only the stored row.
   const elsewhere = new Invocations({ claims: env.backend.claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
   const id = await giveUpWhileFull(invocations, disk);
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  await waitFor("three attempts to store the release while the disk is full", () => (disk.releases >= 3 ? true : undefined));
   assert.ok(disk.releases >= 3, `retried while full (${disk.releases} attempts)`);
   assert.equal((await elsewhere.lookup(SCOPE, id, request))?.status, "in_progress", "the row alone: its owner lives");
   disk.full = false;
-  const deadline = Date.now() + 2_000;
-  while ((await env.backend.claims.get({ scope: SCOPE, id }))?.released !== true && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await waitFor("the retried release stored once the disk has room", async () => ((await env.backend.claims.get({ scope: SCOPE, id }))?.released === true ? true : undefined));
   assert.equal((await env.backend.claims.get({ scope: SCOPE, id }))?.released, true, "stored with no sighting here");
   const seen = await elsewhere.lookup(SCOPE, id, request);
   assert.equal(seen?.status, "unresolved");
   assert.deepEqual(seen?.status === "unresolved" && seen.audit.reasons, ["released"]);
   // Stored once: the retries stop.
   const after = disk.releases;
+  // A pause, not a wait: it checks that nothing more happens, which has no moment to wait for;
+  // at the retry interval (40 ms) it spans several retries on an idle machine.
   await new Promise((resolve) => setTimeout(resolve, 150));
   assert.equal(disk.releases, after, "no retry after the release was stored");
 });

@@ -21,6 +21,7 @@ test("a release failing after stop() starts no retry timer", async () => {
   runs.stop(); // Invocations.close()
   await assert.rejects(runs.release({ scope: "s", id: "i" }, "run-1"));
   assert.equal(calls, 1);
+  // A pause, not a wait: it checks that nothing happens (no retry, at the 10 ms interval), which has no moment to wait for.
   await new Promise((r) => setTimeout(r, 120));
   assert.equal(calls, 1, `the closed store was tried ${calls - 1} more times after close`);
 });

@@ -15,7 +15,8 @@ import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { recordOf, started, tempDir } from "./helpers.js";
+import { recordOf, started } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const key = generateSigningKey().key;
 const effect = { type: "effect.started", effect_id: "e1", kind: "tool", name: "bash", fingerprint: "f" } as const;

@@ -1,17 +1,8 @@
 /** Shared builders for journal tests: temp dirs and hand-assembled journals (bypassing the writer's rules). */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { canonicalJson } from "../../src/core/canonical.js";
 import { encodeLine, lineHash, lineText, signingMessage } from "../../src/journal/line.js";
 import { ZERO_HASH, type JournalEntry, type JournalEvent, type PublicKeyRecord, type SigningKey } from "../../src/journal/types.js";
-
-export function tempDir(label: string, cleanup: (fn: () => void) => void): string {
-  const dir = mkdtempSync(join(tmpdir(), `warden-${label}-`));
-  cleanup(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 export function recordOf(key: SigningKey): PublicKeyRecord {
   return { key_id: key.key_id, public_key: key.public_key };

@@ -15,7 +15,8 @@ import {
   verifyEd25519,
 } from "../../src/journal/keys.js";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { buildJournal, cleanRunEvents, tempDir } from "./helpers.js";
+import { buildJournal, cleanRunEvents } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -156,6 +157,8 @@ describe("EmbeddedKeyStore", () => {
     const temp = join(dir, `.tmp-ed25519-000001.json.${"ab".repeat(8)}`);
     linkSync(file, temp);
     const loading = new EmbeddedKeyStore(dir).active();
+    // The publisher's gap between its two calls, as a duration: the loader must wait it out. On a
+    // busy machine the loader may only look after the unlink, and then sees a plain key (passes).
     await new Promise((resolve) => setTimeout(resolve, 60));
     unlinkSync(temp);
     assert.equal((await loading).key_id, key.key_id);
@@ -169,6 +172,7 @@ describe("EmbeddedKeyStore", () => {
     // What a kill -9 between link(temp, key) and unlink(temp) leaves behind.
     const temp = join(dir, `.tmp-ed25519-000001.json.${"cd".repeat(8)}`);
     linkSync(file, temp);
+    // Time itself is what is awaited: the leftover must be older than the publish window (100 ms).
     await new Promise((resolve) => setTimeout(resolve, 120));
     const restarted = new EmbeddedKeyStore(dir, { publishWindowMs: 100 });
     assert.equal((await restarted.active()).key_id, key.key_id);
@@ -197,6 +201,7 @@ describe("EmbeddedKeyStore", () => {
       await assert.rejects(new EmbeddedKeyStore(dir).active(), { code: "unsafe-storage-hard-link" });
       assert.equal(statSync(file).nlink, 2);
       // However old, a second link that is not a publisher's temp name for this key is never removed.
+      // (Time itself is awaited: the link is made older than the publish window of 50 ms.)
       await new Promise((resolve) => setTimeout(resolve, 60));
       await assert.rejects(new EmbeddedKeyStore(dir, { publishWindowMs: 50 }).active(), { code: "unsafe-storage-hard-link" });
       assert.equal(statSync(file).nlink, 2);

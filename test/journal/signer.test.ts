@@ -16,7 +16,8 @@ import type { SigningKey } from "../../src/journal/types.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import { tsWorker } from "../invocations/fixtures/ts-worker.js";
-import { cleanRunEvents, recordOf, tempDir } from "./helpers.js";
+import { cleanRunEvents, recordOf } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const { key, privatePkcs8 } = generateSigningKey();
 const privateKey = createPrivateKey({ key: Buffer.from(privatePkcs8), format: "der", type: "pkcs8" });

@@ -10,7 +10,8 @@ import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type ReconciliationReason } from "../../src/journal/inspect.js";
 import { EFFECT_KINDS, EFFECT_OUTCOMES, TERMINATION_REASONS, type EffectOutcome, type JournalEvent, type TerminationReason } from "../../src/journal/types.js";
-import { buildLines, lineNumberAt, recordOf, started, tempDir } from "./helpers.js";
+import { buildLines, lineNumberAt, recordOf, started } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const key = generateSigningKey().key;
 const trusted = [recordOf(key)];

@@ -11,7 +11,8 @@ import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun } from "../../src/journal/inspect.js";
 import { ZERO_HASH, type JournalEvent } from "../../src/journal/types.js";
-import { cleanRunEvents, recordOf, started, tempDir } from "./helpers.js";
+import { cleanRunEvents, recordOf, started } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const key = generateSigningKey().key;
 const trusted = [recordOf(key)];

@@ -16,7 +16,8 @@ import { resolveProfiles } from "../../src/providers/profiles.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import type { Materialization } from "../../src/providers/types.js";
 import { compileDirectory } from "../../src/delivery/compile.js";
-import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles, tempDir } from "./helpers.js";
+import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const pinnedBin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "node_modules", ".bin");
 

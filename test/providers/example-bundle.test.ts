@@ -11,7 +11,8 @@ import { fileURLToPath } from "node:url";
 import { compileDirectory } from "../../src/delivery/compile.js";
 import { PROVIDER_NAMES } from "../../src/providers/types.js";
 import type { ProviderPlans } from "../../src/client/wire.js";
-import { OPERATOR, OBSERVER, json, openTestNode, pushThroughApp, tempRoot, type TestNode } from "../server/helpers.js";
+import { OPERATOR, OBSERVER, json, openTestNode, pushThroughApp, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 const EXAMPLE = fileURLToPath(new URL("../../examples/review-bundle/", import.meta.url));
 
@@ -28,7 +29,7 @@ describe("examples/review-bundle", () => {
   let node: TestNode;
   let revision: string;
   before(async () => {
-    root = tempRoot("example-bundle");
+    root = tempDir("example-bundle");
     node = await openTestNode(root);
     const compiled = await compileDirectory(EXAMPLE, { bundleId: "review-bundle", revision: "r1" });
     revision = (await pushThroughApp(node.app, compiled)).revision as string;

@@ -4,7 +4,6 @@
  * dependency here, not the thing under test).
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { sha256Digest, type Digest } from "../../src/core/digest.js";
 import { NotFoundError } from "../../src/core/errors.js";
@@ -89,10 +88,6 @@ export class MemorySource implements BundleSource {
     if (bytes === undefined) throw new NotFoundError("blob-not-found", `no blob ${digest}`);
     return this.tamper ? this.tamper(digest, bytes) : bytes;
   }
-}
-
-export function tempDir(area: string): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `warden-${area}-`));
 }
 
 /** Every entry under `dir` as `d <rel> <mode>` / `f <rel> <mode> <sha256>` / `l <rel>`, sorted. */

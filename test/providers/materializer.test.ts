@@ -17,9 +17,9 @@ import {
   expectedListing,
   fullBundleFiles,
   listTree,
-  tempDir,
   type BundleFile,
 } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
 const WHOLE_BUNDLE_DIRS = ["bundle", "bundle/.claude-plugin", "bundle/skills", "bundle/skills/lint", "bundle/skills/review"];

@@ -11,10 +11,11 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { isWardenError } from "../../src/core/errors.js";
 import { openWarden, type Warden } from "../../src/warden.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { diesWithin, isAlive } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 interface Setup {
   readonly home: string;
@@ -50,7 +51,6 @@ function open(home: string, wrapper: string, activeRuns: number): Promise<Warden
 }
 
 const request = (prompt: string): { provider: string; prompt: string; timeout_s: number } => ({ provider: "kimi", prompt, timeout_s: 600 });
-
 
 test("the one run slot comes back after an agent killed by a signal and after one killed from outside", async (t) => {
   const { warden, pids } = await setup(t);

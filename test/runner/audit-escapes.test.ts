@@ -17,9 +17,10 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import type { EffectFinishedEvent } from "../../src/journal/types.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
+import { tempDir } from "../support/temp.js";
 /** Past every bound under test (timeout_s 2, the quiet bound): a run still going then hangs. */
 const DEADLINE_MS = 8_000;
 
@@ -94,6 +95,7 @@ test("a setsid daemon the agent leaves behind does not go on acting after the ru
   const effects = path.join(root, "effects");
   const size = (): number => (fs.existsSync(effects) ? fs.statSync(effects).size : 0);
   const before = size();
+  // A pause, not a wait: it checks that nothing happens (no tick from a daemon that ticked every 50 ms), which has no moment to wait for.
   await new Promise((r) => setTimeout(r, 300));
   assert.equal(size(), before, "the daemon's effects go on after the run was recorded");
 });

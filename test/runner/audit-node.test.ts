@@ -16,10 +16,11 @@ import { hostname } from "node:os";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { openWarden } from "../../src/warden.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { diesWithin, isAlive } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const NODE = fileURLToPath(new URL("./children/audit-node.ts", import.meta.url));
 const linuxOnly = { skip: process.platform !== "linux" && "needs /proc" };
@@ -67,7 +68,6 @@ function startNode(t: { after(fn: () => unknown): void }, home: string, wrapper:
   });
   return { child, launched, exited };
 }
-
 
 test("kill -9 of the node: its agent and the agent's setsid daemon run on until the next node kills them; the run reads unresolved and names where the agent ran", linuxOnly, async (t) => {
   const { root, home, wrapper, pids } = setup(t);

@@ -13,9 +13,10 @@ import { sha256Digest } from "../../src/core/digest.js";
 import type { Limits } from "../../src/core/limits.js";
 import type { EffectFinishedEvent, EffectStartedEvent } from "../../src/journal/types.js";
 import { openWarden } from "../../src/warden.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { SCOPE, journalOf, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { fixtureCommand, killFixture } from "./audit-fixture.js";
+import { tempDir } from "../support/temp.js";
 
 const MiB = 1024 * 1024;
 

@@ -5,9 +5,10 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { tempDir } from "../providers/helpers.js";
+
 import { isAlive, journalOf, openRunnerEnv, starts, SCOPE } from "./helpers.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const CHILD = fileURLToPath(new URL("./children/invoke.ts", import.meta.url));
 
@@ -22,7 +23,6 @@ function runChild(root: string, id: string, request: unknown): { done: Promise<{
   );
   return { done, pid: child.pid as number };
 }
-
 
 test("kill -9 of the node mid-run: after restart the id reads unresolved and the agent is not started again", { timeout: LONG_TEST_MS }, async (t) => {
   const root = tempDir("runner-crash");

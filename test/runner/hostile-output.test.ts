@@ -9,13 +9,14 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
-import { AGENTS, OPERATOR, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { AGENTS, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("an agent printing what JSON.parse reads but the journal cannot hold", () => {
   let root: string;
   let node: TestNode;
   before(async () => {
-    root = tempRoot("runner-hostile-output");
+    root = tempDir("runner-hostile-output");
     node = await openTestNode(root, { warden: { providers: { claude: { command: path.join(AGENTS, "claude-hostile-output.mjs") } } } });
   });
   after(async () => {

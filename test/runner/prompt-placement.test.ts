@@ -8,8 +8,9 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
-import { tempDir } from "../providers/helpers.js";
+
 import { SCOPE, isAlive, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const PROMPTS = ["review", "--help", "-m x", "resume", "-p", "--dangerously-skip-permissions"];
 

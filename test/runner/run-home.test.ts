@@ -13,8 +13,9 @@ import { isWardenError } from "../../src/core/errors.js";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
-import { fullBundleFiles, tempDir } from "../providers/helpers.js";
+import { fullBundleFiles } from "../providers/helpers.js";
 import { SCOPE, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
 

@@ -8,8 +8,9 @@ import { sha256Digest } from "../../src/core/digest.js";
 import { isWardenError } from "../../src/core/errors.js";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import type { EffectFinishedEvent, EffectStartedEvent, JournalEvent } from "../../src/journal/types.js";
-import { fullBundleFiles, tempDir } from "../providers/helpers.js";
+import { fullBundleFiles } from "../providers/helpers.js";
 import { AGENTS, SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
 const NO_MCP = { bundle_id: "review-tools", revision: "r1-no-mcp" };

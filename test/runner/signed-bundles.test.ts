@@ -10,9 +10,10 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { isWardenError } from "../../src/core/errors.js";
 import { TrustPolicy } from "../../src/signing/policy.js";
-import { fullBundleFiles, tempDir } from "../providers/helpers.js";
+import { fullBundleFiles } from "../providers/helpers.js";
 import { makeKey, sshSignWith, type TestKey } from "../signing/ssh-fixtures.js";
 import { SCOPE, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "signed-tools", revision: "r1" };
 

@@ -8,9 +8,10 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import type { EffectFinishedEvent } from "../../src/journal/types.js";
-import { tempDir } from "../providers/helpers.js";
+
 import { SCOPE, journalOf, openRunnerEnv } from "./helpers.js";
 import { fixtureCommand, killFixture } from "./audit-fixture.js";
+import { tempDir } from "../support/temp.js";
 
 test("children left in the agent's own group are not journaled as stragglers_killed", async (t) => {
   const root = tempDir("review-stragglers");

@@ -17,7 +17,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { Materializer } from "../../src/providers/materializer.js";
 import { removeTree } from "../../src/providers/tree-remove.js";
-import { MemorySource, fullBundleFiles, tempDir } from "../providers/helpers.js";
+import { MemorySource, fullBundleFiles } from "../providers/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const FILES = 400;
 const names = Array.from({ length: FILES }, (_, i) => `v${String(i).padStart(4, "0")}`);

@@ -20,7 +20,8 @@ import { once } from "node:events";
 import { fileURLToPath } from "node:url";
 import { WardenError } from "../../src/core/errors.js";
 import { Materializer } from "../../src/providers/materializer.js";
-import { MemorySource, fullBundleFiles, listTree, tempDir } from "../providers/helpers.js";
+import { MemorySource, fullBundleFiles, listTree } from "../providers/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), "materialize-swap-child.ts");
 const ROUNDS = 300;

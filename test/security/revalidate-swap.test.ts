@@ -15,7 +15,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { WardenError } from "../../src/core/errors.js";
 import { Materializer } from "../../src/providers/materializer.js";
-import { MemorySource, fullBundleFiles, type BundleFile, tempDir } from "../providers/helpers.js";
+import { MemorySource, fullBundleFiles, type BundleFile } from "../providers/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const BIG_FILES = 100;
 const ROUNDS = 80;

@@ -18,7 +18,8 @@ import type { AddressInfo } from "node:net";
 import { FileLock } from "../../src/storage/lock.js";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
-import { repo, tempDir } from "../client/harness.js";
+import { repo } from "../support/node.js";
+import { tempDir } from "../support/temp.js";
 
 const TOKEN = "home-operator-token-7f3a91c4d2e8b605";
 

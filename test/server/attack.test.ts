@@ -10,7 +10,8 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { CONSOLE_CSP } from "../../src/server/console/routes.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, json, logSink, openTestNode, pushThroughApp, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, json, logSink, openTestNode, pushThroughApp, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 const SECURITY_HEADERS = {
   "content-security-policy": CONSOLE_CSP,
@@ -26,7 +27,7 @@ describe("found under attack", () => {
   const log = logSink();
 
   before(async () => {
-    root = tempRoot("server-attack");
+    root = tempDir("server-attack");
     const dir = path.join(root, "console");
     fs.mkdirSync(path.join(dir, "assets"), { recursive: true });
     fs.writeFileSync(path.join(dir, "index.html"), "<!doctype html><title>console</title>");

@@ -10,19 +10,11 @@ import * as path from "node:path";
 import { hashToken, loadTokens } from "../../src/config/tokens.js";
 import { TokenAuthority } from "../../src/server/auth.js";
 import { createServer } from "../../src/server/app.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, json, logSink, useTestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("auth over HTTP", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-auth");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-auth");
 
   for (const [what, headers] of [
     ["no Authorization header", {}],
@@ -108,7 +100,7 @@ describe("auth over HTTP", () => {
 describe("token sources", () => {
   let root: string;
   before(() => {
-    root = tempRoot("server-tokens");
+    root = tempDir("server-tokens");
   });
   after(() => fs.rmSync(root, { recursive: true, force: true }));
 

@@ -17,9 +17,9 @@ import {
   openTestNode,
   pushThroughApp,
   storedState,
-  tempRoot,
   type TestNode,
-} from "./helpers.js";
+} from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 const KiB = 1024;
 
@@ -43,7 +43,7 @@ describe("bad input over HTTP", () => {
   let stageId: string;
   let pendingDigest: string;
   before(async () => {
-    root = tempRoot("server-bad-input");
+    root = tempDir("server-bad-input");
     node = await openTestNode(root, { settings: { jsonBodyBytes: 64 * KiB }, warden: { limits: { chunkBytes: 16 * KiB } } });
     // Something of everything stored: a committed bundle, a finished invocation, a half-uploaded stage.
     await pushThroughApp(node.app, await compileTestBundle(root, "kept", "r1"));

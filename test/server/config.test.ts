@@ -9,12 +9,12 @@ import { parseListen, urlOf } from "../../src/config/listen.js";
 import { TOKEN_FILE } from "../../src/config/tokens.js";
 import { FileLock } from "../../src/storage/lock.js";
 import { HOME_LOCK_FILE } from "../../src/warden/home-backend.js";
-import { tempRoot } from "./helpers.js";
+import { tempDir } from "../support/temp.js";
 
 describe("serve configuration", () => {
   let root: string;
   before(() => {
-    root = tempRoot("server-config");
+    root = tempDir("server-config");
   });
   after(() => fs.rmSync(root, { recursive: true, force: true }));
 

@@ -5,12 +5,11 @@
  * the app hands them to the problem handler, and its default parameter bound (100 characters)
  * is shorter than a valid scope in a URL.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import type { LightMyRequestResponse } from "fastify";
-import { OPERATOR, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OPERATOR, json, useTestNode } from "../support/app-node.js";
 
 function assertProblem(res: LightMyRequestResponse, status: number, code: string): Record<string, unknown> {
   assert.equal(res.statusCode, status, res.payload);
@@ -27,16 +26,7 @@ function assertProblem(res: LightMyRequestResponse, status: number, code: string
 }
 
 describe("HTTP conformance: URLs the router refuses", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-conformance");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-conformance");
 
   const stillServing = async (): Promise<void> => {
     const ready = await node.app.inject({ url: "/readyz", headers: OPERATOR });
@@ -80,16 +70,7 @@ describe("HTTP conformance: URLs the router refuses", () => {
 });
 
 describe("HTTP conformance: a known resource asked with a method it does not answer", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-conformance-405");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-conformance-405");
 
   it("is a 405 method-not-allowed problem naming the methods it does answer (Allow)", async () => {
     const stage = "0123456789abcdef0123456789abcdef";

@@ -7,7 +7,8 @@ import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 async function listen(node: TestNode): Promise<number> {
   await node.app.listen({ host: "127.0.0.1", port: 0 });
@@ -46,7 +47,7 @@ function serverConnections(node: TestNode): Promise<number> {
 
 describe("bounded connections", () => {
   it("2,000 idle sockets from one client stay within its bound, and an operator's real request still succeeds", { timeout: 120_000 }, async () => {
-    const node = await openTestNode(tempRoot("server-connections-flood"), { warden: { limits: { connections: 300, connectionsPerClient: 200 } } });
+    const node = await openTestNode(tempDir("server-connections-flood"), { warden: { limits: { connections: 300, connectionsPerClient: 200 } } });
     const sockets: net.Socket[] = [];
     try {
       const port = await listen(node);
@@ -71,7 +72,7 @@ describe("bounded connections", () => {
   });
 
   it("the operator's connections are never closed to make room; with none to close, a new one is refused with a problem", { timeout: 60_000 }, async () => {
-    const node = await openTestNode(tempRoot("server-connections-refused"), { warden: { limits: { connections: 10, connectionsPerClient: 3 } } });
+    const node = await openTestNode(tempDir("server-connections-refused"), { warden: { limits: { connections: 10, connectionsPerClient: 3 } } });
     const sockets: net.Socket[] = [];
     try {
       const port = await listen(node);
@@ -104,7 +105,7 @@ describe("bounded connections", () => {
   });
 
   it("a connection that sends no request in time is closed; one that sent its request is served", { timeout: 60_000 }, async () => {
-    const node = await openTestNode(tempRoot("server-connections-silent"), { server: { firstRequestMs: 300 } });
+    const node = await openTestNode(tempDir("server-connections-silent"), { server: { firstRequestMs: 300 } });
     try {
       const port = await listen(node);
       const silent = await connect(port);

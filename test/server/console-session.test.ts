@@ -9,7 +9,8 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { ConsoleSessions, LOGIN_MS, SESSION_MS } from "../../src/server/console/sessions.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("console sessions (in memory, with a clock)", () => {
   it("spends a login link on first use, refuses it after LOGIN_MS, and ends a session after SESSION_MS", () => {
@@ -35,7 +36,7 @@ describe("console over HTTP", () => {
   let built: TestNode;
 
   before(async () => {
-    root = tempRoot("console-http");
+    root = tempDir("console-http");
     // A built console of its own (a stand-in page and asset, as the build names them), so the test does not depend on `npm run build`.
     const dir = path.join(root, "console");
     fs.mkdirSync(path.join(dir, "assets"), { recursive: true });

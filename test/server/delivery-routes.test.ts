@@ -3,7 +3,7 @@
  * Upload-Offset, every chunk refusal with its status and code, commit and its replay, abort,
  * the catalog and materializations.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { hashToken } from "../../src/config/tokens.js";
@@ -21,24 +21,15 @@ import {
   logSink,
   openTestNode,
   pushThroughApp,
-  tempRoot,
-  type TestNode,
-} from "./helpers.js";
+  useTestNode,
+} from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 describe("delivery routes", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-delivery");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-delivery");
 
   it("uploads a bundle in chunks, resumes a stage, refuses bad chunks, commits idempotently", async () => {
-    const bundle = await compileTestBundle(root, "chunks", "r1");
+    const bundle = await compileTestBundle(node.root, "chunks", "r1");
     const begin = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest });
     assert.equal(begin.statusCode, 201);
     const begun = json(begin.payload);
@@ -119,7 +110,7 @@ describe("delivery routes", () => {
   it("logs chunk requests only at debug; a refused chunk is logged at info all the same", async () => {
     /** Pushes a new blob in two chunks plus one refused chunk; answers the log lines. */
     const linesAt = async (logLevel: LogLevel): Promise<{ msg: string; url?: string; code?: string }[]> => {
-      const bundle = await compileTestBundle(root, "chunk-logs", logLevel, { "notes/level.md": `new bytes at ${logLevel}\n`.repeat(50) });
+      const bundle = await compileTestBundle(node.root, "chunk-logs", logLevel, { "notes/level.md": `new bytes at ${logLevel}\n`.repeat(50) });
       const log = logSink();
       const sink = log.stream;
       const tokens = [{ name: "alice", role: "operator" as const, hash: hashToken(OPERATOR_TOKEN) }];
@@ -159,7 +150,7 @@ describe("delivery routes", () => {
   });
 
   it("lists bundles for observers, shows one, 404s an unknown one, and aborts stages", async () => {
-    const bundle = await compileTestBundle(root, "listed", "r1");
+    const bundle = await compileTestBundle(node.root, "listed", "r1");
     const receipt = await pushThroughApp(node.app, bundle);
     const list = await node.app.inject({ url: "/v1/bundles", headers: OBSERVER });
     assert.equal(list.statusCode, 200);
@@ -174,7 +165,7 @@ describe("delivery routes", () => {
     assert.equal(unknown.statusCode, 404);
     assert.equal(json(unknown.payload).code, "bundle-not-found");
 
-    const other = await compileTestBundle(root, "aborted", "r1", { "skills/extra/SKILL.md": "---\nname: extra\ndescription: An extra skill.\n---\nbody\n" });
+    const other = await compileTestBundle(node.root, "aborted", "r1", { "skills/extra/SKILL.md": "---\nname: extra\ndescription: An extra skill.\n---\nbody\n" });
     const stageId = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: other.manifest })).payload).stage_id as string;
     const del = await node.app.inject({ method: "DELETE", url: `/v1/stages/${stageId}`, headers: OPERATOR });
     assert.equal(del.statusCode, 204);
@@ -184,7 +175,7 @@ describe("delivery routes", () => {
   });
 
   it("materializes a committed revision for a provider", async () => {
-    const bundle = await compileTestBundle(root, "mat", "r1");
+    const bundle = await compileTestBundle(node.root, "mat", "r1");
     await pushThroughApp(node.app, bundle);
     const res = await node.app.inject({ method: "POST", url: "/v1/bundles/mat/r1/materializations", headers: OPERATOR, payload: { provider: "claude" } });
     assert.equal(res.statusCode, 201, res.payload);
@@ -211,7 +202,7 @@ describe("delivery routes", () => {
 
 describe("materialized trees kept by a node", () => {
   it("are bounded by limits.materializations (429), removed by DELETE /v1/materializations/{session}, which gives the place back", async () => {
-    const root = tempRoot("server-materializations");
+    const root = tempDir("server-materializations");
     const node = await openTestNode(root, { warden: { limits: { materializations: 2 } } });
     try {
       await pushThroughApp(node.app, await compileTestBundle(root, "kept", "r1"));
@@ -248,7 +239,7 @@ describe("materialized trees kept by a node", () => {
 
 describe("a revision retired over the API", () => {
   it("is refused to new sessions, stays listed, and the blobs only it held are deleted at once", async () => {
-    const root = tempRoot("server-retirement");
+    const root = tempDir("server-retirement");
     const node = await openTestNode(root);
     try {
       const r1 = await compileTestBundle(root, "ret", "r1", { "docs/only-r1.md": "only in r1\n" });

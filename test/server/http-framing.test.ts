@@ -9,8 +9,10 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as net from "node:net";
 import type { AddressInfo } from "node:net";
-import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, tempRoot, type TestNode } from "./helpers.js";
-import { READY_MS } from "../support/wait.js";
+import * as path from "node:path";
+import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, type TestNode } from "../support/app-node.js";
+import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 interface RawAnswer {
   readonly status: number;
@@ -48,7 +50,7 @@ describe("HTTP framing", () => {
   let port: number;
   before(async () => {
     // Requests must arrive within 1 s here (300 s in a real node).
-    node = await openTestNode(tempRoot("server-http-framing"), { server: { requestArrivalMs: 1000 } });
+    node = await openTestNode(tempDir("server-http-framing"), { server: { requestArrivalMs: 1000 } });
     await node.app.listen({ host: "127.0.0.1", port: 0 });
     port = (node.app.server.address() as AddressInfo).port;
   });
@@ -162,7 +164,7 @@ describe("a client that goes away mid-chunk", () => {
   it("is logged as such, not as a failure of the node, and nothing of its chunk is kept", async () => {
     const log = logSink();
     const sink = log.stream;
-    const node = await openTestNode(tempRoot("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
+    const node = await openTestNode(tempDir("server-client-gone"), { settings: { logLevel: "info" }, server: { logStream: sink } });
     try {
       await node.app.listen({ host: "127.0.0.1", port: 0 });
       const port = (node.app.server.address() as AddressInfo).port;
@@ -177,7 +179,10 @@ describe("a client that goes away mid-chunk", () => {
           `Content-Type: application/octet-stream\r\nUpload-Offset: 0\r\nContent-Length: ${blob.byte_len}\r\n\r\n`,
       );
       socket.write(contentOf(bundle, blob.digest).subarray(0, 3));
-      await new Promise((r) => setTimeout(r, 100));
+      // The client leaves mid-chunk only once the node is in it: its 3 bytes are in the blob's partial.
+      const partialOf3 = (dir: string): boolean =>
+        fs.existsSync(dir) && fs.readdirSync(dir, { withFileTypes: true }).some((e) => (e.isDirectory() ? partialOf3(path.join(dir, e.name)) : fs.statSync(path.join(dir, e.name)).size === 3));
+      await waitFor("the chunk's first 3 bytes in the blob's partial", () => (partialOf3(path.join(node.home, "delivery", "stages")) ? true : undefined));
       socket.destroy();
       let status = json((await node.app.inject({ url: `/v1/stages/${stageId}`, headers: OPERATOR })).payload);
       for (let i = 0; i < 100 && !log.text().includes("client went away"); i++) {

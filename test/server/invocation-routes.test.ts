@@ -4,29 +4,21 @@
  * from the token, Cache-Control on every reply, lookup without claims, listing, inspection and
  * reconciliation, journals, verification, SSE and keys.
  */
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { verifyJournal } from "../../src/journal/verify.js";
-import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, tempRoot, type TestNode } from "./helpers.js";
+import { OBSERVER, OPERATOR, json, logSink, openTestNode, starts, useTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 import { READY_MS, waitFor } from "../support/wait.js";
 
 type Reply = Awaited<ReturnType<TestNode["app"]["inject"]>>;
 
 describe("invocation routes", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-invocations");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-invocations");
 
   const post = (key: string | undefined, body: unknown, extra: Record<string, string> = {}): Promise<Reply> =>
     node.app.inject({
@@ -38,12 +30,10 @@ describe("invocation routes", () => {
   const get = (url: string, headers: Record<string, string> = OBSERVER): Promise<Reply> => node.app.inject({ url, headers });
 
   async function until(key: string, status: string): Promise<Record<string, unknown>> {
-    for (let i = 0; i < 200; i++) {
+    return waitFor(`${key} to become ${status}`, async () => {
       const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
-      if (view.status === status) return view;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    throw new Error(`${key} never became ${status}`);
+      return view.status === status ? view : undefined;
+    });
   }
 
   it("runs once, then replays the recorded result with Idempotency-Replayed: true", async () => {
@@ -274,7 +264,7 @@ describe("invocation routes", () => {
 
 describe("a run that ends without a recorded result", () => {
   it("says so in the node's log, naming the invocation and its run: its caller may be long gone", async () => {
-    const root = tempRoot("server-invocations-log");
+    const root = tempDir("server-invocations-log");
     const log = logSink();
     const sink = log.stream;
     const node = await openTestNode(root, { settings: { logLevel: "warn" }, server: { logStream: sink } });
@@ -301,16 +291,16 @@ describe("a run that ends without a recorded result", () => {
 
 describe("a node at its limit of active runs", () => {
   it("refuses a new id with 429 run-capacity-exhausted and claims nothing; replays still answer; a run ending frees a place", async () => {
-    const root = tempRoot("server-invocations-capacity");
+    const root = tempDir("server-invocations-capacity");
     const node = await openTestNode(root, { warden: { limits: { activeRuns: 2 } } });
     const post = (key: string, prompt: string, extra: Record<string, unknown> = {}) =>
       node.app.inject({ method: "POST", url: "/v1/invocations", headers: { ...OPERATOR, "idempotency-key": key }, payload: { provider: "claude", prompt, ...extra } });
     try {
       const recorded = randomUUID();
       assert.equal((await post(recorded, "done", {})).statusCode, 202);
-      for (let i = 0; i < 100 && json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status !== "recorded"; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await waitFor(`run ${recorded} to be recorded`, async () =>
+        json((await node.app.inject({ url: `/v1/invocations/api:alice/${recorded}`, headers: OPERATOR })).payload).status === "recorded" ? true : undefined,
+      );
       // Its place is free once its run has cleaned up after the record (materialization, run home).
       await waitFor("the recorded run to leave the active runs", () => (node.warden.activeRuns === 0 ? true : undefined), READY_MS);
       // Two runs that hang until their 2 s timeout: the node's two places.
@@ -326,11 +316,10 @@ describe("a node at its limit of active runs", () => {
       assert.equal(replay.statusCode, 200, "a replay is an answer, not a run: it needs no place");
       assert.equal(replay.headers["idempotency-replayed"], "true");
       // Once the hanging runs are cut at their timeout, the refused id runs.
-      let retried = refused;
-      for (let i = 0; i < 200 && retried.statusCode === 429; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        retried = await post(refusedKey, "one too many");
-      }
+      const retried = await waitFor("a place for the refused id once the hanging runs timed out", async () => {
+        const answer = await post(refusedKey, "one too many");
+        return answer.statusCode === 429 ? undefined : answer;
+      });
       assert.equal(retried.statusCode, 202, retried.payload);
     } finally {
       await node.close();
@@ -341,7 +330,7 @@ describe("a node at its limit of active runs", () => {
 
 describe("a node at its limit of event streams", () => {
   it("refuses one more with 429 event-streams-exhausted, and takes it once a stream closes", async () => {
-    const root = tempRoot("server-invocations-streams");
+    const root = tempDir("server-invocations-streams");
     const node = await openTestNode(root, { warden: { limits: { eventStreams: 2 } } });
     const opened: http.ClientRequest[] = [];
     try {
@@ -371,11 +360,10 @@ describe("a node at its limit of event streams", () => {
       assert.equal(third.status, 429);
       assert.equal(json(await third.body).code, "event-streams-exhausted");
       opened[0]!.destroy();
-      let again = third;
-      for (let i = 0; i < 100 && again.status !== 200; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-        again = await open();
-      }
+      const again = await waitFor("the closed stream's place to be given back", async () => {
+        const answer = await open();
+        return answer.status === 429 ? undefined : answer;
+      });
       assert.equal(again.status, 200, "a stream that closed gave its place back");
     } finally {
       for (const request of opened) request.destroy();
@@ -387,7 +375,7 @@ describe("a node at its limit of event streams", () => {
 
 describe("a request refused while the node cannot take it", () => {
   it("is logged once as a warning with its code, not as an error with a stack", async () => {
-    const root = tempRoot("server-invocations-503");
+    const root = tempDir("server-invocations-503");
     const log = logSink();
     const node = await openTestNode(root, { settings: { logLevel: "info" }, server: { logStream: log.stream } });
     try {

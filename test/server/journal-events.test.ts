@@ -8,7 +8,8 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
-import { OPERATOR, openTestNode, tempRoot } from "./helpers.js";
+import { OPERATOR, openTestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 /** Bytes this process has read so far, from files and sockets alike (Linux /proc/self/io `rchar`). */
 function bytesRead(): number {
@@ -19,7 +20,7 @@ function bytesRead(): number {
 
 describe("a run's live event stream", () => {
   it("reads each journal byte once however many lines are appended while it is watched", async () => {
-    const root = tempRoot("server-journal-events");
+    const root = tempDir("server-journal-events");
     const node = await openTestNode(root);
     let request: http.ClientRequest | undefined;
     try {

@@ -11,8 +11,9 @@ import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { promisify } from "node:util";
-import { repo } from "../client/harness.js";
-import { openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { repo } from "../support/node.js";
+import { openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 interface LintReport {
   totals: { errors: number; warnings: number };
@@ -30,7 +31,7 @@ describe("the served OpenAPI document passes Redocly's recommended rules", () =>
   let report: LintReport;
 
   before(async () => {
-    node = await openTestNode(tempRoot("openapi-lint"));
+    node = await openTestNode(tempDir("openapi-lint"));
     dir = fs.mkdtempSync(path.join(node.root, "lint-"));
     const served = await node.app.inject({ url: "/openapi.json" });
     assert.equal(served.statusCode, 200);

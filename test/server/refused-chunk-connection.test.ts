@@ -9,8 +9,9 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
-import { OPERATOR, compileTestBundle, json, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OPERATOR, compileTestBundle, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { READY_MS } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const MiB = 1024 * 1024;
 
@@ -54,7 +55,7 @@ describe("a chunk refused part-way leaves the connection usable", () => {
   let digest: string;
   let agent: http.Agent;
   before(async () => {
-    node = await openTestNode(tempRoot("server-refused-chunk"));
+    node = await openTestNode(tempDir("server-refused-chunk"));
     const bundle = await compileTestBundle(node.root, "refused-chunk", "r1");
     const begun = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);
     stageId = begun.stage_id as string;

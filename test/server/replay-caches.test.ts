@@ -17,7 +17,8 @@ import { REMEMBERED_READ_MS, SETTLED_FILE_MS, SmallReadJournalStore } from "../.
 import { sha256Digest } from "../../src/core/digest.js";
 import { claimHashOf, type ClaimRecord } from "../../src/invocations/index.js";
 import { claimRow, editClaim } from "../invocations/fixtures/tamper.js";
-import { OPERATOR, openTestNode, tempRoot, type TestNode } from "./helpers.js";
+import { OPERATOR, useTestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 const RUN = "0b7f6a52-3d1e-4c8a-9f1e-2a4b6c8d0e1f";
 
@@ -37,7 +38,7 @@ function flipByte(file: string, at: number): void {
 describe("journal read cache", () => {
   let root: string;
   before(() => {
-    root = tempRoot("server-replay-journal");
+    root = tempDir("server-replay-journal");
   });
   after(() => fs.rmSync(root, { recursive: true, force: true }));
 
@@ -101,7 +102,7 @@ describe("claim store row cache", () => {
   let root: string;
   let store: EmbeddedClaimStore;
   before(() => {
-    root = tempRoot("server-replay-claims");
+    root = tempDir("server-replay-claims");
     fs.mkdirSync(path.join(root, "owners"), { mode: 0o700 });
     store = EmbeddedClaimStore.open({ path: path.join(root, CLAIMS_DATABASE), ownersDir: path.join(root, "owners"), maxClaims: 100 });
   });
@@ -160,16 +161,7 @@ describe("claim store row cache", () => {
 });
 
 describe("warmed replays over HTTP", () => {
-  let root: string;
-  let node: TestNode;
-  before(async () => {
-    root = tempRoot("server-replay-warm");
-    node = await openTestNode(root);
-  });
-  after(async () => {
-    await node.close();
-    fs.rmSync(root, { recursive: true, force: true });
-  });
+  const node = useTestNode("server-replay-warm");
 
   const body = { provider: "kimi", prompt: "replay me" };
   const post = (key: string) =>
@@ -180,6 +172,8 @@ describe("warmed replays over HTTP", () => {
     const fresh = await post(key);
     assert.equal(fresh.statusCode, 200, fresh.payload);
     const runId = (JSON.parse(fresh.payload) as { run_id: string }).run_id;
+    // Time itself is what is awaited: the store remembers a journal only once its file is older
+    // than SETTLED_FILE_MS by the clock (a machine's load only makes that come later, not sooner).
     await new Promise((r) => setTimeout(r, SETTLED_FILE_MS + 100));
     for (let i = 0; i < 3; i++) {
       const replay = await post(key);

@@ -4,10 +4,11 @@ import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadServeConfig } from "../../src/config/serve-config.js";
-import { codeOf, tempDir } from "./ssh-fixtures.js";
+import { codeOf } from "./ssh-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 function homeWith(config: unknown): string {
-  const home = join(tempDir("warden-sign-config-"), "home");
+  const home = join(tempDir("sign-config"), "home");
   mkdirSync(home, { mode: 0o700 });
   writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   return home;

@@ -10,14 +10,14 @@ import fc from "fast-check";
 import { parseAllowedSigners } from "../../src/signing/allowed-signers.js";
 import { encodeArmor, parseSshsig, verifySshsig } from "../../src/signing/sshsig.js";
 import { bundleStatement } from "../../src/signing/statement.js";
-import { codeOf, makeKey, sshSignWith, tempDir } from "./ssh-fixtures.js";
+import { codeOf, makeKey, sshSignWith } from "./ssh-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 const SIGNATURE_CODES = new Set(["bundle-signature-malformed", "bundle-signature-key-unsupported", "bundle-signature-invalid"]);
 
-
 const statement = bundleStatement({ bundle_id: "fuzz", revision: "r1", bundle_digest: "sha256:" + "c".repeat(64), manifest_digest: "sha256:" + "d".repeat(64) });
 const message = Buffer.from(statement);
-const dir = tempDir();
+const dir = tempDir("sign");
 const keys = [makeKey(dir, "e", "ed25519"), makeKey(dir, "p", "ecdsa", 256), makeKey(dir, "r", "rsa", 2048)];
 const signatures = keys.map((k) => sshSignWith(k.path, statement));
 const blobs = signatures.map((s) => Buffer.from(parseSshsig(s).blob));

@@ -12,7 +12,8 @@ import { isWardenError } from "../../src/core/errors.js";
 import { parseAllowedSigners } from "../../src/signing/allowed-signers.js";
 import { TrustPolicy, type TrustRuleConfig } from "../../src/signing/policy.js";
 import { bundleStatement } from "../../src/signing/statement.js";
-import { certify, codeOf, makeKey, opensshVerifies, skEd25519Signature, sshAdd, sshSignWith, startAgent, tempDir, type TestKey } from "./ssh-fixtures.js";
+import { certify, codeOf, makeKey, opensshVerifies, skEd25519Signature, sshAdd, sshSignWith, startAgent, type TestKey } from "./ssh-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 const subject = (revision = "r1") => ({
   bundle_id: "team-tools",
@@ -24,7 +25,7 @@ const subject = (revision = "r1") => ({
 const refusal = codeOf;
 
 describe("trust policy", () => {
-  const dir = tempDir();
+  const dir = tempDir("sign");
   let alice: TestKey, bob: TestKey, carol: TestKey, dave: TestKey, old: TestKey, future: TestKey, ca: TestKey, cert: TestKey;
   const file = join(dir, "allowed_signers");
   let lines: string[];

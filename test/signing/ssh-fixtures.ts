@@ -4,16 +4,11 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash, generateKeyPairSync, sign as cryptoSign } from "node:crypto";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isWardenError } from "../../src/core/errors.js";
 import { encodeArmor, sshsigSignedData } from "../../src/signing/sshsig.js";
 import { SshWriter } from "../../src/signing/ssh-wire.js";
-
-export function tempDir(prefix = "warden-sign-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
-}
 
 export interface TestKey {
   readonly path: string;
@@ -100,7 +95,6 @@ export function skEd25519Signature(text: string, options: { flags?: number; appl
   const blob = new SshWriter().raw("SSHSIG").uint32(1).string(keyBlob).string(namespace).string("").string("sha512").string(sigWire).bytes();
   return { armored: encodeArmor(blob), publicLine: `sk-ssh-ed25519@openssh.com ${keyBlob.toString("base64")}` };
 }
-
 
 /** The code of the WardenError `fn` throws, or "accepted"; any other exception fails the test. */
 export function codeOf(fn: () => unknown): string {

@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { encodeArmor, parseSshsig, verifySshsig } from "../../src/signing/sshsig.js";
 import { bundleStatement } from "../../src/signing/statement.js";
 import { SshWriter } from "../../src/signing/ssh-wire.js";
-import { codeOf, makeKey, opensshVerifies, skEd25519Signature, sshSignWith, tempDir } from "./ssh-fixtures.js";
+import { codeOf, makeKey, opensshVerifies, skEd25519Signature, sshSignWith } from "./ssh-fixtures.js";
+import { tempDir } from "../support/temp.js";
 
 const subject = {
   bundle_id: "review-tools",
@@ -21,9 +22,8 @@ const subject = {
 const statement = bundleStatement(subject);
 const message = Buffer.from(statement, "utf8");
 
-
 describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
-  const dir = tempDir();
+  const dir = tempDir("sign");
   const cases = [
     { name: "ed25519", type: "ed25519" as const, wire: "ssh-ed25519", sigType: "ssh-ed25519" },
     { name: "ecdsa256", type: "ecdsa" as const, bits: 256, wire: "ecdsa-sha2-nistp256", sigType: "ecdsa-sha2-nistp256" },
@@ -75,7 +75,7 @@ describe("SSHSIG by ssh-keygen -Y sign verifies in-process", () => {
 });
 
 test("sk-ssh-ed25519: a signature built per PROTOCOL.u2f verifies here and in OpenSSH", () => {
-  const dir = tempDir();
+  const dir = tempDir("sign");
   const { armored, publicLine } = skEd25519Signature(statement);
   const sig = parseSshsig(armored);
   assert.equal(sig.publicKey.type, "sk-ssh-ed25519@openssh.com");

@@ -23,6 +23,8 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { createServer as createNetServer, type AddressInfo } from "node:net";
+import assert from "node:assert/strict";
+import { after, before } from "node:test";
 import pg from "pg";
 
 export interface TestPostgres {
@@ -371,6 +373,32 @@ export async function adminQuery<T extends pg.QueryResultRow = pg.QueryResultRow
   } finally {
     await client.end();
   }
+}
+
+/**
+ * One server for every test of the enclosing describe: started by its before hook, stopped by its
+ * after hook. The answer stands for the server; use it inside tests.
+ */
+export function useTestPostgres(options: { readonly tcp?: boolean } = {}): TestPostgres {
+  let started: TestPostgres | undefined;
+  before(async () => {
+    started = await startTestPostgres(options);
+  });
+  after(async () => {
+    await started?.stop();
+  });
+  const server = (): TestPostgres => started ?? assert.fail("the test PostgreSQL is started by a before hook: use it inside a test");
+  return {
+    get owned() {
+      return server().owned;
+    },
+    createDatabase: (label) => server().createDatabase(label),
+    overTcp: (url) => server().overTcp(url),
+    stopServer: (mode) => server().stopServer(mode),
+    startServer: () => server().startServer(),
+    serverCpuMs: () => server().serverCpuMs(),
+    stop: () => server().stop(),
+  };
 }
 
 /**

@@ -10,14 +10,15 @@ import * as path from "node:path";
 import { DEFAULT_WATERMARK_MARGIN_MS } from "../../src/tlog/log.js";
 import type { Statement } from "../../src/tlog/statements.js";
 import { openWarden } from "../../src/warden.js";
-import { tempRoot } from "../server/helpers.js";
+
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const commit = (revision: string): Statement => ({ v: 1, type: "bundle.committed", bundle_id: "retry", revision, bundle_digest: `sha256:${"a".repeat(64)}`, manifest_digest: `sha256:${"b".repeat(64)}` });
 
 describe("a failed append", () => {
   it("is tried again until stored, and holds the watermark below its fact meanwhile", async () => {
-    const root = tempRoot("tlog-retry");
+    const root = tempDir("tlog-retry");
     let failing = true;
     const warden = await openWarden({
       home: path.join(root, "home"),

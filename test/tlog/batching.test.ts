@@ -13,7 +13,7 @@ import { EmbeddedLogStore } from "../../src/backends/embedded/log-store.js";
 import { TransparencyLog } from "../../src/tlog/log.js";
 import type { Statement } from "../../src/tlog/statements.js";
 import type { LeafInput } from "../../src/tlog/store.js";
-import { tempRoot } from "../server/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const commit = (revision: string): Statement => ({ v: 1, type: "bundle.committed", bundle_id: "batch", revision, bundle_digest: `sha256:${"a".repeat(64)}`, manifest_digest: `sha256:${"b".repeat(64)}` });
 
@@ -24,7 +24,7 @@ async function hops(n: number): Promise<void> {
 
 describe("the log's batches", () => {
   it("statements attested in one turn of the event loop, a few microtask hops apart, are stored in one transaction", async () => {
-    const root = tempRoot("tlog-batching");
+    const root = tempDir("tlog-batching");
     const store = new EmbeddedLogStore(path.join(root, "tlog.sqlite"));
     const batches: number[] = [];
     const append = store.append.bind(store);

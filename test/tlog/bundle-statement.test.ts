@@ -19,9 +19,10 @@ import { parseHashes } from "../../src/tlog/verify.js";
 import { openWarden } from "../../src/warden.js";
 import { uniqueBundle } from "../backends/harness.js";
 import { uploadMissing } from "../delivery/store-harness.js";
-import { tempRoot } from "../server/helpers.js";
-import { makeKey, sshSignWith, tempDir } from "../signing/ssh-fixtures.js";
+
+import { makeKey, sshSignWith } from "../signing/ssh-fixtures.js";
 import { entryLeaves } from "./entries.js";
+import { tempDir } from "../support/temp.js";
 
 const receipt = {
   bundle_id: "review-tools",
@@ -44,8 +45,8 @@ test("an unsigned commit's leaf has no signers member; a signed one names each s
 });
 
 test("a signature added after the commit is its own leaf, with the armored signature's sha256, and its inclusion proof verifies", async () => {
-  const root = tempRoot("tlog-signed");
-  const keys = tempDir();
+  const root = tempDir("tlog-signed");
+  const keys = tempDir("sign");
   const warden = await openWarden({ home: path.join(root, "home"), log: { origin: "warden.test/signed", checkpointIntervalMs: 3_600_000 } });
   try {
     const signer = makeKey(keys, "release", "ed25519");

@@ -22,8 +22,9 @@ import { openWarden } from "../../src/warden.js";
 import { uniqueBundle } from "../backends/harness.js";
 import { uploadMissing } from "../delivery/store-harness.js";
 import { entryLeaves } from "./entries.js";
-import { makeKey, tempDir } from "../signing/ssh-fixtures.js";
-import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, tempRoot } from "../server/helpers.js";
+import { makeKey } from "../signing/ssh-fixtures.js";
+import { OBSERVER, OBSERVER_TOKEN, json, openTestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
 
 const CHILD = fileURLToPath(new URL("../fixtures/tlog/kill-before-append.ts", import.meta.url));
 const ORIGIN = "warden.test/catch-up";
@@ -53,9 +54,9 @@ async function logged(home: string, key: string): Promise<boolean> {
 
 describe("transparency log catch-up after kill -9", () => {
   it("a seal, a receipt, a commit and a later signature killed before their leaf are logged at the next start", async () => {
-    const root = tempRoot("tlog-catch-up");
+    const root = tempDir("tlog-catch-up");
     const home = path.join(root, "home");
-    const keys = tempDir();
+    const keys = tempDir("sign");
     const signer = makeKey(keys, "signer", "ed25519");
     try {
       // Each kill is checked right away: the fact's leaf is missing (the next child's start would add it).
@@ -119,7 +120,7 @@ describe("transparency log catch-up after kill -9", () => {
   });
 
   it("a record it cannot read does not stop the start: counted, and the watermark stays for the next start", async () => {
-    const root = tempRoot("tlog-catch-up-damaged");
+    const root = tempDir("tlog-catch-up-damaged");
     const home = path.join(root, "home");
     try {
       const first = await openWarden({ home, log: { origin: ORIGIN } });

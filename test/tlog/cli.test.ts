@@ -15,14 +15,16 @@ import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint
 import { leafHash } from "../../src/tlog/merkle.js";
 import { ed25519NoteSigner, parseNote, signNote } from "../../src/tlog/note.js";
 import { buildLines, entryOf } from "../journal/helpers.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
+import { tempDir } from "../support/temp.js";
+import { READY_MS, waitFor } from "../support/wait.js";
 
 describe("warden journal verify --policy, warden log verify", () => {
   let root: string;
   let node: TestNode;
   let url: string;
   before(async () => {
-    root = tempRoot("tlog-cli");
+    root = tempDir("tlog-cli");
     node = await openTestNode(root, { warden: { log: { origin: "warden.test/cli", checkpointIntervalMs: 10 } } });
     await node.app.listen({ host: "127.0.0.1", port: 0 });
     url = `http://127.0.0.1:${(node.app.server.address() as AddressInfo).port}`;
@@ -47,16 +49,12 @@ describe("warden journal verify --policy, warden log verify", () => {
   async function recordedRun(): Promise<string> {
     const key = randomUUID();
     await node.app.inject({ method: "POST", url: "/v1/invocations", headers: { ...OPERATOR, "idempotency-key": key }, payload: { provider: "claude", prompt: "audited" } });
-    for (let i = 0; i < 400; i++) {
+    const runId = await waitFor(`run ${key} to be recorded`, async () => {
       const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
-      if (view.status === "recorded") {
-        const runId = view.run_id as string;
-        for (let j = 0; j < 400 && (await get(`/v1/log/runs/${runId}`)).statusCode !== 200; j++) await new Promise((r) => setTimeout(r, 10));
-        return runId;
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error("the run was never recorded");
+      return view.status === "recorded" ? (view.run_id as string) : undefined;
+    }, READY_MS, 25);
+    await waitFor(`the seal of run ${runId} in the log`, async () => ((await get(`/v1/log/runs/${runId}`)).statusCode === 200 ? true : undefined), READY_MS, 10);
+    return runId;
   }
   const write = (name: string, content: string | Buffer): string => {
     fs.writeFileSync(path.join(root, name), content);

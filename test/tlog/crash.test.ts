@@ -11,14 +11,15 @@ import { fileURLToPath } from "node:url";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { parseNote } from "../../src/tlog/note.js";
 import { openWarden } from "../../src/warden.js";
-import { tempRoot } from "../server/helpers.js";
+
 import { waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const CHILD = fileURLToPath(new URL("../fixtures/tlog/append-then-hang.ts", import.meta.url));
 
 describe("transparency log and kill -9", () => {
   it("leaves appended before a kill -9 are in the checkpoint the next start signs", async () => {
-    const root = tempRoot("tlog-crash");
+    const root = tempDir("tlog-crash");
     const home = path.join(root, "home");
     try {
       const child = spawn(process.execPath, ["--import", "tsx", CHILD, home], { stdio: ["ignore", "pipe", "inherit"] });

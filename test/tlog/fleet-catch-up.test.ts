@@ -15,9 +15,10 @@ import { openPool } from "../../src/backends/postgres/connection.js";
 import { NODE_ID_FILE } from "../../src/backends/postgres/node.js";
 import { PostgresLogStore } from "../../src/backends/postgres/log-store.js";
 import { openWarden, type Warden } from "../../src/warden.js";
-import { tempRoot } from "../server/helpers.js";
+
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { LONG_TEST_MS } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const CHILD = fileURLToPath(new URL("../fixtures/tlog/kill-before-append.ts", import.meta.url));
 const ORIGIN = "warden.test/catch-up";
@@ -55,7 +56,7 @@ describe("transparency log catch-up after kill -9, in a fleet", { timeout: LONG_
 
   it("a node killed before its seal's leaf logs it at its next start, though another node appended since", async () => {
     const url = await pg.createDatabase("fleet_catch_up");
-    const root = tempRoot("tlog-fleet-catch-up");
+    const root = tempDir("tlog-fleet-catch-up");
     const homeA = path.join(root, "a");
     const homeB = path.join(root, "b");
     const pool = openPool({ url }, 2);
@@ -65,6 +66,7 @@ describe("transparency log catch-up after kill -9, in a fleet", { timeout: LONG_
       assert.equal(await store.indexOf(`run:${lost}`), undefined, "killed before the seal's leaf");
 
       // Node B records and logs runs after A died: its watermark passes the lost fact's time.
+      // Time itself is what is awaited: the watermark is a clock time, and must pass the lost fact's.
       await new Promise((r) => setTimeout(r, 4 * MARGIN_MS));
       const b = await nodeOf(homeB, url);
       try {

@@ -37,9 +37,10 @@ import { openLog } from "../../src/warden/transparency.js";
 import { openWarden } from "../../src/warden.js";
 import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { fixtureAgents, httpCall, startNode, tempDir, warden, type HttpReply, type NodeProcess } from "../client/harness.js";
+import { fixtureAgents, httpCall, startNode, warden, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 const ORIGIN = "fleet.test/log";
 const WITNESS = "witness.test/fleet";

@@ -15,8 +15,9 @@ import { fileURLToPath } from "node:url";
 import type { AddressInfo } from "node:net";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { parseNote } from "../../src/tlog/note.js";
-import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { tempDir } from "../support/temp.js";
 
 const run = promisify(execFile);
 const PROGRAM = fileURLToPath(new URL("../fixtures/go/tlog-interop.go", import.meta.url));
@@ -24,7 +25,7 @@ const PROGRAM = fileURLToPath(new URL("../fixtures/go/tlog-interop.go", import.m
 let built: string;
 let binary: string;
 before(() => {
-  built = tempRoot("tlog-go-build");
+  built = tempDir("tlog-go-build");
   // Compiled once for the file, with Debian's x/mod from GOPATH: no network, no module download.
   binary = path.join(built, "tlog-interop");
   execFileSync("go", ["build", "-o", binary, PROGRAM], {
@@ -41,7 +42,7 @@ for (const backend of ["embedded", "postgres"] as const) describe(`Go's x/mod/su
   let node: TestNode;
   let base: string;
   before(async () => {
-    root = tempRoot("tlog-go");
+    root = tempDir("tlog-go");
     if (backend === "postgres") pg = await startTestPostgres();
     const postgres = pg === undefined ? {} : { postgres: { url: await pg.createDatabase("interop") } };
     node = await openTestNode(root, { warden: { ...postgres, log: { origin: "warden.test/interop", checkpointIntervalMs: 3_600_000 } } });

@@ -18,18 +18,19 @@ import { parseNote } from "../../src/tlog/note.js";
 import { parsePolicy } from "../../src/tlog/policy.js";
 import { parseHashes, verifyCheckpointConsistency, verifyLoggedRun, type RunProofDocument } from "../../src/tlog/verify.js";
 import { buildLines, entryOf } from "../journal/helpers.js";
-import { OBSERVER, OPERATOR, compileTestBundle, json, openTestNode, pushThroughApp, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OPERATOR, compileTestBundle, json, openTestNode, pushThroughApp, type TestNode } from "../support/app-node.js";
 import { ValidationError } from "../../src/core/errors.js";
 import { parseVkey } from "../../src/tlog/note.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { entryLeaves } from "./entries.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { tempDir } from "../support/temp.js";
 
 describe("transparency log on a node", () => {
   let root: string;
   let node: TestNode;
   before(async () => {
-    root = tempRoot("tlog-node");
+    root = tempDir("tlog-node");
     node = await openTestNode(root, { warden: { log: { origin: "warden.test/log", checkpointIntervalMs: 10 } } });
   });
   after(async () => {
@@ -43,28 +44,23 @@ describe("transparency log on a node", () => {
     const key = randomUUID();
     const res = await node.app.inject({ method: "POST", url: "/v1/invocations", headers: { ...OPERATOR, "idempotency-key": key }, payload: { provider: "claude", prompt, timeout_s: 1 } });
     assert.equal(res.statusCode, 202, res.payload);
-    for (let i = 0; i < 400; i++) {
-      const view = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
-      if (view.status === want) {
-        // A lookup can read `recorded` a moment before the seal's leaf is appended (the run's
-        // owner appends it right after the record): wait for the leaf, which later steps count on.
-        if (want === "recorded") await sealLogged(view.run_id as string);
-        return `${view.run_id as string}|${key}`;
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`invocation ${key} never became ${want}`);
+    const view = await waitFor(`invocation ${key} to become ${want}`, async () => {
+      const seen = json((await get(`/v1/invocations/api:alice/${key}`)).payload);
+      return seen.status === want ? seen : undefined;
+    }, READY_MS, 25);
+    // A lookup can read `recorded` a moment before the seal's leaf is appended (the run's
+    // owner appends it right after the record): wait for the leaf, which later steps count on.
+    if (want === "recorded") await sealLogged(view.run_id as string);
+    return `${view.run_id as string}|${key}`;
   }
   async function sealLogged(runId: string): Promise<void> {
     await waitFor(`the seal of run ${runId} in the log`, async () => ((await get(`/v1/log/runs/${runId}`)).statusCode === 200 ? true : undefined), READY_MS, 10);
   }
   async function checkpointCovering(size: number): Promise<string> {
-    for (let i = 0; i < 400; i++) {
+    return waitFor(`a checkpoint of size ${size}`, async () => {
       const note = (await get("/v1/log/checkpoint")).payload;
-      if (parseCheckpointText(parseNote(note).text).size >= size) return note;
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    throw new Error(`no checkpoint of size ${size} was published`);
+      return parseCheckpointText(parseNote(note).text).size >= size ? note : undefined;
+    }, READY_MS, 10);
   }
   const policy = async () => parsePolicy(`log ${(await status()).vkey}\nquorum none\n`);
 

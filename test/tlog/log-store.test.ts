@@ -15,7 +15,7 @@ import { migrate } from "../../src/backends/postgres/schema.js";
 import { appendNodes, leafHash, nodeKey, type Hash } from "../../src/tlog/merkle.js";
 import type { LeafInput, LogStore } from "../../src/tlog/store.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
-import { tempRoot } from "../server/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const leaf = (key: string): LeafInput => ({ key, body: Buffer.from(JSON.stringify({ v: 1, key })) });
 
@@ -47,7 +47,7 @@ const embedded: StoreUnderTest = {
   name: "embedded",
   hooks: () => undefined,
   async open(t) {
-    const root = tempRoot("tlog-store");
+    const root = tempDir("tlog-store");
     const file = path.join(root, "tlog.sqlite");
     const opened: LogStore[] = [];
     t.after(async () => {

@@ -19,8 +19,9 @@ import type { ReconciliationReceipt } from "../../src/client/wire.js";
 import { parsePolicy } from "../../src/tlog/policy.js";
 import { verifyLoggedReconciliation, type RunProofDocument } from "../../src/tlog/verify.js";
 import { waitFor } from "../support/wait.js";
-import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
+import { tempDir } from "../support/temp.js";
 
 const ORIGIN = "warden.test/reconciled";
 
@@ -31,7 +32,7 @@ describe("journal verify --policy of a reconciled run", () => {
   let url: string;
   let logVkey: string;
   before(async () => {
-    root = tempRoot("tlog-reconciled");
+    root = tempDir("tlog-reconciled");
     // The node's key first, so the witness can be told which log it witnesses.
     const home = path.join(root, "home");
     ensurePrivateDirSync(home, { create: true });

@@ -13,8 +13,9 @@ import { verifierFor } from "../../src/tlog/cosignature.js";
 import { formatVkey, parseVkey, SIG_ED25519 } from "../../src/tlog/note.js";
 import { parsePolicy, verifyCheckpoint } from "../../src/tlog/policy.js";
 import { waitFor } from "../support/wait.js";
-import { OBSERVER, json, openTestNode, tempRoot, type TestNode } from "../server/helpers.js";
+import { OBSERVER, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
+import { tempDir } from "../support/temp.js";
 
 const ORIGIN = "warden.test/lag";
 const W = "witness.test/w1";
@@ -31,7 +32,7 @@ describe("witness lag on /metrics and /readyz; a witness back up catches up by i
   let witness: RunningWitness;
   let logVkey: string;
   before(async () => {
-    root = tempRoot("tlog-lag");
+    root = tempDir("tlog-lag");
     const home = path.join(root, "home");
     ensurePrivateDirSync(home, { create: true });
     logVkey = formatVkey(ORIGIN, SIG_ED25519, (await new EmbeddedKeyStore(path.join(home, "keys")).active()).public_key);

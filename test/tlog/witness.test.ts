@@ -18,7 +18,7 @@ import { parsePolicy, verifyCheckpoint } from "../../src/tlog/policy.js";
 import { addCheckpointBody } from "../../src/tlog/witness-client.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
 import { openWarden, type Warden } from "../../src/warden.js";
-import { tempRoot } from "../server/helpers.js";
+import { tempDir } from "../support/temp.js";
 
 const post = async (url: string, body: string) => {
   const res = await fetch(`${url}/add-checkpoint`, { method: "POST", body });
@@ -34,7 +34,7 @@ describe("witnesses (C2SP tlog-witness)", () => {
   const errors: string[] = [];
 
   before(async () => {
-    root = tempRoot("tlog-witness");
+    root = tempDir("tlog-witness");
     // The node's key first, so the witness can be told which log it witnesses.
     const home = path.join(root, "home");
     ensurePrivateDirSync(home, { create: true });

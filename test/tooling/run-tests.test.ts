@@ -7,7 +7,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -69,4 +69,40 @@ test("the runner's summary counts cancelled tests as failures and names them, co
   assert.match(summary, /^FAIL: 3 failed or cancelled$/m);
   // tsx's compile cache stays on purpose: it is shared by every run.
   assert.deepEqual(readdirSync(runTmp).filter((name) => !name.startsWith("tsx-")), [], "the run removed its temp dir and what its tests left in it");
+});
+
+const SEES_PATH = `
+import { test } from "node:test";
+import { writeFileSync } from "node:fs";
+test("records its PATH", () => { writeFileSync(process.env.PATH_OUT, process.env.PATH ?? ""); });
+`;
+
+test("the runner gives tests a PATH of the node, the prerequisites and the system only, not the machine's shims", { timeout: READY_MS }, async (t) => {
+  const project = mkdtempSync(join(tmpdir(), "warden-runner-project-"));
+  t.after(() => rmSync(project, { recursive: true, force: true }));
+  mkdirSync(join(project, "test"));
+  writeFileSync(join(project, "test", "path.test.ts"), SEES_PATH);
+  writeFileSync(join(project, "package.json"), '{ "type": "module" }');
+  symlinkSync(join(repo, "node_modules"), join(project, "node_modules"));
+  // A version manager's shims first on the machine's PATH, as pyenv puts them.
+  const shims = join(project, "shims");
+  mkdirSync(shims);
+  writeFileSync(join(shims, "python3"), "#!/bin/sh\nsleep 60\n", { mode: 0o755 });
+  const seen = join(project, "path.txt");
+
+  const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
+  const child = spawn(process.execPath, [join(repo, "scripts", "run-tests.mjs")], {
+    cwd: project,
+    env: { ...env, PATH: `${shims}:${env.PATH ?? ""}`, PATH_OUT: seen },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (out += s));
+  assert.equal(await new Promise<number | null>((done) => child.once("close", done)), 0, out);
+
+  const dirs = readFileSync(seen, "utf8").split(":");
+  assert.ok(!dirs.includes(shims), `the shims are not on the tests' PATH: ${dirs.join(":")}`);
+  assert.ok(dirs.includes(dirname(process.execPath)), "the node running the tests is");
+  assert.ok(dirs.includes("/usr/bin"), "and the system's own directories are");
 });

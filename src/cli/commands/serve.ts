@@ -72,7 +72,10 @@ async function serve(ctx: CliContext, options: ServeOptions): Promise<number> {
   const stop = waitForSignal();
   // Loaded here, not at the top: fastify and the server cost every other command ~1 s to import.
   const { startNode } = await import("../../server/node.js");
-  const node = await startNode(config, { logStream: process.stderr, reservation });
+  // WARDEN_CHECK_REPLIES=1 (the test suite's nodes): every reply is held against its response
+  // schema and fails (500) on a mismatch, so that /openapi.json stays what the node answers.
+  const checkReplies = ctx.io.env.WARDEN_CHECK_REPLIES === "1";
+  const node = await startNode(config, { logStream: process.stderr, reservation, checkReplies });
   ctx.io.stdout(options.json === true ? `${JSON.stringify({ url: node.url, pid: process.pid, home: config.home })}\n` : `warden listening on ${node.url}\n`);
   const signal = await stop;
   ctx.io.stderr(`warden: ${signal}: shutting down\n`);

@@ -3,8 +3,8 @@
  * (driven with `inject`), fixture agents as providers and two tokens (operator, observer).
  */
 import * as fs from "node:fs";
+import { after, before } from "node:test";
 import { Writable } from "node:stream";
-import * as os from "node:os";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
@@ -14,6 +14,7 @@ import type { ServerSettings } from "../../src/config/serve-config.js";
 import { createServer, type CreateServerOptions } from "../../src/server/app.js";
 import type { App } from "../../src/server/context.js";
 import { openWarden, type Warden, type WardenOptions } from "../../src/warden.js";
+import { tempDir } from "./temp.js";
 
 export const AGENTS = fileURLToPath(new URL("../fixtures/agents/", import.meta.url));
 export const OPERATOR_TOKEN = "operator-token-for-tests-0123456789";
@@ -31,14 +32,13 @@ export interface TestNode {
   close(): Promise<void>;
 }
 
-export function tempRoot(area: string): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), `warden-${area}-`));
+export interface TestNodeOptions {
+  readonly settings?: Partial<ServerSettings>;
+  readonly warden?: Partial<WardenOptions>;
+  readonly server?: CreateServerOptions;
 }
 
-export async function openTestNode(
-  root: string,
-  options: { settings?: Partial<ServerSettings>; warden?: Partial<WardenOptions>; server?: CreateServerOptions } = {},
-): Promise<TestNode> {
+export async function openTestNode(root: string, options: TestNodeOptions = {}): Promise<TestNode> {
   const home = path.join(root, "home");
   const workspace = path.join(root, "workspace");
   fs.mkdirSync(workspace, { recursive: true });
@@ -66,7 +66,7 @@ export async function openTestNode(
     jsonBodyBytes: 256 * 1024,
     logLevel: "silent",
     ...options.settings,
-  }, options.server);
+  }, { checkReplies: true, ...options.server });
   await app.ready();
   return {
     root,
@@ -79,6 +79,49 @@ export async function openTestNode(
       await app.close();
       await warden.close({ graceMs: 2000 });
     },
+  };
+}
+
+/**
+ * One node for every test of the enclosing describe: opened in a temp dir by its before hook,
+ * closed and removed by its after hook. The answer stands for the node; read it inside tests.
+ */
+export function useTestNode(area: string, options: TestNodeOptions = {}): TestNode {
+  let root: string | undefined;
+  let opened: TestNode | undefined;
+  before(async () => {
+    const dir = tempDir(area);
+    root = dir;
+    opened = await openTestNode(dir, options);
+  });
+  after(async () => {
+    await opened?.close();
+    if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });
+  });
+  const node = (): TestNode => {
+    if (opened === undefined) throw new Error(`the ${area} test node is opened by a before hook: use it inside a test`);
+    return opened;
+  };
+  return {
+    get root() {
+      return node().root;
+    },
+    get home() {
+      return node().home;
+    },
+    get workspace() {
+      return node().workspace;
+    },
+    get startsFile() {
+      return node().startsFile;
+    },
+    get warden() {
+      return node().warden;
+    },
+    get app() {
+      return node().app;
+    },
+    close: () => node().close(),
   };
 }
 

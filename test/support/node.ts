@@ -4,25 +4,24 @@
  * the same entry point users run (src/cli/run.ts through tsx).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { createServer, type AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { READY_MS } from "../support/wait.js";
+import { tempDir } from "./temp.js";
+import { READY_MS } from "./wait.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const cliEntry = join(repo, "src", "cli", "run.ts");
 export const fixtureAgents = join(repo, "test", "fixtures", "agents");
 
-export function tempDir(area: string): string {
-  return mkdtempSync(join(tmpdir(), `warden-${area}-`));
-}
-
-/** The environment of every child: nothing inherited that could point it at another node. */
+/**
+ * The environment of every child: nothing inherited that could point it at another node; a node
+ * it starts checks each reply against its response schema (WARDEN_CHECK_REPLIES).
+ */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { WARDEN_HOME: _h, WARDEN_URL: _u, WARDEN_TOKEN: _t, WARDEN_OBSERVER_TOKEN: _o, ...env } = process.env;
-  return { ...env, ...extra };
+  return { ...env, WARDEN_CHECK_REPLIES: "1", ...extra };
 }
 
 export interface NodeProcess {
