@@ -541,6 +541,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       maxOutputBytes: backend.limits.runOutputBytes,
       profiles,
       configuredProviders: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value !== undefined && isProviderName(name) ? [name] : [])),
+      namedCommands: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value?.command !== undefined && isProviderName(name) ? [name] : [])),
       ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
       ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),

@@ -6,7 +6,9 @@
  * A command with a `/` is that file. A bare name (`claude`, the default) is looked up first in
  * this package's own `node_modules/.bin`, where `npm ci` puts the pinned CLIs, then on the agents'
  * PATH: `node bin/warden.cjs serve` finds what `npx warden serve` finds (npx puts that directory
- * first on PATH), and a pinned CLI wins over whatever else the machine has on its PATH.
+ * first on PATH), and a pinned CLI wins over whatever else the machine has on its PATH. A bare
+ * name the operator configured (`--provider claude=claude`) is looked up on PATH alone: naming a
+ * command is choosing it over the pinned one.
  */
 import * as fs from "node:fs";
 import { delimiter, dirname, isAbsolute, join } from "node:path";
@@ -27,13 +29,21 @@ function packageBinDir(from: string): string | undefined {
   }
 }
 
-/** The executable file `command` names (a path, or a bare name in `pinnedBin`, then on PATH of `env`), or undefined. */
-export function findCommand(command: string, env: Readonly<Record<string, string | undefined>>, cwd: string, pinnedBin = PINNED_BIN_DIR): string | undefined {
+/**
+ * The executable file `command` names (a path, or a bare name in `pinnedBin`, then on PATH of
+ * `env`), or undefined. `pinnedBin` null: PATH alone.
+ */
+export function findCommand(
+  command: string,
+  env: Readonly<Record<string, string | undefined>>,
+  cwd: string,
+  pinnedBin: string | null | undefined = PINNED_BIN_DIR,
+): string | undefined {
   if (command.includes("/")) {
     const path = isAbsolute(command) ? command : join(cwd, command);
     return executableFile(path) ? path : undefined;
   }
-  for (const dir of [...(pinnedBin === undefined ? [] : [pinnedBin]), ...(env.PATH ?? "").split(delimiter)]) {
+  for (const dir of [...(pinnedBin == null ? [] : [pinnedBin]), ...(env.PATH ?? "").split(delimiter)]) {
     if (dir === "") continue;
     const path = join(dir, command);
     if (executableFile(path)) return path;

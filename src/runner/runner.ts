@@ -73,6 +73,8 @@ export interface RunnerOptions {
   readonly profiles?: ProviderProfiles;
   /** the providers the operator configured (availability.ts); default: all of them */
   readonly configuredProviders?: readonly ProviderName[];
+  /** providers whose command the operator named: a bare name is looked up on PATH alone (command-path.ts) */
+  readonly namedCommands?: readonly ProviderName[];
   /** base environment of agents (default: the allowlisted part of this process's: agentEnvironment) */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** names of the node's environment passed to agents besides the allowlist (ignored with `env`) */
@@ -132,6 +134,7 @@ export class Runner {
   readonly #outputDir: string;
   readonly #profiles: ProviderProfiles;
   readonly #configured: ReadonlySet<ProviderName> | undefined;
+  readonly #namedCommands: ReadonlySet<ProviderName>;
   readonly #env: Readonly<Record<string, string | undefined>>;
   readonly #agentTagEnv: Readonly<Record<string, string>>;
   readonly #launchRecords: LaunchRecords | undefined;
@@ -181,6 +184,7 @@ export class Runner {
       homesDir: options.runHomes.root,
     });
     this.#configured = options.configuredProviders === undefined ? undefined : new Set(options.configuredProviders);
+    this.#namedCommands = new Set(options.namedCommands ?? []);
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
     this.#agentTagEnv = options.agentTag === undefined ? {} : { [AGENT_TAG_VAR]: options.agentTag };
     this.#launchRecords = options.launchRecords;
@@ -225,7 +229,7 @@ export class Runner {
     checkProviderConfigured(request.provider, this.#configured?.has(request.provider) ?? true, this.#env);
     const profile = this.#profiles[request.provider];
     const command = profile.command;
-    const found = findCommand(command, this.#env, cwd);
+    const found = findCommand(command, this.#env, cwd, this.#namedCommands.has(request.provider) ? null : undefined);
     if (found === undefined) {
       // Before the claim: the id stays free for a retry once the operator installs the CLI.
       throw new WardenError("provider-unavailable", `${request.provider}: ${JSON.stringify(command)} is not an executable file on this node (not in warden's node_modules/.bin nor on the agents' PATH)`, 503, {

@@ -15,7 +15,7 @@ import type { Browser, Page } from "playwright-core";
 import { httpCall, repo, startNode, warden, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
-import { buildConsole, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
+import { buildConsole, FIXTURE_PROVIDER_ARGS, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-audit-operator-token-0123456789ab";
@@ -40,7 +40,7 @@ describe("what the console says is what the node and the CLI do (real Chromium, 
     fs.mkdirSync(workspace);
     node = await startNode({
       home: path.join(root, "home"),
-      args: ["--workspace", `main=${workspace}`, "--log-level", "warn"],
+      args: [...FIXTURE_PROVIDER_ARGS, "--workspace", `main=${workspace}`, "--log-level", "warn"],
       env: { WARDEN_TOKEN: TOKEN, ...fixtureAgentPath(root) },
       timeoutMs: 90_000,
     });

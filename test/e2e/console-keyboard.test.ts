@@ -14,7 +14,7 @@ import type { Browser, Page } from "playwright-core";
 import { httpCall, startNode, type NodeProcess } from "../support/node.js";
 import { launchChromium } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
-import { buildConsole, fixtureAgentPath, UI_WAIT_MS } from "./console-support.js";
+import { buildConsole, FIXTURE_PROVIDER_ARGS, fixtureAgentPath, UI_WAIT_MS } from "./console-support.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "console-keyboard-operator-token-0123456789";
@@ -78,7 +78,7 @@ describe("the console by keyboard alone (real Chromium, real node)", () => {
     fs.mkdirSync(workspace);
     node = await startNode({
       home: path.join(root, "home"),
-      args: ["--workspace", `main=${workspace}`, "--log-level", "warn"],
+      args: [...FIXTURE_PROVIDER_ARGS, "--workspace", `main=${workspace}`, "--log-level", "warn"],
       env: { WARDEN_TOKEN: TOKEN, ...fixtureAgentPath(root) },
       timeoutMs: 90_000,
     });

@@ -18,7 +18,7 @@ import { fullBundleFiles } from "../providers/helpers.js";
 import { httpCall, startNode, type HttpCallOptions, type NodeProcess } from "../support/node.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { waitFor } from "../support/wait.js";
-import { buildConsole, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
+import { buildConsole, FIXTURE_PROVIDER_ARGS, fixtureAgentPath, logInWithToken, UI_WAIT_MS } from "./console-support.js";
 import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "console-live-operator-token-0123456789";
@@ -44,7 +44,7 @@ describe("the console's live views: agent output and uploads in progress (real C
     fs.mkdirSync(workspace);
     node = await startNode({
       home: path.join(root, "home"),
-      args: ["--workspace", `main=${workspace}`, "--log-level", "warn"],
+      args: [...FIXTURE_PROVIDER_ARGS, "--workspace", `main=${workspace}`, "--log-level", "warn"],
       env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_GATE: gate, ...fixtureAgentPath(root) },
       timeoutMs: 90_000,
     });

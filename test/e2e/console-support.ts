@@ -24,6 +24,12 @@ export function buildConsole(): void {
  * `<root>/bin` holding `claude`, `codex` and `kimi` (links to the fixture agents): a node started
  * with the returned PATH runs them by their bare names, as it runs the real CLIs.
  */
+/**
+ * The node's arguments naming the fixture agents' commands by their bare names: a named command
+ * is looked up on PATH alone (the default one is the pinned CLI first: command-path.ts).
+ */
+export const FIXTURE_PROVIDER_ARGS: readonly string[] = ["claude", "codex", "kimi"].flatMap((name) => ["--provider", `${name}=${name}`]);
+
 export function fixtureAgentPath(root: string): { PATH: string } {
   const bin = path.join(root, "bin");
   fs.mkdirSync(bin, { recursive: true });

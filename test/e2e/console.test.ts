@@ -19,7 +19,7 @@ import { httpCall, repo, startNode, warden, type HttpCallOptions, type NodeProce
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";
 import { waitFor } from "../support/wait.js";
-import { fixtureAgentPath } from "./console-support.js";
+import { FIXTURE_PROVIDER_ARGS, fixtureAgentPath } from "./console-support.js";
 import { tempDir } from "../support/temp.js";
 
 const OPERATOR_TOKEN = "console-operator-token-0123456789abcdef";
@@ -106,7 +106,7 @@ describe("operator console (real Chromium, real node)", () => {
     node = await startNode({
       home,
       // The fixture agents on PATH by their real names: journals (and screenshots) name `claude`, no path of this machine.
-      args: ["--workspace", `main=${workspace}`, "--log-level", "info"],
+      args: [...FIXTURE_PROVIDER_ARGS, "--workspace", `main=${workspace}`, "--log-level", "info"],
       env: { WARDEN_TOKEN: OPERATOR_TOKEN, WARDEN_OBSERVER_TOKEN: OBSERVER_TOKEN, WARDEN_FIXTURE_GATE: gate, ...fixtureAgentPath(root) },
       // Generous: on a busy machine a node's start (tsx compiling the sources) can take long.
       timeoutMs: 90_000,

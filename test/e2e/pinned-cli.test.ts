@@ -88,6 +88,8 @@ describe("findCommand: a path, then the package's node_modules/.bin, then PATH",
       assert.equal(findCommand("tool", { PATH: "" }, dir, join(dir, "nowhere")), undefined);
       assert.equal(findCommand(join(dir, "path", "tool"), env, dir, join(dir, "pinned")), join(dir, "path", "tool"));
       assert.equal(findCommand("path/tool", env, dir, join(dir, "pinned")), join(dir, "path", "tool"));
+      // A command the operator named (`--provider x=tool`): PATH alone, the pinned one is not chosen.
+      assert.equal(findCommand("tool", env, dir, null), join(dir, "path", "tool"));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
