@@ -12,13 +12,17 @@
  * default: bubblewrap, egress through the node's proxy) against an unconfined one (`isolation:
  * "none"`) of the same node, alternating; and a 10 MiB streamed model answer read by a client
  * inside a real sandbox through the bridge and the egress proxy, against the same client reading
- * it directly (throughput from the first byte, and the whole request).
+ * it directly (throughput from the first byte, and the whole request); and, in the same rounds,
+ * the floor the design can reach: the same answer through two plain Node TCP relays outside any
+ * sandbox (one in this process, as the proxy is in the node's, one in a process of its own, as
+ * the bridge is), which is what two Node hops cost on this machine before warden adds anything.
  *
  * Needs `npm run build` first (bin/warden.cjs runs dist/).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import * as net from "node:net";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
 import { codexConfigToml } from "../src/providers/codex-config.js";
@@ -212,27 +216,81 @@ export async function egressThroughput(root: string, workspace: string): Promise
     }
   };
   const direct = async (): Promise<{ bytes: number; streamMs: number; totalMs: number }> => read(await run(process.execPath, ["-e", CLIENT, url], { PATH: process.env.PATH ?? "/usr/bin:/bin" }));
+  // The floor: client -> relay (own process) -> relay (this process) -> server, plain TCP.
+  const near = pipeRelay(Number(port));
+  const nearPort = await new Promise<number>((resolve) => near.listen(0, "127.0.0.1", () => resolve((near.address() as net.AddressInfo).port)));
+  const far = spawn(process.execPath, ["-e", RELAY, String(nearPort)], { stdio: ["ignore", "pipe", "inherit"] });
+  const farPort = await new Promise<string>((resolve, reject) => {
+    far.stdout.setEncoding("utf8").once("data", (s: string) => resolve(s.trim()));
+    far.once("exit", (code) => reject(new Error(`the relay exited ${code}`)));
+  });
+  const floorUrl = `http://127.0.0.1:${farPort}/stream`;
+  const viaRelays = async (): Promise<{ bytes: number; streamMs: number; totalMs: number }> =>
+    read(await run(process.execPath, ["-e", CLIENT, floorUrl], { PATH: process.env.PATH ?? "/usr/bin:/bin" }));
   try {
     await direct();
+    await viaRelays();
     await viaProxy();
     const d: { streamMs: number; totalMs: number }[] = [];
+    const f: { streamMs: number; totalMs: number }[] = [];
     const p: { streamMs: number; totalMs: number }[] = [];
     for (let i = 0; i < ROUNDS; i++) {
       d.push(await direct());
+      f.push(await viaRelays());
       p.push(await viaProxy());
     }
     const mibps = (ms: number): number => STREAM_BYTES / (1024 * 1024) / (ms / 1000);
     const dStream = median(d.map((x) => x.streamMs));
+    const fStream = median(f.map((x) => x.streamMs));
     const pStream = median(p.map((x) => x.streamMs));
     const ratio = mibps(pStream) / mibps(dStream);
+    const floor = mibps(fStream) / mibps(dStream);
     console.log(
       `10 MiB streamed answer: through the sandbox's bridge and the egress proxy ${fmt(mibps(pStream))} MiB/s vs direct ${fmt(mibps(dStream))} MiB/s = ${ratio.toFixed(2)}x ` +
         `(target >= 0.9x: ${ratio >= 0.9 ? "met" : "NOT met"}); whole request ${fmt(median(p.map((x) => x.totalMs)))} ms vs ${fmt(median(d.map((x) => x.totalMs)))} ms (medians of ${ROUNDS})`,
     );
+    console.log(
+      `  floor, two plain Node TCP relays outside any sandbox: ${fmt(mibps(fStream))} MiB/s = ${floor.toFixed(2)}x direct` +
+        `${floor < 0.9 ? " (the 0.9x target is above what two Node hops give on this machine)" : ""}; the proxy path reaches ${(ratio / floor).toFixed(2)}x of the floor; ` +
+        `whole request ${fmt(median(f.map((x) => x.totalMs)))} ms`,
+    );
   } finally {
     server.kill();
+    far.kill();
+    near.close();
   }
 }
+
+/** A relay with nothing of warden's: every connection piped to `port` on loopback, both ways. */
+function pipeRelay(port: number): net.Server {
+  return net.createServer({ allowHalfOpen: true }, (a) => {
+    const b = net.connect({ host: "127.0.0.1", port, allowHalfOpen: true });
+    const drop = (): void => {
+      a.destroy();
+      b.destroy();
+    };
+    a.on("error", drop);
+    b.on("error", drop);
+    a.on("close", drop);
+    b.on("close", drop);
+    a.pipe(b);
+    b.pipe(a);
+  });
+}
+
+/** The same relay as a process of its own, listening on an ephemeral port it prints; argv: <port to reach>. */
+const RELAY = String.raw`
+const net = require("node:net");
+const to = Number(process.argv[1]);
+const server = net.createServer({ allowHalfOpen: true }, (a) => {
+  const b = net.connect({ host: "127.0.0.1", port: to, allowHalfOpen: true });
+  const drop = () => { a.destroy(); b.destroy(); };
+  a.on("error", drop); b.on("error", drop); a.on("close", drop); b.on("close", drop);
+  a.pipe(b);
+  b.pipe(a);
+});
+server.listen(0, "127.0.0.1", () => process.stdout.write(server.address().port + "\n"));
+`;
 
 /** Serves `argv[1]` bytes of event stream per request; prints its port. */
 const STREAM_SERVER = String.raw`
