@@ -3,8 +3,9 @@
  * tries to read the node's key and tokens, the node's environment, the operator's ~/.claude and
  * ~/.ssh and another workspace; to write outside its workspace and into its bundle; to reach a
  * loopback port that is not allowed and one that is; to leave a setsid daemon; to signal the
- * node. Each failure is asserted from the outside: what reached the workspace, the files outside,
- * the servers' own logs, the process table, this process's signal count, and the run's journal.
+ * node, ptrace it and read its /proc/<pid>/{environ,mem,...}. Each failure is asserted from the
+ * outside: what reached the workspace, the files outside, the servers' own logs, the process
+ * table, this process's signal count and tracer, and the run's journal.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -45,6 +46,20 @@ function cli(args: string[]): Promise<{ code: number | null; stdout: string; std
       done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }),
     );
   });
+}
+
+/** The pid tracing `pid` (0: none), from the kernel's own account in /proc/<pid>/status. */
+function tracerOf(pid: number): number {
+  const line = fs.readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("TracerPid:"));
+  assert.ok(line, `no TracerPid line in /proc/${pid}/status`);
+  return Number(line.slice("TracerPid:".length).trim());
+}
+
+/** The agent's own record of one attempt (its stdout line `<what> <target>: <result>`). */
+function attempt(tail: string, prefix: string): string {
+  const line = tail.split("\n").find((l) => l.startsWith(`${prefix}: `));
+  assert.ok(line !== undefined, `the agent recorded no "${prefix}" attempt:\n${tail}`);
+  return line.slice(prefix.length + 2);
 }
 
 function markerAlive(marker: string): number[] {
@@ -122,6 +137,8 @@ describe("security: a hostile agent in the sandbox", () => {
       ],
       daemon,
       signal: process.pid,
+      ptrace: process.pid,
+      proc: process.pid,
     };
     const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: JSON.stringify(plan), workspace: "main" } });
     assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
@@ -141,6 +158,17 @@ describe("security: a hostile agent in the sandbox", () => {
     // No daemon outlived the run, and the node got no signal.
     assert.deepEqual(markerAlive(daemon), [], "the setsid daemon outlived its run");
     assert.equal(usr2, 0, "the agent signalled the node");
+    // The ptrace attach was made and refused (the node's pid names nothing in the sandbox's pid
+    // namespace, or names a process it may not trace); the kernel says nothing traces the node.
+    const ptrace = attempt(result.output_tail, `ptrace ${process.pid}`);
+    assert.ok(!ptrace.startsWith("not attempted"), `the ptrace attempt could not be made (${ptrace}): this test needs python3 at /usr/bin/python3 (Debian package python3)`);
+    assert.match(ptrace, /^(ESRCH|EPERM)$/, "the agent attached to the node with ptrace");
+    assert.equal(tracerOf(process.pid), 0, "the node is being traced after the run");
+    // /proc/<node pid>/...: not there, or not readable; and nothing of it reached the workspace.
+    for (const name of ["environ", "cmdline", "status", "maps", "mem"]) {
+      assert.match(attempt(result.output_tail, `proc /proc/${process.pid}/${name}`), /^(ENOENT|EACCES|EPERM)$/, `the agent read the node's /proc/${process.pid}/${name}`);
+      assert.equal(fs.existsSync(path.join(ws, `stolen-proc-${name}`)), false, `the node's ${name} reached the workspace`);
+    }
 
     const runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
     const entries = Buffer.from(await warden.readJournal(runId))
@@ -164,6 +192,9 @@ describe("security: a hostile agent in the sandbox", () => {
     const processFinished = entries.findIndex((e) => e.type === "effect.finished" && e.effect_id === "process");
     for (const e of network) assert.ok(entries.indexOf(e) < processFinished);
     assert.equal((await warden.verifyRun(runId)).requires_reconciliation, false);
+    // The node, which the agent tried to stop and trace, still serves a run.
+    const next = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: "{}", workspace: "main" } });
+    assert.equal(next.status, "recorded", JSON.stringify(next));
 
     // `journal verify` prints the confinement it recorded.
     const file = path.join(root, "run.jsonl");
