@@ -280,8 +280,9 @@ function Isolation(props: { event: JournalEntry["event"] | undefined }) {
   }
   const allow = Array.isArray(isolation.profile?.egress?.allow) ? (isolation.profile.egress.allow as string[]).join(", ") : "";
   return (
+    // The recorded kind: `journal verify`'s word for it, not the configuration's ("sandbox").
     <span data-testid="isolation-badge" title={String(isolation.digest)}>
-      sandbox; egress to {allow === "" ? "nothing" : allow}
+      {typeof isolation.profile?.kind === "string" ? isolation.profile.kind : "sandbox"}; egress to {allow === "" ? "nothing" : allow}
     </span>
   );
 }
