@@ -14,7 +14,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import { WardenClient } from "../../src/client/client.js";
@@ -39,7 +39,7 @@ if (!inRepository && !process.argv.includes("--skip-git-repo-check")) {
   process.stderr.write("Not inside a trusted directory and --skip-git-repo-check was not specified.\\n");
   process.exit(1);
 }
-await import(${JSON.stringify(join(fixtureAgents, "codex.mjs"))});
+await import("./codex.mjs");
 `;
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/;
@@ -60,7 +60,10 @@ describe("operator: a day against a real node", () => {
   before(async () => {
     const workspace = join(scratch, "workspace");
     mkdirSync(workspace);
-    const codex = join(scratch, "codex.mjs");
+    // Beside a copy of the fixture agents: a confined run sees the directory of its command, no more.
+    const agents = join(scratch, "agents");
+    cpSync(fixtureAgents, agents, { recursive: true });
+    const codex = join(agents, "git-checking-codex.mjs");
     writeFileSync(codex, GIT_CHECKING_CODEX, { mode: 0o755 });
     node = await startNode({
       // One upload stage at a time: a push left open takes the node's only place.
