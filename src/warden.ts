@@ -28,6 +28,7 @@ import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./pr
 import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "./runner/runner.js";
+import type { SpendConfig } from "./runner/spend.js";
 import { RunHomes } from "./providers/run-home.js";
 import type { Isolation } from "./sandbox/profile.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
@@ -84,6 +85,8 @@ export interface WardenOptions {
   readonly log?: LogOptions | false;
   /** trust policy for bundle signatures (DESIGN.md "Bundle signatures"); none: nothing required */
   readonly signing?: SigningConfig;
+  /** budgets per run and per workspace and principal per day, and the price table (DESIGN.md "Spend") */
+  readonly spend?: SpendConfig;
 }
 
 /**
@@ -551,6 +554,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(launchRecords === undefined ? {} : { launchRecords }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+      ...(options.spend === undefined ? {} : { spend: options.spend }),
+      spendCounters: backend.spend,
       ...bounds,
       hooks: {
         ...userHooks,
