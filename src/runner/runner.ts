@@ -206,7 +206,7 @@ export class Runner {
     this.#spend = options.spend ?? {};
     this.#counters = options.spendCounters;
     if ((this.#spend.workspaceDay !== undefined || this.#spend.principalDay !== undefined) && this.#counters === undefined) {
-      throw new ValidationError("config-invalid", "day budgets need the node's spend counters");
+      throw new ValidationError("spend-counters-required", "day budgets (workspaceDay, principalDay) need the node's spend counters (spendCounters)");
     }
   }
 
