@@ -28,7 +28,7 @@ import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./pr
 import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "./providers/types.js";
 import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "./runner/runner.js";
-import type { SpendConfig } from "./runner/spend.js";
+import { spendDay, type SpendConfig, type SpendCounter, type SpendCounters } from "./runner/spend.js";
 import { RunHomes } from "./providers/run-home.js";
 import type { Isolation } from "./sandbox/profile.js";
 import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
@@ -94,6 +94,7 @@ export interface WardenOptions {
  * on a shared database — the owner session whose health says whether this node can claim now.
  */
 type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
+  readonly spend: SpendCounters;
   readonly owner?: { readonly healthy: boolean; readonly id: string };
   readonly nodes?: SharedNodes["registry"];
 };
@@ -231,6 +232,11 @@ export class Warden {
   /** Where the node's state lives: one private directory, or a PostgreSQL database shared by a fleet. */
   get backendKind(): "embedded" | "postgres" {
     return "openDelivery" in this.#backend ? "postgres" : "embedded";
+  }
+
+  /** What each workspace and principal spent today (UTC), the fleet's on PostgreSQL (DESIGN.md "Spend"). */
+  spendToday(): Promise<readonly SpendCounter[]> {
+    return this.#backend.spend.list(spendDay(Date.now()));
   }
 
   /** Runs this process is executing now. */

@@ -60,6 +60,12 @@ describe("a fleet's day budgets on one PostgreSQL", () => {
       assert.equal((await httpCall(at.url, TOKEN, "GET", `/v1/invocations/api:operator/${key}`)).status, 404, "a refused run was claimed");
     };
     await refusedOn(nodes.b!);
+    // The other node's /metrics reads the fleet's counters: the first node's run, by workspace and principal.
+    const metrics = (await httpCall(nodes.b!.url, TOKEN, "GET", "/metrics")).text;
+    for (const labels of ['kind="principal",subject="api:operator"', 'kind="workspace",subject="main"']) {
+      const value = Number(new RegExp(`^warden_spend_today_input_tokens\\{${labels}\\} (\\d+)$`, "m").exec(metrics)?.[1]);
+      assert.ok(value >= 10, `warden_spend_today_input_tokens{${labels}} is ${value}:\n${metrics}`);
+    }
     // The other workspace's day is its own, on either node.
     const other = await invoke(nodes.b!, randomUUID(), { provider: "claude", prompt: "hello", workspace: "other" });
     assert.equal(other.body.status, "recorded", other.text);
