@@ -15,6 +15,8 @@ import { ScriptedModelServer, SCRIPTED_USAGE, type ScriptTurn } from "../../src/
 import { canonicalDigest } from "../../src/core/canonical.js";
 import { httpCall, repo, startNode, type HttpReply, type NodeProcess } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { launchChromium, seriousViolations } from "../support/browser.js";
+import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
 
 const TOKEN = "spend-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
@@ -34,6 +36,8 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
   const other = join(root, "other");
   let model: ScriptedModelServer;
   let node: NodeProcess | undefined;
+  /** the invocation the budget stopped, for the console's Run page */
+  let stoppedId: string | undefined;
 
   const config = (): Record<string, unknown> => ({
     workspaces: { main: workspace, other },
@@ -61,6 +65,8 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
     for (const d of [workspace, other, join(root, "agent-home")]) mkdirSync(d, { recursive: true });
     mkdirSync(home, { mode: 0o700 });
     model = await ScriptedModelServer.start({ script: { turns: [] } });
+    // Before the node starts: it serves the console it finds built then.
+    buildConsole();
     node = await start();
   });
   after(async () => {
@@ -83,7 +89,8 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
     // Turn 1 spends 100 input tokens, turn 2 crosses 150 with a tool call in flight: it is let
     // finish, then the agent is stopped before the third turn's answer can be taken.
     model.load({ turns: [bash("echo one > one.txt"), bash("echo two > two.txt"), bash("echo three > three.txt"), { text: "Done." }] });
-    const reply = await invoke(randomUUID(), { provider: "claude", prompt: "write three files", budget: { input_tokens: 150 } });
+    const key = randomUUID();
+    const reply = await invoke(key, { provider: "claude", prompt: "write three files", budget: { input_tokens: 150 } });
     assert.equal(reply.status, 200, reply.text);
     assert.equal(reply.body.status, "recorded", reply.text);
     const result = reply.body.result as { stopped?: { reason: string; limit: string }; exit_code: number | null };
@@ -116,6 +123,26 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
     assert.equal(verification.status, 200);
     assert.equal(verification.body.ok, true, verification.text);
     assert.equal(verification.body.requires_reconciliation, false, verification.text);
+    stoppedId = key;
+  });
+
+  it("the console's Run page shows the run's spend and that its budget stopped it (real Chromium)", async () => {
+    assert.ok(stoppedId !== undefined, "the stopped run of the test before");
+    const browser = await launchChromium();
+    try {
+      const page = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
+      await logInWithToken(page, node!.url, TOKEN);
+      await page.goto(`${node!.url}/ui/invocations/api%3Aoperator/${stoppedId}`);
+      const card = page.getByTestId("spend");
+      await card.waitFor({ timeout: UI_WAIT_MS });
+      assert.match((await page.getByTestId("spend-tokens").textContent()) ?? "", /^\d+ in, \d+ out$/);
+      assert.match((await page.getByTestId("spend-cost").textContent()) ?? "", /^\$0\.\d{6}$/);
+      assert.equal(((await page.getByTestId("spend-breached").textContent()) ?? "").trim(), "input_tokens reached");
+      assert.match((await page.getByTestId("termination").textContent()) ?? "", /^stopped: /);
+      assert.deepEqual(await seriousViolations(page), []);
+    } finally {
+      await browser.close();
+    }
   });
 
   it("the next run in the spent workspace is refused with its code before any claim, also after kill -9 and a restart", async () => {
