@@ -140,6 +140,15 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
       assert.equal(((await page.getByTestId("spend-breached").textContent()) ?? "").trim(), "input_tokens reached");
       assert.match((await page.getByTestId("termination").textContent()) ?? "", /^stopped: /);
       assert.deepEqual(await seriousViolations(page), []);
+      // The Overview: today's spend of the workspace and of the principal, from the day's counters.
+      await page.goto(`${node!.url}/ui/`);
+      for (const row of ["spend-workspace-main", "spend-principal-api:operator"]) {
+        const cells = page.getByTestId(row).locator("td");
+        await cells.first().waitFor({ timeout: UI_WAIT_MS });
+        const input = Number(((await cells.first().textContent()) ?? "").replace(/,/g, ""));
+        assert.ok(input >= 2 * SCRIPTED_USAGE.input_tokens, `${row}: ${input} input tokens`);
+      }
+      assert.deepEqual(await seriousViolations(page), []);
     } finally {
       await browser.close();
     }
