@@ -11,7 +11,7 @@ import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError 
 import type { Limits } from "./core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
-import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
+import { openEmbeddedDelivery } from "./backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "./backends/postgres/node.js";
 import type { Delivery } from "./delivery/service.js";
 import { Invocations, type ExistingOutcome } from "./invocations/index.js";

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { EmbeddedLogStore, LOG_DATABASE } from "../../src/backends/embedded/log-store.js";
+import { EmbeddedLogStore, LOG_DATABASE } from "../../src/backends/embedded/log/log-store.js";
 import { main } from "../../src/cli/main.js";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { leafHash, verifyInclusion } from "../../src/tlog/merkle.js";

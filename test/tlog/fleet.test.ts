@@ -15,7 +15,7 @@ import * as http from "node:http";
 import * as path from "node:path";
 import { createHash, randomUUID } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { openPool, type PgPool } from "../../src/backends/postgres/connection.js";
 import { openPostgresBackend } from "../../src/backends/postgres/index.js";
 import { PostgresKeyStore } from "../../src/backends/postgres/key-store.js";

@@ -7,11 +7,11 @@
  */
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 import type { Worker } from "node:worker_threads";
-import { workerEntry } from "../../core/worker-entry.js";
-import { BoundedMap } from "../../core/bounded-map.js";
-import { IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
-import type { Digest } from "../../core/digest.js";
-import { isCount, isTime } from "../../core/limits.js";
+import { workerEntry } from "../../../core/worker-entry.js";
+import { BoundedMap } from "../../../core/bounded-map.js";
+import { IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../../../core/errors.js";
+import type { Digest } from "../../../core/digest.js";
+import { isCount, isTime } from "../../../core/limits.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -25,7 +25,7 @@ import type {
   RecordedPage,
   NewClaim,
   StoredResult,
-} from "../../invocations/claim-store.js";
+} from "../../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, CLAIM_SCHEMA_MIGRATIONS, type ClaimRow } from "./claim-schema.js";
 import { ClaimWriteChannel } from "./claim-write-channel.js";
 import { ClaimWriter, type ClaimWrites } from "./claim-writer.js";
@@ -37,7 +37,7 @@ import {
   type OpenDatabaseOptions,
   type SqliteDatabase,
   type SqliteStatement,
-} from "./sqlite.js";
+} from "../../../storage/sqlite.js";
 
 export interface EmbeddedClaimStoreOptions {
   /** the database file, inside a private directory */
