@@ -23,7 +23,8 @@ import {
   publishNewFile,
   readPrivateFile,
 } from "../../../storage/secure-fs.js";
-import { decodeBase64Strict, generateSigningKey, signingKeyFromPkcs8 } from "../../../journal/keys.js";
+import { decodeBase64Strict } from "../../../core/base64.js";
+import { generateSigningKey, signingKeyFromPkcs8 } from "../../../journal/keys.js";
 import type { KeyStore, PublicKeyRecord, SigningKey } from "../../../journal/types.js";
 
 const KEY_FILE_RE = /^ed25519-(\d{6})\.json$/;
