@@ -34,7 +34,7 @@ import { SqliteWitnessStore } from "../../src/witness/store.js";
 import { Witness } from "../../src/witness/witness.js";
 import { witnessHandler } from "../../src/witness/server.js";
 import { openLog } from "../../src/warden/transparency.js";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { fixtureAgents, httpCall, startNode, warden, type HttpReply, type NodeProcess } from "../support/node.js";

@@ -17,7 +17,7 @@ import { ed25519NoteSigner, parseNote, parseVkey, signNote } from "../../src/tlo
 import { parsePolicy, verifyCheckpoint } from "../../src/tlog/policy.js";
 import { addCheckpointBody } from "../../src/tlog/witness-client.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
-import { openWarden, type Warden } from "../../src/warden.js";
+import { openWarden, type Warden } from "../../src/warden/facade.js";
 import { tempDir } from "../support/temp.js";
 
 const post = async (url: string, body: string) => {
