@@ -1,0 +1,653 @@
+/**
+ * Stages of the embedded backend: stage records in the delivery database, one append-only partial
+ * file per blob being received under stages/<stage_id>/. The partial is the record of what was
+ * received. This process (the only one with the store open: it holds the store's lock) keeps each
+ * blob's received offset in memory, and a restarted one reads it back from the partial's length,
+ * which start-up repair makes durable. So a chunk costs its write and neither a database commit
+ * nor an fsync; a partial's bytes are made durable once, at commit (`syncReceived`, `promote`),
+ * before it is published. A partial only ever grows by appends (O_APPEND) and is cut back only to
+ * bytes that were never acknowledged.
+ *
+ * The rows' `received` column is no longer maintained (older versions recorded every chunk
+ * there); `complete` records blobs found already stored.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import { join } from "node:path";
+import { canonicalJson } from "../../../core/canonical.js";
+import type { Digest } from "../../../core/digest.js";
+import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode, isStorageFull } from "../../../core/errors.js";
+import { partialLost } from "../../../delivery/delivery-errors.js";
+import { checkStageRecord, ManifestCache } from "../../../delivery/manifest-record.js";
+import type { BlobRef, Manifest } from "../../../delivery/manifest-types.js";
+import type { PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../../delivery/stage.js";
+import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
+import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
+import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
+import type { DeliveryDatabase } from "./delivery-db.js";
+import { fire, type DeliveryFaults } from "./delivery-faults.js";
+import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
+
+/**
+ * Pieces up to this size are appended on this thread: copying them into the page cache costs less
+ * than handing them to an I/O thread and back; larger ones are written there while this thread
+ * hashes them.
+ */
+const SYNC_WRITE_BYTES = 128 * 1024;
+
+/** fdatasyncs of complete partials in flight at once while stages upload (see BoundedRunner). */
+const SYNCS_IN_FLIGHT = 4;
+/** ... and once a commit waits for them (nothing more is written for its stage). */
+const SYNCS_IN_FLIGHT_AT_COMMIT = 8;
+
+/**
+ * Activity is written to the stage's row at most this often: a crash can make a stage look up to
+ * this much older (against an inactivity expiry of minutes), and a chunk stream costs no commit.
+ */
+const ACTIVITY_PERSIST_MS = 1000;
+
+interface StageRow {
+  stage_id: string;
+  manifest_digest: string;
+  created_at: number;
+  last_active_at: number;
+  reserved_bytes: number;
+}
+
+interface StageBlobRow {
+  digest: string;
+  byte_len: number;
+  complete: number;
+}
+
+interface BlobProgress {
+  readonly byte_len: number;
+  received: number;
+  complete: boolean;
+  /**
+   * The fdatasync of its complete partial (at commit); resolves to the error when it failed (the
+   * partial's bytes are then not known to be on disk).
+   */
+  sync: Promise<unknown> | undefined;
+  /** This process created or opened its partial (and checked the path) already. */
+  opened: boolean;
+}
+
+/** What this process knows of a stage: its row, and more. */
+interface LiveStage {
+  readonly row: StageRow;
+  /** Each blob's progress, by digest, in digest order. */
+  blobs: Map<string, BlobProgress>;
+  /** Latest activity seen, and the latest written to the row. */
+  lastActive: number;
+  persistedActive: number;
+  /** Blobs received in full whose fdatasync has not started yet. */
+  unsynced: Set<Digest>;
+  /** This process checked (or created) the stage's directory: `remove` is the only way it goes. */
+  dirChecked: boolean;
+}
+
+const STAGE_COLUMNS = "stage_id, manifest_digest, created_at, last_active_at, reserved_bytes";
+
+export class EmbeddedStageStore implements StageStore {
+  readonly #db: DeliveryDatabase;
+  readonly #layout: DeliveryLayout;
+  readonly #blobs: EmbeddedBlobStore;
+  readonly #faults: DeliveryFaults | undefined;
+  /**
+   * Verified manifests by digest: a stage's manifest is parsed and checked against its digest
+   * once, not on every chunk. Entries go with their stage.
+   */
+  readonly #manifests = new ManifestCache();
+  /**
+   * Stages this process has seen, read back from their rows once. Rows are deleted by `remove` and
+   * by a commit record (the catalog calls `closed`): both drop the entry here too.
+   */
+  readonly #live = new Map<string, LiveStage>();
+  readonly #syncs = new BoundedRunner(SYNCS_IN_FLIGHT);
+  readonly #insertStage;
+  readonly #insertBlob;
+  readonly #selectStage;
+  readonly #selectStageByManifest;
+  readonly #selectStages;
+  readonly #selectActivity;
+  readonly #selectManifest;
+  readonly #selectBlobs;
+  readonly #touch;
+  readonly #setComplete;
+  readonly #requireBlob;
+  readonly #deleteStage;
+
+  constructor(db: DeliveryDatabase, layout: DeliveryLayout, blobs: EmbeddedBlobStore, faults?: DeliveryFaults) {
+    this.#db = db;
+    this.#layout = layout;
+    this.#blobs = blobs;
+    this.#faults = faults;
+    this.#insertStage = db.prepare<[string, string, string, number, number, number]>(
+      "INSERT INTO stages (stage_id, manifest_digest, manifest, created_at, last_active_at, reserved_bytes) VALUES (?, ?, ?, ?, ?, ?)",
+    );
+    this.#insertBlob = db.prepare<[string, string, number, number, number]>(
+      "INSERT INTO stage_blobs (stage_id, digest, byte_len, received, complete) VALUES (?, ?, ?, ?, ?)",
+    );
+    this.#selectStage = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE stage_id = ?`);
+    this.#selectStageByManifest = db.prepare<[string], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages WHERE manifest_digest = ?`);
+    this.#selectStages = db.prepare<[], StageRow>(`SELECT ${STAGE_COLUMNS} FROM stages ORDER BY created_at, stage_id`);
+    this.#selectActivity = db.prepare<[], StageActivity>("SELECT stage_id, last_active_at, reserved_bytes FROM stages");
+    this.#selectManifest = db.prepare<[string], { manifest: string }>("SELECT manifest FROM stages WHERE stage_id = ?");
+    this.#selectBlobs = db.prepare<[string], StageBlobRow>("SELECT digest, byte_len, complete FROM stage_blobs WHERE stage_id = ? ORDER BY digest");
+    this.#touch = db.prepare<[number, string]>("UPDATE stages SET last_active_at = max(last_active_at, ?) WHERE stage_id = ?");
+    this.#setComplete = db.prepare<[string, string]>(
+      "UPDATE stage_blobs SET received = byte_len, complete = 1 WHERE stage_id = ? AND digest = ?",
+    );
+    this.#requireBlob = db.prepare<[string, string, number]>(
+      `INSERT INTO stage_blobs (stage_id, digest, byte_len, received, complete) VALUES (?, ?, ?, 0, 0)
+       ON CONFLICT (stage_id, digest) DO UPDATE SET received = 0, complete = 0`,
+    );
+    this.#deleteStage = db.prepare<[string]>("DELETE FROM stages WHERE stage_id = ?");
+    if (writesAlwaysMoveCtime(layout.stagesDir)) this.partialIdentity = (stageId, digest) => this.#identity(stageId, digest);
+  }
+
+  async create(stage: StageRecord): Promise<void> {
+    this.#db.transaction(() => {
+      this.#insertStage.run(
+        stage.stage_id,
+        stage.manifest.manifest_digest,
+        canonicalJson(stage.manifest),
+        stage.created_at,
+        stage.last_active_at,
+        stage.reserved_bytes,
+      );
+      for (const b of stage.blobs) this.#insertBlob.run(stage.stage_id, b.digest, b.byte_len, b.received, b.complete ? 1 : 0);
+    })();
+    this.#manifests.remember(stage.manifest);
+    this.#live.set(stage.stage_id, {
+      row: {
+        stage_id: stage.stage_id,
+        manifest_digest: stage.manifest.manifest_digest,
+        created_at: stage.created_at,
+        last_active_at: stage.last_active_at,
+        reserved_bytes: stage.reserved_bytes,
+      },
+      blobs: new Map(stage.blobs.map((b) => [b.digest, { byte_len: b.byte_len, received: b.received, complete: b.complete, sync: undefined, opened: false }])),
+      lastActive: stage.last_active_at,
+      persistedActive: stage.last_active_at,
+      unsynced: new Set(),
+      dirChecked: false,
+    });
+  }
+
+  async get(stageId: string): Promise<StageRecord | undefined> {
+    const live = this.#live.get(stageId);
+    return live !== undefined ? this.#recordOf(live.row, stageId) : this.#recordOf(this.#selectStage.get(stageId), stageId);
+  }
+
+  /** A commit record closed the stage (and deleted its row). */
+  closed(stageId: string): void {
+    const live = this.#live.get(stageId);
+    if (live !== undefined) this.#manifests.forget(live.row.manifest_digest);
+    this.#live.delete(stageId);
+  }
+
+  async findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined> {
+    const row = this.#selectStageByManifest.get(manifestDigest);
+    return row === undefined ? undefined : this.#recordOf(row, row.stage_id);
+  }
+
+  async list(): Promise<readonly StageRecord[]> {
+    return this.#selectStages.all().map((row) => this.#recordOf(row, row.stage_id)!);
+  }
+
+  async activity(): Promise<readonly StageActivity[]> {
+    return this.#selectActivity.all().map((row) => {
+      // Activity is persisted lazily: this process's own record of it is the newer one.
+      const live = this.#live.get(row.stage_id);
+      return live === undefined || !(live.lastActive > row.last_active_at) ? row : { ...row, last_active_at: live.lastActive };
+    });
+  }
+
+  async touch(stageId: string, now: number): Promise<void> {
+    const live = this.#liveOf(stageId);
+    if (live !== undefined) this.#noteActivity(stageId, live, now);
+  }
+
+  async openPartial(stageId: string, digest: Digest, received: number): Promise<PartialAppender> {
+    const path = this.#layout.partialPath(stageId, digest);
+    const live = this.#live.get(stageId);
+    if (live !== undefined) this.#syncAhead(stageId, live);
+    const blob = live?.blobs.get(digest);
+    // A partial this process opened before is opened straight away: the descriptor checks
+    // (regular file, owner, mode, one link) still run on every open.
+    if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received);
+    // The stage directory is checked (made, if missing) once per stage by this process.
+    if (live?.dirChecked !== true) this.#ensureStageDir(stageId, live);
+    const existing = lstatOrUndefined(path);
+    if (existing === undefined) {
+      if (received > 0) throw await this.#lost(stageId, digest, received, 0);
+      let fd: number;
+      try {
+        fd = await createAppendFile(path);
+      } catch (error) {
+        // The directory checked before is gone (removed by hand): check it again, once.
+        if (errnoCode(error) !== "ENOENT") throw error;
+        this.#ensureStageDir(stageId, live);
+        fd = createPrivateFileSync(path, "append");
+      }
+      try {
+        fire(this.#faults, "partial-created");
+      } catch (error) {
+        fs.closeSync(fd);
+        fs.rmSync(path, { force: true });
+        throw error;
+      }
+      if (blob !== undefined) blob.opened = true;
+      return new FilePartial(fd, path, 0, this.#faults);
+    }
+    checkFileStats(path, existing);
+    const partial = await this.#reopen(stageId, digest, path, received);
+    if (blob !== undefined) blob.opened = true;
+    return partial;
+  }
+
+  #ensureStageDir(stageId: string, live: LiveStage | undefined): void {
+    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
+    if (live !== undefined) live.dirChecked = true;
+  }
+
+  async #reopen(stageId: string, digest: Digest, path: string, received: number): Promise<PartialAppender> {
+    let fd: number;
+    try {
+      fd = openPrivateFileSync(path, "append");
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") throw await this.#lost(stageId, digest, received, 0);
+      throw error;
+    }
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size < received) throw await this.#lost(stageId, digest, received, size);
+      // Bytes past the received offset were never acknowledged: a chunk that failed midway.
+      if (size > received) fs.ftruncateSync(fd, received);
+      return new FilePartial(fd, path, received, this.#faults);
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+  }
+
+  /** A partial shorter than what it acknowledged lost bytes: ask for the blob again. */
+  async #lost(stageId: string, digest: Digest, received: number, size: number): Promise<IntegrityError> {
+    const blob = this.#live.get(stageId)?.blobs.get(digest);
+    if (blob !== undefined) await this.requireBlob(stageId, { digest, byte_len: blob.byte_len });
+    return partialLost(stageId, digest, `the partial of ${digest} has ${size} of ${received} acknowledged bytes`);
+  }
+
+  async partialLength(stageId: string, digest: Digest): Promise<number | undefined> {
+    const st = lstatOrUndefined(this.#layout.partialPath(stageId, digest));
+    return st?.isFile() === true ? st.size : undefined;
+  }
+
+  /**
+   * The partial's lstat in nanoseconds. Offered only where any write after that lstat moves the
+   * ctime on (see `writesAlwaysMoveCtime`); userspace cannot set a ctime, and a replaced file has
+   * another inode or ctime.
+   */
+  readonly partialIdentity?: (stageId: string, digest: Digest) => Promise<string | undefined>;
+
+  async #identity(stageId: string, digest: Digest): Promise<string | undefined> {
+    const st = fs.lstatSync(this.#layout.partialPath(stageId, digest), { bigint: true, throwIfNoEntry: false });
+    if (st === undefined || !st.isFile()) return undefined;
+    return `${st.dev}:${st.ino}:${st.size}:${st.nlink}:${st.mtimeNs}:${st.ctimeNs}`;
+  }
+
+  async readPartial(stageId: string, digest: Digest, position: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
+    fire(this.#faults, "partial-read");
+    const fd = openPrivateFileSync(this.#layout.partialPath(stageId, digest), "read");
+    try {
+      const bytes = await readExactly(fd, position, length, into);
+      if (bytes.byteLength !== length) {
+        throw new IntegrityError("stage-partial-short", `the partial of ${digest} ends before ${position + length}`, {
+          details: { stage_id: stageId, digest },
+        });
+      }
+      return bytes;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
+  async recordReceived(stageId: string, digest: Digest, received: number, now: number): Promise<void> {
+    const live = this.#live.get(stageId);
+    const blob = live?.blobs.get(digest);
+    if (live === undefined || blob === undefined || blob.complete) {
+      throw new NotFoundError("stage-not-found", `stage ${stageId} no longer receives ${digest}`, { details: { stage_id: stageId, digest } });
+    }
+    this.#noteActivity(stageId, live, now);
+    blob.received = received;
+    if (received === blob.byte_len) live.unsynced.add(digest);
+  }
+
+  /**
+   * Starts the fdatasyncs of blobs received in full, in the background, when the stage's next chunk
+   * arrives: the disk waits then overlap the rest of the upload instead of all falling on commit.
+   * The blob whose last chunk just arrived is synced by the next chunk or by the commit, so a node
+   * has no sync left running once an upload's last chunk is answered.
+   */
+  #syncAhead(stageId: string, live: LiveStage): void {
+    for (const digest of live.unsynced) {
+      const blob = live.blobs.get(digest);
+      if (blob !== undefined && !blob.complete && blob.received === blob.byte_len && blob.sync === undefined) {
+        blob.sync = this.#startSync(stageId, digest);
+      }
+    }
+    live.unsynced.clear();
+  }
+
+  async requireBlob(stageId: string, ref: BlobRef): Promise<void> {
+    fs.rmSync(this.#layout.partialPath(stageId, ref.digest), { force: true });
+    this.#requireBlob.run(stageId, ref.digest, ref.byte_len);
+    const live = this.#live.get(stageId);
+    if (live === undefined) return;
+    const blob = live.blobs.get(ref.digest);
+    if (blob !== undefined) {
+      blob.received = 0;
+      blob.complete = false;
+      blob.sync = undefined;
+      blob.opened = false;
+      return;
+    }
+    // A blob the stage did not upload (a stored one found tampered) joins it, in digest order.
+    live.blobs.set(ref.digest, { byte_len: ref.byte_len, received: 0, complete: false, sync: undefined, opened: false });
+    live.blobs = new Map([...live.blobs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+
+  async syncReceived(stageId: string, refs: readonly BlobRef[]): Promise<void> {
+    const durable = refs.map((ref) => this.#durable(stageId, ref));
+    this.#syncs.hurry(SYNCS_IN_FLIGHT_AT_COMMIT);
+    const synced = await Promise.allSettled(durable);
+    const failed = synced.find((s): s is PromiseRejectedResult => s.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+  }
+
+  async promote(stageId: string, ref: BlobRef, now: number): Promise<boolean> {
+    const path = this.#layout.partialPath(stageId, ref.digest);
+    const st = lstatOrUndefined(path);
+    if (st === undefined) {
+      if (!(await this.#blobs.has(ref.digest))) {
+        await this.requireBlob(stageId, ref);
+        throw partialLost(stageId, ref.digest, `neither the partial nor the blob ${ref.digest} exists`);
+      }
+      this.#complete(stageId, ref.digest, now);
+      return false;
+    }
+    if (st.size !== ref.byte_len) {
+      await this.requireBlob(stageId, ref);
+      throw new IntegrityError("blob-tampered", `the partial of ${ref.digest} has ${st.size} bytes, want ${ref.byte_len}; it restarts at 0`, {
+        details: { stage_id: stageId, digest: ref.digest, byte_len: ref.byte_len, size: st.size, expected_offset: 0 },
+      });
+    }
+    await this.#durable(stageId, ref);
+    const linked = await this.#blobs.link(ref, path);
+    try {
+      fire(this.#faults, "blob-linked");
+      this.#complete(stageId, ref.digest, now);
+    } catch (error) {
+      // Unrecorded, the link must go: the partial is again the blob's only name, and a retry
+      // never truncates a file that is also a published blob.
+      if (linked) await this.#blobs.delete(ref.digest);
+      throw error;
+    }
+    // A crash before this unlink leaves the partial as a second link of its blob; recovery drops it.
+    fs.unlinkSync(path);
+    return linked;
+  }
+
+  /**
+   * Makes a complete partial durable, once: `syncReceived` and `promote` share the fdatasync. A
+   * partial whose fdatasync failed is dropped and its blob asked for again: a failed fdatasync
+   * may have lost the bytes while the file still reads back well, so trying again proves nothing.
+   */
+  async #durable(stageId: string, ref: BlobRef): Promise<void> {
+    const blob = this.#live.get(stageId)?.blobs.get(ref.digest);
+    const sync = blob?.sync ?? this.#startSync(stageId, ref.digest);
+    if (blob !== undefined) blob.sync = sync;
+    const error = await sync;
+    if (error === undefined) return;
+    if (blob === undefined || blob.sync === sync) await this.requireBlob(stageId, ref);
+    throw error;
+  }
+
+  /** fdatasyncs a complete partial (bounded: see BoundedRunner); resolves to the error, if any. */
+  #startSync(stageId: string, digest: Digest): Promise<unknown> {
+    const path = this.#layout.partialPath(stageId, digest);
+    return this.#syncs
+      .run(async () => {
+        const fd = openPrivateFileSync(path, "read");
+        try {
+          fire(this.#faults, "partial-sync");
+          await datasync(fd);
+        } finally {
+          fs.closeSync(fd);
+        }
+      })
+      .then(
+        () => undefined,
+        (error: unknown) => error ?? new Error("fdatasync failed"),
+      );
+  }
+
+  #complete(stageId: string, digest: Digest, now: number): void {
+    const live = this.#liveOf(stageId);
+    const blob = live?.blobs.get(digest);
+    if (live === undefined || blob === undefined) return;
+    // The activity write may fail (a full disk): the blob must then still read as not complete,
+    // since promote's caller drops the link it made and the partial is again the blob's only name.
+    this.#noteActivity(stageId, live, now);
+    blob.received = blob.byte_len;
+    blob.complete = true;
+  }
+
+  async markStored(stageId: string, ref: BlobRef): Promise<void> {
+    fs.rmSync(this.#layout.partialPath(stageId, ref.digest), { force: true });
+    this.#setComplete.run(stageId, ref.digest);
+    const blob = this.#live.get(stageId)?.blobs.get(ref.digest);
+    if (blob !== undefined) {
+      blob.received = blob.byte_len;
+      blob.complete = true;
+      blob.sync = undefined;
+      blob.opened = false;
+    }
+  }
+
+  async remove(stageId: string): Promise<void> {
+    const dir = this.#layout.stageDir(stageId);
+    // A directory holding anything but partials refuses before the row or the memory change (G10).
+    stageDirNames(dir);
+    const row = this.#selectStage.get(stageId);
+    if (row !== undefined) this.#manifests.forget(row.manifest_digest);
+    this.#live.delete(stageId);
+    try {
+      this.#deleteRow(stageId);
+    } catch (error) {
+      if (!isStorageFull(error)) throw error;
+      // On a full disk even a delete needs room (in the database's log), and dropping a stage is
+      // how an operator makes room: its partials, thrown away either way, go first. Should the
+      // row still stay, the stage asks for its blobs again from 0 (see openPartial).
+      removeStageDirSync(dir);
+      this.#deleteRow(stageId);
+    }
+    fire(this.#faults, "stage-remove");
+    removeStageDirSync(dir);
+  }
+
+  #deleteRow(stageId: string): void {
+    this.#db.transaction(() => {
+      fire(this.#faults, "stage-row-delete");
+      this.#deleteStage.run(stageId);
+    })();
+  }
+
+  /** Writes the stage's activity to its row when the row is more than ACTIVITY_PERSIST_MS behind. */
+  #noteActivity(stageId: string, live: LiveStage, now: number): void {
+    live.lastActive = Math.max(live.lastActive, now);
+    if (now - live.persistedActive < ACTIVITY_PERSIST_MS) return;
+    this.#db.transaction(() => {
+      fire(this.#faults, "activity-record");
+      this.#touch.run(now, stageId);
+    })();
+    live.persistedActive = now;
+  }
+
+  #liveOf(stageId: string): LiveStage | undefined {
+    const live = this.#live.get(stageId);
+    if (live !== undefined) return live;
+    const row = this.#selectStage.get(stageId);
+    return row === undefined ? undefined : this.#load(row);
+  }
+
+  /**
+   * A stage's blobs as a restarted process finds them: a partial holds what was received (its
+   * length was made durable by start-up repair); no partial but a stored blob means its
+   * publication finished and only the commit is missing (recovery settles it).
+   */
+  #load(row: StageRow): LiveStage {
+    const rows = this.#selectBlobs.all(row.stage_id);
+    // Before any row's digest names a path: the rows must be blobs of the stage's manifest.
+    checkStageRecord({
+      stage_id: row.stage_id,
+      manifest: this.#manifestOf(row),
+      created_at: row.created_at,
+      last_active_at: row.last_active_at,
+      reserved_bytes: row.reserved_bytes,
+      // A flag other than 0 or 1 is handed on as it is stored, for the check to refuse.
+      blobs: rows.map((b) => ({ digest: b.digest as Digest, byte_len: b.byte_len, received: 0, complete: b.complete === 0 || b.complete === 1 ? b.complete === 1 : (b.complete as unknown as boolean) })),
+    });
+    const blobs = new Map<string, BlobProgress>();
+    for (const b of rows) {
+      const digest = b.digest as Digest;
+      let received = b.byte_len;
+      if (b.complete !== 1) {
+        const partial = lstatOrUndefined(this.#layout.partialPath(row.stage_id, digest));
+        if (partial?.isFile() === true) received = partial.size <= b.byte_len ? partial.size : 0;
+        else if (lstatOrUndefined(this.#layout.blobPath(digest))?.isFile() !== true) received = 0;
+      }
+      blobs.set(digest, { byte_len: b.byte_len, received, complete: b.complete === 1, sync: undefined, opened: false });
+    }
+    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>(), dirChecked: false };
+    this.#live.set(row.stage_id, live);
+    return live;
+  }
+
+  /** The record of a stage whose row was read; a missing row means the stage closed. */
+  #recordOf(row: StageRow | undefined, stageId: string): StageRecord | undefined {
+    if (row === undefined) {
+      this.#live.delete(stageId);
+      return undefined;
+    }
+    const live = this.#live.get(stageId) ?? this.#load(row);
+    return {
+      stage_id: row.stage_id,
+      manifest: this.#manifestOf(row),
+      created_at: row.created_at,
+      last_active_at: Math.max(row.last_active_at, live.lastActive),
+      reserved_bytes: row.reserved_bytes,
+      blobs: [...live.blobs].map(([digest, b]): StageBlob => ({ digest: digest as Digest, byte_len: b.byte_len, received: b.received, complete: b.complete })),
+    };
+  }
+
+  #manifestOf(row: StageRow): Manifest {
+    // The text is read only when the digest is not verified yet (it is the row's largest field).
+    const text = (): string => this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
+    return this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
+  }
+}
+
+/** statfs magic numbers of the file systems with multigrain timestamps: ext4, xfs, btrfs, tmpfs. */
+const MULTIGRAIN_FILE_SYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994]);
+
+/**
+ * True when a write that follows a stat of a file always changes its ctime. A timestamp normally
+ * comes from a clock that ticks every few milliseconds, so a write in the same tick as the stat
+ * would go unseen; since Linux 6.13 these file systems give a change that follows a query of the
+ * times a fresh fine-grained time (multigrain timestamps).
+ */
+export function writesAlwaysMoveCtime(dir: string): boolean {
+  if (process.platform !== "linux") return false;
+  const [major = 0, minor = 0] = os.release().split(".").map((part) => Number.parseInt(part, 10));
+  if (major < 6 || (major === 6 && minor < 13)) return false;
+  return MULTIGRAIN_FILE_SYSTEMS.has(fs.statfsSync(dir).type);
+}
+
+/**
+ * Removes a stage directory that holds nothing but partials. Anything else in it is not ours to
+ * delete: refuse, naming it, and leave everything in place.
+ */
+export function removeStageDirSync(dir: string): void {
+  const names = stageDirNames(dir);
+  if (names === undefined) return;
+  for (const name of names) fs.unlinkSync(join(dir, name));
+  fs.rmdirSync(dir);
+}
+
+/** The names in a stage's directory, every one a partial (undefined: no directory); else refuses. */
+function stageDirNames(dir: string): string[] | undefined {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") return undefined;
+    throw error;
+  }
+  for (const name of names) {
+    const path = join(dir, name);
+    const st = fs.lstatSync(path);
+    if (!PARTIAL_NAME_RE.test(name) || !st.isFile()) {
+      throw new UnsafeStorageError("unsafe-storage-name", path, "is not a partial this store created");
+    }
+  }
+  return names;
+}
+
+class FilePartial implements PartialAppender {
+  readonly #fd: number;
+  readonly #path: string;
+  readonly #openedAt: number;
+  readonly #faults: DeliveryFaults | undefined;
+  #closed = false;
+
+  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined) {
+    this.#fd = fd;
+    this.#path = path;
+    this.#openedAt = openedAt;
+    this.#faults = faults;
+  }
+
+  async append(bytes: Uint8Array): Promise<void> {
+    if (bytes.byteLength <= SYNC_WRITE_BYTES) writeAllSync(this.#fd, bytes);
+    else await writeAll(this.#fd, bytes);
+    fire(this.#faults, "chunk-written");
+  }
+
+  /** Written bytes are in the file (the page cache survives a crash of this process): nothing to do. */
+  async flush(): Promise<void> {}
+
+  async abandon(): Promise<void> {
+    // Best effort: this runs on an error path, and the next open cuts the partial back anyway.
+    try {
+      if (this.#openedAt === 0) fs.rmSync(this.#path, { force: true });
+      else fs.ftruncateSync(this.#fd, this.#openedAt);
+    } catch {
+      // the original error is the one worth reporting
+    }
+    this.#closeOnce();
+  }
+
+  async close(): Promise<void> {
+    this.#closeOnce();
+  }
+
+  /** A descriptor number is reused once closed: closing it twice could close someone else's file. */
+  #closeOnce(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    fs.closeSync(this.#fd);
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * Client side of delivery: compile a directory into a manifest and the list of files to upload
+ * (DESIGN.md "Bundle manifest", "Bundle contract"; CLI `warden push`). The result has passed the
+ * same validation a node applies (parseManifest and both contract halves), so a push never
+ * uploads a byte of a bundle the node would refuse.
+ */
+import * as fsp from "node:fs/promises";
+import * as nodePath from "node:path";
+import { ValidationError, errnoCode } from "../../core/errors.js";
+import type { Digest } from "../../core/digest.js";
+import { DEFAULT_LIMITS, type Limits } from "../../core/limits.js";
+import {
+  BundleDigestBuilder,
+  COMPONENT_KINDS,
+  COMPONENT_SCOPES,
+  compareUtf8,
+  type Component,
+  type ComponentKind,
+  type ComponentScope,
+} from "../manifest-types.js";
+import { digestOffThread } from "../blob-store.js";
+import { createManifest, parseManifest, validateBundleIdentifier } from "../manifest.js";
+import type { Manifest } from "../manifest-types.js";
+import { validateRelativePath } from "../paths.js";
+import { checkContractAtBegin, checkContractContent, inferKind } from "../contract/check.js";
+import { walkDirectory, sourceError, sourceRefusal, type WalkedFile } from "./walk.js";
+import { readStable, readVerified } from "./read.js";
+
+export interface CompiledFile {
+  readonly component: Component;
+  readonly absolutePath: string;
+}
+
+export interface CompiledBundle {
+  readonly manifest: Manifest;
+  /** one entry per component, in manifest order */
+  readonly files: readonly CompiledFile[];
+  /** `.git` / `node_modules` entries left out (relative paths), for the CLI to mention */
+  readonly skipped: readonly string[];
+  /** the validated bytes by relative path, when `keepContents` was set (a push uploads exactly these) */
+  readonly contents?: ReadonlyMap<string, Uint8Array>;
+}
+
+export interface SourceFile {
+  readonly relativePath: string;
+  readonly absolutePath: string;
+}
+
+export interface CompileHooks {
+  /** Called for each file after its descriptor is checked and before it is read (test seam). */
+  readonly beforeRead?: (file: SourceFile) => void | Promise<void>;
+}
+
+export interface CompileOptions {
+  readonly bundleId: string;
+  readonly revision: string;
+  /** kind per relative path, overriding the inferred one; every key must name a compiled file */
+  readonly kinds?: Readonly<Record<string, ComponentKind>>;
+  /** scope of every component (default `session`) */
+  readonly scope?: ComponentScope;
+  readonly limits?: Limits;
+  readonly hooks?: CompileHooks;
+  /** keep the bytes that were read, digested and validated (saves re-reading them for upload) */
+  readonly keepContents?: boolean;
+}
+
+function checkOptions(options: CompileOptions): void {
+  validateBundleIdentifier(options.bundleId, "bundle_id");
+  validateBundleIdentifier(options.revision, "revision");
+  if (options.scope !== undefined && !COMPONENT_SCOPES.includes(options.scope)) {
+    const rule = `unknown scope ${JSON.stringify(options.scope)}`;
+    throw new ValidationError("manifest-scope-unknown", rule, { details: { field: "scope" } });
+  }
+  for (const [path, kind] of Object.entries(options.kinds ?? {})) {
+    validateRelativePath(path);
+    if (!COMPONENT_KINDS.includes(kind)) {
+      throw sourceRefusal("manifest-kind-unknown", path, `unknown kind ${JSON.stringify(kind)}`, { field: "kind" });
+    }
+  }
+}
+
+async function resolveRoot(dir: string): Promise<string> {
+  // The root is followed as the user named it (it may legitimately sit behind a symlink, as
+  // macOS's /tmp does); nothing below it is ever followed.
+  let root: string;
+  let isDirectory: boolean;
+  try {
+    root = await fsp.realpath(nodePath.resolve(dir));
+    isDirectory = (await fsp.stat(root)).isDirectory();
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") {
+      throw sourceRefusal("compile-root-missing", dir, "does not exist");
+    }
+    throw sourceError(error, dir);
+  }
+  if (!isDirectory) {
+    throw sourceRefusal("compile-root-not-directory", dir, "is not a directory");
+  }
+  return root;
+}
+
+function checkOverridesExist(overrides: ReadonlyMap<string, ComponentKind>, files: readonly WalkedFile[]): void {
+  const known = new Set(files.map((f) => f.relativePath));
+  for (const path of overrides.keys()) {
+    if (!known.has(path)) {
+      const rule = "options.kinds names a path that is not a file of the bundle";
+      throw sourceRefusal("compile-kind-override-unknown-path", path, rule, { field: "kind" });
+    }
+  }
+}
+
+interface ReadBundle {
+  readonly compiled: CompiledFile[];
+  readonly contents: Map<string, Uint8Array>;
+  readonly bundleDigest: Digest;
+}
+
+/**
+ * Reads every walked file once, in manifest order, digesting blobs and the bundle as it goes. The
+ * files are still read one after another (the next once this one is read), but the next read
+ * overlaps with this one's bundle digest, and each blob's own digest runs on the I/O threads.
+ */
+async function readFiles(
+  files: readonly WalkedFile[],
+  kindOf: (path: string) => ComponentKind,
+  scope: ComponentScope,
+  hooks: CompileHooks = {},
+): Promise<ReadBundle> {
+  const bundleDigest = new BundleDigestBuilder();
+  const contents = new Map<string, Uint8Array>();
+  const read = (f: WalkedFile): Promise<Buffer> => {
+    const hook = hooks.beforeRead;
+    const reading = readStable(f.absolutePath, f.relativePath, f.stat, {
+      beforeRead: hook && (() => hook({ relativePath: f.relativePath, absolutePath: f.absolutePath })),
+    });
+    reading.catch(() => undefined); // awaited in turn; a failure ahead must not go unhandled
+    return reading;
+  };
+  const digests: Promise<Digest>[] = [];
+  let next = files.length > 0 ? read(files[0]!) : undefined;
+  for (const [i, f] of files.entries()) {
+    const bytes = await next!;
+    next = i + 1 < files.length ? read(files[i + 1]!) : undefined;
+    const digest = digestOffThread(bytes);
+    digest.catch(() => undefined);
+    digests.push(digest);
+    bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
+    contents.set(f.relativePath, bytes);
+  }
+  const compiled: CompiledFile[] = [];
+  for (const [i, f] of files.entries()) {
+    const blob = { digest: await digests[i]!, byte_len: contents.get(f.relativePath)!.byteLength };
+    const component = { kind: kindOf(f.relativePath), scope, relative_path: f.relativePath, blob };
+    compiled.push({ component, absolutePath: f.absolutePath });
+  }
+  return { compiled, contents, bundleDigest: bundleDigest.digest() };
+}
+
+/**
+ * Compiles `dir` into a bundle: kinds inferred from paths (overridable), scope `session` by
+ * default, components sorted by UTF-8 bytes, digests computed, and the result validated by
+ * parseManifest and both contract checks before it is returned.
+ */
+export async function compileDirectory(dir: string, options: CompileOptions): Promise<CompiledBundle> {
+  checkOptions(options);
+  const limits = options.limits ?? DEFAULT_LIMITS;
+  const walked = await walkDirectory(await resolveRoot(dir), limits);
+  if (walked.files.length === 0) {
+    throw sourceRefusal("compile-empty-directory", dir, "holds no files to deliver");
+  }
+  const files = walked.files.slice().sort((a, b) => compareUtf8(a.relativePath, b.relativePath));
+  const overrides = new Map(Object.entries(options.kinds ?? {}));
+  checkOverridesExist(overrides, files);
+  const kindOf = (path: string): ComponentKind => overrides.get(path) ?? inferKind(path);
+  const scope = options.scope ?? "session";
+  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options.hooks);
+
+  const components = compiled.map((c) => c.component);
+  const { bundleId: bundle_id, revision } = options;
+  const built = createManifest({ bundle_id, revision, bundle_digest: bundleDigest, components }, limits);
+  // Round trip through the wire form: what the node will parse is what was validated here.
+  const manifest = parseManifest(JSON.parse(JSON.stringify(built)) as unknown, limits);
+  checkContractAtBegin(manifest);
+  await checkContractContent(manifest, async (c) => contents.get(c.relative_path)!);
+  return {
+    manifest,
+    files: manifest.components.map((component, i) => ({ component, absolutePath: compiled[i]!.absolutePath })),
+    skipped: walked.skipped,
+    ...(options.keepContents === true ? { contents } : {}),
+  };
+}
+
+/** Re-reads a compiled file for upload; refuses it if its length or digest changed since. */
+export function readCompiledFile(file: CompiledFile): Promise<Uint8Array> {
+  const { relative_path, blob } = file.component;
+  return readVerified(file.absolutePath, relative_path, blob.digest, blob.byte_len);
+}

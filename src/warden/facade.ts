@@ -1,0 +1,661 @@
+/**
+ * The library facade (`import { openWarden } from "warden"`): one node on the embedded backend —
+ * delivery, invocations with their journals and keys, the provider materializer and the runner —
+ * opened together and closed together. The HTTP server and the CLI are thin adapters over it.
+ */
+import { randomUUID } from "node:crypto";
+import * as fs from "node:fs";
+import { join, sep } from "node:path";
+import type { JsonValue } from "../core/canonical.js";
+import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
+import type { Limits } from "../core/limits.js";
+import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
+import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
+import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
+import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
+import type { Delivery } from "../delivery/service.js";
+import { Invocations, type ExistingOutcome } from "../invocations/index.js";
+import type { RunInspection } from "../journal/inspect.js";
+import type { Inspection } from "../invocations/types.js";
+import type { PublicKeyRecord } from "../journal/types.js";
+import { isRunId } from "../journal/schema.js";
+import type { VerifyReport } from "../journal/verify.js";
+import type { RunCheck } from "../invocations/run-check.js";
+import { sharedRunChecker } from "../invocations/run-checker.js";
+import { Materializer, type PlannedTreeFile } from "../providers/materializer.js";
+import { TrustPolicy, type SigningConfig } from "../signing/policy.js";
+import { resolveProfiles, type PermissionMode, type ProviderProfile } from "../providers/profiles.js";
+import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "../providers/types.js";
+import { parseInvokeRequest, type InvokeRequest } from "../runner/request.js";
+import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import { spendDay, type SpendConfig, type SpendCounter, type SpendCounters } from "../runner/spend.js";
+import { RunHomes } from "../providers/run-home.js";
+import type { Isolation } from "../sandbox/profile.js";
+import { AgentGroups, type KilledGroup } from "./agent-groups.js";
+import { claimHome } from "./home-backend.js";
+import { agentTagOf, reapOrphanedAgents, type Reaped } from "../runner/orphans.js";
+import { PROC, procStat } from "../runner/proc-stat.js";
+import { agentStopsOf, recordAgentStops } from "./stopped-agents.js";
+import { LaunchRecords } from "../runner/launch-records.js";
+import { JournalTap } from "./journal-tap.js";
+import { Retention } from "./retention.js";
+import { Scrub } from "./scrub.js";
+import { Fleet, type SharedNodes } from "./fleet.js";
+import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./transparency.js";
+import { catchUpLog } from "./log-catchup.js";
+import type { TransparencyLog } from "../tlog/log.js";
+
+export interface WardenOptions {
+  /** the private state directory (created 0700 when missing) */
+  readonly home: string;
+  readonly limits?: Partial<Limits>;
+  /** workspace id → absolute directory agents run in; default: `<home>/workspaces/default` as "default" */
+  readonly workspaces?: Readonly<Record<string, string>>;
+  /** the workspace of requests that name none (default: the only configured one) */
+  readonly defaultWorkspace?: string;
+  /** workspace id → permission mode of its runs, over the provider's (profiles.ts PermissionMode) */
+  readonly workspacePermissions?: Readonly<Record<string, PermissionMode>>;
+  /** workspaces whose own provider configuration (`.claude/`, `.mcp.json`, `.codex/`) may run; none by default */
+  readonly trustedWorkspaces?: readonly string[];
+  /** provider profile overrides, e.g. `{ claude: { command: "/path/to/claude" } }` */
+  readonly providers?: Partial<Record<ProviderName, Partial<ProviderProfile>>>;
+  /** base environment of agents (default: the allowlisted part of this process's: runner.ts agentEnvironment) */
+  readonly agentEnv?: Readonly<Record<string, string | undefined>>;
+  /** names of the node's environment passed to agents besides the allowlist (configuration `agentEnv`) */
+  readonly passEnv?: readonly string[];
+  /** how runs are confined (default "sandbox"; "none" only by explicit configuration, recorded in every run's journal) */
+  readonly isolation?: Isolation;
+  /** workspace id → its runs' isolation (over `isolation`) */
+  readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
+  /** the sandbox's settings: bubblewrap's path, the egress allowlist, resource limits (DESIGN.md "Confinement") */
+  readonly sandbox?: RunnerOptions["sandbox"];
+  readonly defaultTimeoutS?: number;
+  readonly maxTimeoutS?: number;
+  readonly killGraceMs?: number;
+  readonly maxPromptBytes?: number;
+  readonly runnerHooks?: RunnerHooks;
+  /** keep claims, journals, keys, bundles and blobs on this PostgreSQL database (a fleet) instead of under `home` */
+  readonly postgres?: PostgresNodeOptions;
+  /** how often result retention runs (default: hourly, and at open) */
+  readonly retentionIntervalMs?: number;
+  /**
+   * The transparency log (DESIGN.md "Transparency"): on by default, the node's own on the
+   * embedded backend, the fleet's on PostgreSQL; `false` turns it off.
+   */
+  readonly log?: LogOptions | false;
+  /** trust policy for bundle signatures (DESIGN.md "Bundle signatures"); none: nothing required */
+  readonly signing?: SigningConfig;
+  /** budgets per run and per workspace and principal per day, and the price table (DESIGN.md "Spend") */
+  readonly spend?: SpendConfig;
+}
+
+/**
+ * What the facade keeps of its backend: where the node lives, its limits, how to close it, and —
+ * on a shared database — the owner session whose health says whether this node can claim now.
+ */
+type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
+  readonly spend: SpendCounters;
+  readonly owner?: { readonly healthy: boolean; readonly id: string };
+  readonly nodes?: SharedNodes["registry"];
+};
+
+/** What `start` answers: this caller started the run, or the invocation's existing state. */
+export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
+export type InvocationStart = StartedRun | KnownOutcome;
+/** An existing outcome; `run_id` is set for an in-progress run this process owns. */
+export type KnownOutcome = ExistingOutcome & { readonly run_id?: string };
+
+export interface RunVerification {
+  readonly ok: boolean;
+  readonly entries: number;
+  readonly first_error?: VerifyReport["first_error"];
+  readonly requires_reconciliation: boolean;
+  readonly tail_hash: string;
+  readonly incomplete_tail: boolean;
+  readonly findings: RunInspection["reasons"];
+}
+
+export interface CloseOptions {
+  /** how long running agents may take to finish before their process groups are killed */
+  readonly graceMs?: number;
+  /** told what the shutdown waits for and what it killed (`warden serve` prints it) */
+  readonly onProgress?: (event: ShutdownEvent) => void;
+}
+
+/** A run of this node that a shutdown waits for. */
+export interface RunningRun {
+  readonly run_id: string;
+  readonly scope: string;
+  readonly id: string;
+}
+
+/**
+ * What a shutdown is doing: `waiting` (once, when runs are active: which, and for how long at
+ * most), then `killed` if some outlived the grace (their agents' pids by run, and whether the
+ * stop was recorded for `inspect`, as an orphan's is).
+ */
+export type ShutdownEvent =
+  | { readonly type: "waiting"; readonly runs: readonly RunningRun[]; readonly grace_ms: number }
+  | { readonly type: "killed"; readonly runs: readonly KilledGroup[]; readonly recorded: boolean };
+
+const DEFAULT_MAX_PROMPT_BYTES = 100_000;
+const DEFAULT_MAX_TIMEOUT_S = 24 * 3600;
+const DEFAULT_GRACE_MS = 10_000;
+/** after killing cut agents, how long their runs get to journal the end and release their claims */
+const SETTLE_AFTER_KILL_MS = 5_000;
+
+/** One provider's answer for a revision: the files it would get, or what it refuses. */
+export type MaterializationPlan =
+  | { readonly provider: ProviderName; readonly materializes: true; readonly files: readonly PlannedTreeFile[] }
+  | { readonly provider: ProviderName; readonly materializes: false; readonly code: string; readonly detail: string };
+
+export class Warden {
+  readonly home: string;
+  readonly limits: Limits;
+  readonly delivery: Delivery;
+  readonly invocations: Invocations;
+  readonly materializer: Materializer;
+  readonly runner: Runner;
+  readonly journals: JournalTap;
+  /** the nodes sharing this node's state (the fleet on PostgreSQL; this node alone when embedded) */
+  readonly fleet: Fleet;
+  /** the node's transparency log, when it keeps one */
+  readonly log: TransparencyLog | undefined;
+  readonly #logFailures: () => number;
+  /** agent processes an earlier, dead process on this home had left running, killed at open */
+  readonly reapedAgents: Reaped;
+  readonly #backend: NodeBackend;
+  readonly #bounds: { maxPromptBytes: number; maxTimeoutS: number };
+  readonly #agents: AgentGroups;
+  readonly #retention: Retention;
+  readonly #scrub: Scrub | undefined;
+  /** scope\0id → run id of the runs this process is executing */
+  readonly #active = new Map<string, RunningRun & { done: Promise<unknown> }>();
+  /** Starts between the capacity check and their entry in #active (claiming, launching). */
+  #starting = 0;
+  /** sessions `materialize` made and not yet released */
+  readonly #apiSessions = new Set<string>();
+  #closing: Promise<void> | undefined;
+
+  /** Use `openWarden`. */
+  constructor(parts: {
+    backend: NodeBackend;
+    delivery: Delivery;
+    invocations: Invocations;
+    materializer: Materializer;
+    runner: Runner;
+    journals: JournalTap;
+    agents: AgentGroups;
+    bounds: { maxPromptBytes: number; maxTimeoutS: number };
+    reaped: Reaped;
+    retention: Retention;
+    log?: OpenedLog | undefined;
+    scrub?: Scrub;
+  }) {
+    this.log = parts.log?.log;
+    this.#logFailures = parts.log?.failures ?? (() => 0);
+    this.reapedAgents = parts.reaped;
+    this.#backend = parts.backend;
+    const { owner, nodes } = parts.backend;
+    this.fleet = new Fleet(owner === undefined || nodes === undefined ? undefined : { registry: nodes, selfId: () => owner.id });
+    this.home = parts.backend.home;
+    this.limits = parts.backend.limits;
+    this.delivery = parts.delivery;
+    this.invocations = parts.invocations;
+    this.materializer = parts.materializer;
+    this.runner = parts.runner;
+    this.journals = parts.journals;
+    this.#agents = parts.agents;
+    this.#bounds = parts.bounds;
+    this.#retention = parts.retention;
+    this.#scrub = parts.scrub;
+  }
+
+  /** Statements the log could not store (a failed append is counted, never fails a run or commit). */
+  get logFailures(): number {
+    return this.#logFailures();
+  }
+
+  /** True once `close` was called: new runs are refused. */
+  get closing(): boolean {
+    return this.#closing !== undefined;
+  }
+
+  /**
+   * False while the node's storage cannot take new work: on PostgreSQL, while its owner session is
+   * lost (the database is unreachable; it reconnects by itself). The embedded backend is local.
+   */
+  get storageReady(): boolean {
+    return this.#backend.owner?.healthy ?? true;
+  }
+
+  /** Where the node's state lives: one private directory, or a PostgreSQL database shared by a fleet. */
+  get backendKind(): "embedded" | "postgres" {
+    return "openDelivery" in this.#backend ? "postgres" : "embedded";
+  }
+
+  /** What each workspace and principal spent today (UTC), the fleet's on PostgreSQL (DESIGN.md "Spend"). */
+  spendToday(): Promise<readonly SpendCounter[]> {
+    return this.#backend.spend.list(spendDay(Date.now()));
+  }
+
+  /** Runs this process is executing now. */
+  get activeRuns(): number {
+    return this.#active.size;
+  }
+
+  /** Parses an invocation request exactly as the runner will (every rule, its own code). */
+  parseRequest(input: unknown): InvokeRequest {
+    return parseInvokeRequest(input, this.#bounds);
+  }
+
+  /**
+   * Starts `(scope, id)` for `request` unless it exists. A known invocation is answered by a
+   * read only (no claim attempt, no write): that is the replay path. A different request under
+   * the same id is a ConflictError `idempotency-conflict` (422).
+   */
+  async start(scope: string, id: string, input: unknown): Promise<InvocationStart> {
+    const request = this.parseRequest(input);
+    const existing = await this.lookup(scope, id, request);
+    if (existing !== undefined) return existing;
+    if (this.closing) throw shuttingDown();
+    // Checked before anything is claimed: a refused call leaves its id free for a later retry (G11).
+    const running = this.#active.size + this.#starting;
+    if (running >= this.limits.activeRuns) throw runCapacityExhausted(running, this.limits.activeRuns);
+    this.#starting++;
+    let started: Awaited<ReturnType<Runner["start"]>>;
+    try {
+      started = await this.runner.start({ scope, id, request: input });
+    } finally {
+      this.#starting--;
+    }
+    if (started.status !== "started") return this.#withRunId(scope, id, started);
+    const key = activeKey(scope, id.toLowerCase());
+    const done = started.done.finally(() => {
+      this.#active.delete(key);
+      this.#agents.prune();
+    });
+    done.catch(() => undefined);
+    this.#active.set(key, { run_id: started.run_id, scope, id: id.toLowerCase(), done });
+    return { status: "started", run_id: started.run_id, done: started.done };
+  }
+
+  /** The state of `(scope, id)` without creating anything; with `request`, conflicts are refused. */
+  async lookup(scope: string, id: string, request?: InvokeRequest): Promise<KnownOutcome | undefined> {
+    const outcome = await this.invocations.lookup(scope, id, request === undefined ? undefined : requestJson(request));
+    return outcome === undefined ? undefined : this.#withRunId(scope, id, outcome);
+  }
+
+  /**
+   * Materializes a committed bundle revision for a provider in a new session, kept until
+   * `releaseMaterialization` (or the node's restart): at most `limits.materializations` at once.
+   */
+  async materialize(bundleId: string, revision: string, provider: ProviderName): Promise<Materialization> {
+    const limit = this.limits.materializations;
+    if (this.#apiSessions.size >= limit) {
+      throw new LimitError(
+        "materialization-capacity-exhausted",
+        `${this.#apiSessions.size} materialized trees are kept on this node, the limit is ${limit}; delete one no longer used (DELETE /v1/materializations/{session})`,
+        { status: 429, details: { kept: this.#apiSessions.size, limit } },
+      );
+    }
+    // Counted from here, so that requests arriving together cannot all pass the check.
+    const session = randomUUID();
+    this.#apiSessions.add(session);
+    try {
+      return await this.materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session });
+    } catch (error) {
+      this.#apiSessions.delete(session);
+      throw error;
+    }
+  }
+
+  /**
+   * What the materializer would do with a committed revision for each provider, from its own
+   * planning (nothing is written): the files each gets, or the refusal a run or materialization
+   * would answer. The revision not being there is the caller's error, not a provider's refusal.
+   */
+  async materializationPlans(bundleId: string, revision: string): Promise<MaterializationPlan[]> {
+    await this.delivery.manifest(bundleId, revision);
+    const bundle = { bundle_id: bundleId, revision };
+    return Promise.all(
+      PROVIDER_NAMES.map(async (provider): Promise<MaterializationPlan> => {
+        try {
+          return { provider, materializes: true, files: [...(await this.materializer.plan(provider, bundle))] };
+        } catch (error) {
+          // A refusal is the provider's answer; a damaged store or a bug is the request's failure.
+          if (!isWardenError(error) || error.status >= 500) throw error;
+          return { provider, materializes: false, code: error.code, detail: error.message };
+        }
+      }),
+    );
+  }
+
+  /** Removes a tree `materialize` made (a run's own tree is its runner's to remove). */
+  async releaseMaterialization(session: string): Promise<void> {
+    // Taken out before the removal starts: a second DELETE of the same tree (a client's retry)
+    // is then not found, instead of removing the files the first is removing (ENOENT, a 500).
+    if (!this.#apiSessions.delete(session)) {
+      throw new NotFoundError("materialization-not-found", `no materialized tree ${session} is kept on this node`, { details: { session } });
+    }
+    try {
+      await this.materializer.cleanup(session);
+    } catch (error) {
+      this.#apiSessions.add(session);
+      throw error;
+    }
+  }
+
+  /** The raw signed journal of a run. */
+  async readJournal(runId: string): Promise<Uint8Array> {
+    const bytes = await this.journals.read(checkRunId(runId), this.limits.journalBytes);
+    if (bytes === undefined) throw new NotFoundError("run-not-found", `no journal for run ${runId}`, { details: { run_id: runId } });
+    return bytes;
+  }
+
+  /**
+   * What an operator reviews (invocations.inspect), plus what this home recorded of the run's
+   * agent processes being killed because their node had died: the journal of such a run ends
+   * with its node, so only this says that the agent is gone and who stopped it.
+   */
+  async inspect(scope: string, id: string): Promise<Inspection> {
+    const inspection = await this.invocations.inspect(scope, id);
+    const stops = agentStopsOf(this.home, inspection.snapshot.audit.run_id);
+    return stops.length === 0 ? inspection : { ...inspection, report: { ...inspection.report, agent_stopped: stops } };
+  }
+
+  /** Verifies a run's journal with the node's keys (G5) and says whether it needs reconciliation. */
+  async verifyRun(runId: string): Promise<RunVerification> {
+    const bytes = await this.readJournal(runId);
+    // On the invocations module's worker pool: a 64 MiB journal must not stall the event loop.
+    const checker = sharedRunChecker();
+    const check = (keys: readonly PublicKeyRecord[]): Promise<RunCheck> =>
+      checker.check(bytes, keys, { maxBytes: this.limits.journalBytes, runId, limits: this.limits });
+    let result = await check(await this.invocations.publicKeys());
+    if (result.first_error?.code === "journal-unknown-key") result = await check(await this.invocations.publicKeys(true));
+    return {
+      ok: result.ok,
+      entries: result.entries,
+      ...(result.first_error === undefined ? {} : { first_error: result.first_error }),
+      requires_reconciliation: result.inspection.requires_reconciliation,
+      tail_hash: result.tail_hash,
+      incomplete_tail: result.incomplete_tail,
+      findings: result.inspection.reasons,
+    };
+  }
+
+  /** The node's public keys, oldest first (journal and receipt verification). */
+  publicKeys(): Promise<readonly PublicKeyRecord[]> {
+    return this.invocations.publicKeys(true);
+  }
+
+  /**
+   * Refuses new runs, lets running agents finish within the grace period, kills the process
+   * groups of those that did not (their runs then read `unresolved` and are never re-run), and
+   * closes the stores. Idempotent.
+   */
+  close(options: CloseOptions = {}): Promise<void> {
+    this.#closing ??= this.#shutdown(options.graceMs ?? DEFAULT_GRACE_MS, options.onProgress ?? (() => undefined));
+    return this.#closing;
+  }
+
+  async #shutdown(graceMs: number, onProgress: (event: ShutdownEvent) => void): Promise<void> {
+    const running = [...this.#active.values()].map(({ run_id, scope, id }) => ({ run_id, scope, id }));
+    if (running.length > 0) onProgress({ type: "waiting", runs: running, grace_ms: graceMs });
+    if (!(await settledWithin(this.#runs(), graceMs))) {
+      const killed = this.#agents.killAll();
+      if (killed.length > 0) onProgress({ type: "killed", runs: killed, recorded: this.#recordOwnKills(killed) });
+      await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
+    }
+    this.invocations.close();
+    await this.#retention.stop();
+    await this.#scrub?.stop();
+    try {
+      // After the runs: their seals are in the log's last checkpoint.
+      await this.log?.close().catch(() => undefined);
+      await this.delivery.close();
+    } finally {
+      await this.#backend.close();
+    }
+  }
+
+  /**
+   * Records the agents this node killed at its shutdown as it records an orphan's (at open), so
+   * that `inspect` says the agent is gone and who stopped it. False when it could not be written:
+   * the shutdown goes on, and the operator checks the pid as for any run without a record.
+   */
+  #recordOwnKills(killed: readonly KilledGroup[]): boolean {
+    const self = procStat(PROC, "self");
+    if (self === undefined) return false;
+    try {
+      const runs = killed.map((k) => ({ ...k, node_pid: process.pid }));
+      recordAgentStops(this.home, runs, { pid: process.pid, startTicks: self.startTicks }, new Date(), "shutdown");
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #runs(): Promise<unknown>[] {
+    return [...this.#active.values()].map((r) => r.done);
+  }
+
+  #withRunId(scope: string, id: string, outcome: ExistingOutcome): KnownOutcome {
+    if (outcome.status !== "in_progress") return outcome;
+    const active = this.#active.get(activeKey(scope, id.toLowerCase()));
+    return active === undefined ? outcome : { ...outcome, run_id: active.run_id };
+  }
+}
+
+/** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
+export async function openWarden(options: WardenOptions): Promise<Warden> {
+  const limits = options.limits === undefined ? {} : { limits: options.limits };
+  checkAncestorsSync(options.home);
+  ensurePrivateDirSync(options.home, { create: true, recursive: true });
+  const home = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
+  const homeLock = home.lock;
+  let opened: EmbeddedBackend | PostgresNodeBackend;
+  try {
+    opened =
+      options.postgres === undefined
+        ? await openEmbeddedBackend({ home: options.home, ...limits })
+        : // Loaded only for a fleet node: pg is some forty modules an embedded node's start would read.
+          await (await import("../backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+  } catch (error) {
+    homeLock.release();
+    throw error;
+  }
+  try {
+    home.record();
+  } catch (error) {
+    await opened.close().catch(() => undefined);
+    homeLock.release();
+    throw error;
+  }
+  // The home stays this process's until its stores are closed.
+  const backend = {
+    ...opened,
+    close: async (): Promise<void> => {
+      try {
+        await opened.close();
+      } finally {
+        homeLock.release();
+      }
+    },
+  };
+  let delivery: Delivery | undefined;
+  let log: OpenedLog | undefined;
+  try {
+    const trust = options.signing === undefined ? undefined : new TrustPolicy(options.signing);
+    // A rule whose allowed_signers file cannot be used stops the node now, not at the first push.
+    trust?.preload();
+    const trusted = trust === undefined ? {} : { trust };
+    delivery =
+      "openDelivery" in backend
+        ? await backend.openDelivery(trusted)
+        : (await openEmbeddedDelivery(backend.home, { limits: backend.limits, ...trusted })).delivery;
+    const journals = new JournalTap(backend.journals);
+    // The node publishes a key from its first start, so clients can verify before any run.
+    await backend.keys.active();
+    // On a shared database the log is the fleet's: every node appends to it and signs its checkpoints.
+    log =
+      options.log === false
+        ? undefined
+        : "openDelivery" in backend
+          ? await openLog(backend.log, backend.keys, options.log ?? {})
+          : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
+    const attest = log?.attest;
+    if (attest !== undefined) delivery.attestTo(deliveryAttest(attest));
+    const invocations = new Invocations({
+      claims: backend.claims,
+      journals,
+      keys: backend.keys,
+      limits: backend.limits,
+      ...(attest === undefined ? {} : { attest }),
+    });
+    const profiles = resolveProfiles(options.providers ?? {});
+    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
+    await materializer.sweep();
+    // Before retention prunes anything and before new work: facts a crash kept out of the log.
+    // A failure there is counted (warden_log_append_failures_total) and tried again at the next start.
+    if (log !== undefined) await catchUpLog(log.log, { claims: backend.claims, delivery, onError: log.countFailure });
+    // Before anything is launched: agents an earlier process on this home left running when it
+    // died; their runs read unresolved, and nothing may go on acting for them.
+    const reaped = reapOrphanedAgents(backend.home);
+    // Durable before the node serves: an inspection must say who killed them, also after more restarts.
+    const self = procStat(PROC, "self");
+    if (self !== undefined && reaped.runs !== undefined) recordAgentStops(backend.home, reaped.runs, { pid: process.pid, startTicks: self.startTicks });
+    // After the reaping: no agent of a dead process still uses the home it was given.
+    const runHomes = new RunHomes(join(backend.home, "run-homes"));
+    await runHomes.sweep();
+    const agentTag = agentTagOf(backend.home);
+    const launchRecords = agentTag === undefined ? undefined : LaunchRecords.open(backend.home);
+    const agents = new AgentGroups();
+    const { workspaces, defaultWorkspace } = workspacesOf(backend.home, options);
+    const bounds = {
+      maxPromptBytes: options.maxPromptBytes ?? DEFAULT_MAX_PROMPT_BYTES,
+      maxTimeoutS: options.maxTimeoutS ?? DEFAULT_MAX_TIMEOUT_S,
+    };
+    const userHooks = options.runnerHooks ?? {};
+    const outputDir = join(backend.home, "outputs");
+    const runner = new Runner({
+      invocations,
+      materializer,
+      workspaces,
+      ...(defaultWorkspace === undefined ? {} : { defaultWorkspace }),
+      ...(options.workspacePermissions === undefined ? {} : { workspacePermissions: options.workspacePermissions }),
+      ...(options.trustedWorkspaces === undefined ? {} : { trustedWorkspaces: options.trustedWorkspaces }),
+      runHomes,
+      outputDir,
+      maxOutputBytes: backend.limits.runOutputBytes,
+      profiles,
+      configuredProviders: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value !== undefined && isProviderName(name) ? [name] : [])),
+      namedCommands: Object.entries(options.providers ?? {}).flatMap(([name, value]) => (value?.command !== undefined && isProviderName(name) ? [name] : [])),
+      ...(options.agentEnv === undefined ? {} : { env: options.agentEnv }),
+      ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
+      ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
+      ...(options.workspaceIsolation === undefined ? {} : { workspaceIsolation: options.workspaceIsolation }),
+      ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
+      ...(agentTag === undefined ? {} : { agentTag }),
+      ...(launchRecords === undefined ? {} : { launchRecords }),
+      ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
+      ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+      ...(options.spend === undefined ? {} : { spend: options.spend }),
+      spendCounters: backend.spend,
+      ...bounds,
+      hooks: {
+        ...userHooks,
+        afterLaunch: async (pid: number, runId: string) => {
+          agents.add(pid, runId);
+          await userHooks.afterLaunch?.(pid, runId);
+        },
+      },
+    });
+    const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
+    retention.start(options.retentionIntervalMs);
+    // The queue's slow check of every recorded run (see scrub.ts).
+    const scrub = new Scrub(invocations);
+    scrub.start();
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub });
+  } catch (error) {
+    await log?.log.close().catch(() => undefined);
+    await delivery?.close().catch(() => undefined);
+    await backend.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+function workspacesOf(home: string, options: WardenOptions): { workspaces: Record<string, string>; defaultWorkspace?: string } {
+  const configured = options.workspaces ?? {};
+  const ids = Object.keys(configured);
+  if (ids.length === 0) {
+    // No workspace configured: agents run in an empty private directory of the node.
+    const dir = join(home, "workspaces", "default");
+    ensurePrivateDirSync(join(home, "workspaces"), { create: true });
+    if (!fs.existsSync(dir)) ensurePrivateDirSync(dir, { create: true });
+    return { workspaces: { default: dir }, defaultWorkspace: options.defaultWorkspace ?? "default" };
+  }
+  for (const [id, dir] of Object.entries(configured)) refuseHomeOverlap(home, id, dir);
+  const chosen = options.defaultWorkspace ?? (ids.length === 1 ? ids[0] : configured.default !== undefined ? "default" : undefined);
+  return chosen === undefined ? { workspaces: { ...configured } } : { workspaces: { ...configured }, defaultWorkspace: chosen };
+}
+
+function requestJson(request: InvokeRequest): JsonValue {
+  return JSON.parse(JSON.stringify(request)) as JsonValue;
+}
+
+function activeKey(scope: string, id: string): string {
+  return `${scope}\0${id}`;
+}
+
+function checkRunId(runId: string): string {
+  if (!isRunId(runId)) throw new ValidationError("run-id-invalid", "a run id is a lowercase UUID", { details: { run_id: runId } });
+  return runId;
+}
+
+function runCapacityExhausted(running: number, limit: number): LimitError {
+  return new LimitError("run-capacity-exhausted", `${running} runs are active on this node, the limit is ${limit}; nothing was claimed, try again later`, {
+    status: 429,
+    details: { active: running, limit },
+  });
+}
+
+function shuttingDown(): WardenError {
+  return new WardenError("node-shutting-down", "the node is shutting down and starts no new runs", 503);
+}
+
+/** Resolves true if every promise settled within `ms`. */
+async function settledWithin(promises: readonly Promise<unknown>[], ms: number): Promise<boolean> {
+  if (promises.length === 0) return true;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([Promise.allSettled(promises).then(() => true as const), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * An agent whose workspace is, holds or lies inside the node's home could read the node's key and
+ * tokens as its own files (and the sandbox binds the workspace read-write): refused at start.
+ */
+function refuseHomeOverlap(home: string, id: string, dir: string): void {
+  const real = (p: string): string => {
+    try {
+      return fs.realpathSync(p);
+    } catch {
+      return p;
+    }
+  };
+  const h = real(home);
+  const w = real(dir);
+  const inside = (a: string, b: string): boolean => a === b || a.startsWith(b.endsWith(sep) ? b : b + sep);
+  if (inside(w, h) || inside(h, w)) {
+    throw new ValidationError("workspace-overlaps-home", `workspace ${JSON.stringify(id)}: ${dir} is, contains or lies inside the node's home ${home}; agents must not reach the node's key and tokens`, {
+      details: { workspace: id, path: dir },
+    });
+  }
+}
