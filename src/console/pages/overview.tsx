@@ -174,29 +174,29 @@ function SpendTable(props: { spend: SpendToday }) {
       {props.spend.counters.length === 0 ? (
         <Empty>No run has spent anything today.</Empty>
       ) : (
-        <table data-testid="spend-today">
+        <table class="spend" data-testid="spend-today">
           <caption class="sr-only">What each workspace and principal spent today</caption>
           <thead>
             <tr>
               <th scope="col">Workspace or principal</th>
               <th scope="col">Input tokens</th>
-              <th scope="col">Output tokens</th>
+              <th scope="col" class="wide">Output tokens</th>
               <th scope="col">Estimated cost</th>
-              <th scope="col">Model turns</th>
-              <th scope="col">Wall time</th>
+              <th scope="col" class="wide">Model turns</th>
+              <th scope="col" class="wide">Wall time</th>
             </tr>
           </thead>
           <tbody>
             {props.spend.counters.map((c) => (
               <tr data-testid={`spend-${c.kind}-${c.subject}`}>
-                <th scope="row">
+                <th scope="row" class="subject">
                   {c.kind} <code>{c.subject}</code>
                 </th>
                 <td>{c.input_tokens.toLocaleString()}</td>
-                <td>{c.output_tokens.toLocaleString()}</td>
+                <td class="wide">{c.output_tokens.toLocaleString()}</td>
                 <td>${(c.cost_usd_micros / 1e6).toFixed(6)}</td>
-                <td>{c.turns.toLocaleString()}</td>
-                <td>{(c.wall_ms / 1000).toFixed(1)} s</td>
+                <td class="wide">{c.turns.toLocaleString()}</td>
+                <td class="wide">{(c.wall_ms / 1000).toFixed(1)} s</td>
               </tr>
             ))}
           </tbody>
