@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { sha256Digest } from "../../src/core/digest.js";
-import { compileDirectory, type CompileOptions } from "../../src/delivery/compile.js";
+import { compileDirectory, type CompileOptions } from "../../src/delivery/compile/directory.js";
 import { DigestCache } from "../../src/delivery/compile/digest-cache.js";
 import { bundleDigestOf } from "../../src/delivery/manifest-types.js";
 import { compileForPush } from "../../src/client/push.js";
