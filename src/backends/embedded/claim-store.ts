@@ -190,11 +190,13 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#writes instanceof ClaimWriteChannel && this.#writes.offloaded;
   }
 
+  /**
+   * No read first, as on PostgreSQL: callers look an id up before they claim it (Invocations.open,
+   * or the facade's replay path), so a replay never gets here. A key created meanwhile is answered
+   * from the writer's read inside its transaction; the first creator wins.
+   */
   async claim(claim: NewClaim): Promise<ClaimAttempt> {
     this.#assertOpen();
-    // Existing claims (replays, retries) are answered from a read: no write lock, no fsync.
-    const existing = this.#read(claim.scope, claim.id);
-    if (existing !== undefined) return { created: false, claim: existing };
     const written = await this.#writes.claim(claim);
     return { created: written.created, claim: this.#state(written.row) } as ClaimAttempt;
   }
