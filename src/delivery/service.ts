@@ -65,6 +65,12 @@ export interface DeliveryOptions {
   readonly clock?: () => number;
   /** The node's trust policy for bundle signatures (none: signatures are verified, nothing required). */
   readonly trust?: TrustPolicy;
+  /**
+   * Told of each commit after it is durable, and of each signature added to a committed revision
+   * after it is stored; again when a commit or signature is answered from the catalog (a crash
+   * between the two then heals on the client's retry). The node's transparency log; none: no one.
+   */
+  readonly attest?: DeliveryAttest;
 }
 
 export interface StagingBegun {
@@ -129,17 +135,8 @@ export class Delivery {
   readonly #trust: TrustPolicy | undefined;
   #recovery: RecoveryReport | undefined;
 
-  /** Told of each commit, and each signature added later, once durable (the transparency log); see attestTo. */
-  #attest: DeliveryAttest | undefined;
-
-  /**
-   * Has `attest` told of each commit after it is durable, and of each signature added to a
-   * committed revision after it is stored; again when a commit or signature is answered from the
-   * catalog (a crash between the two then heals on the client's retry).
-   */
-  attestTo(attest: DeliveryAttest): void {
-    this.#attest = attest;
-  }
+  /** Told of each commit, and each signature added later, once durable (DeliveryOptions.attest). */
+  readonly #attest: DeliveryAttest | undefined;
 
   constructor(backend: DeliveryBackend, options: DeliveryOptions = {}) {
     this.#backend = backend;
@@ -147,6 +144,7 @@ export class Delivery {
     this.#clock = options.clock ?? Date.now;
     this.#chunks = new ChunkUpload(backend, this.limits);
     this.#trust = options.trust;
+    this.#attest = options.attest;
   }
 
   /** Builds the service and runs start-up recovery (expiry, interrupted publications, GC). */
