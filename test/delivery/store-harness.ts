@@ -66,7 +66,7 @@ export function bytesOf(seed: number, length: number): Uint8Array {
  * number of blob bytes sent, so tests can prove only missing bytes travelled.
  */
 export async function uploadMissing(
-  delivery: Delivery,
+  delivery: Pick<Delivery, "putChunk">,
   begun: { readonly stage_id: string; readonly missing: readonly MissingBlob[] },
   blobs: ReadonlyMap<Digest, Uint8Array>,
   chunkBytes = 64 * 1024,
