@@ -391,22 +391,22 @@ export class Warden {
 
   /** Committed bundles with their revisions and receipts. */
   listBundles(): Promise<BundleView[]> {
-    return this.#delivery.list();
+    return this.#delivery.catalog.list();
   }
 
   /** One bundle's revisions with receipts. */
   showBundle(bundleId: string): Promise<BundleView> {
-    return this.#delivery.show(bundleId);
+    return this.#delivery.catalog.show(bundleId);
   }
 
   /** The manifest a revision was committed with. */
   revisionManifest(bundleId: string, revision: string): Promise<Manifest> {
-    return this.#delivery.manifest(bundleId, revision);
+    return this.#delivery.catalog.manifest(bundleId, revision);
   }
 
   /** Adds a signature to a committed revision (a second signer, a release manager). */
   addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
-    return this.#delivery.addSignature(bundleId, revision, signature);
+    return this.#delivery.catalog.addSignature(bundleId, revision, signature);
   }
 
   /**
@@ -414,7 +414,7 @@ export class Warden {
    * operator makes room, so what only it held goes now, not at a restart. Answers how many went.
    */
   async retireRevision(bundleId: string, revision: string): Promise<number> {
-    await this.#delivery.retire(bundleId, revision);
+    await this.#delivery.catalog.retire(bundleId, revision);
     return this.#delivery.gc();
   }
 
@@ -448,7 +448,7 @@ export class Warden {
    * would answer. The revision not being there is the caller's error, not a provider's refusal.
    */
   async materializationPlans(bundleId: string, revision: string): Promise<MaterializationPlan[]> {
-    await this.#delivery.manifest(bundleId, revision);
+    await this.#delivery.catalog.manifest(bundleId, revision);
     const bundle = { bundle_id: bundleId, revision };
     return Promise.all(
       PROVIDER_NAMES.map(async (provider): Promise<MaterializationPlan> => {
@@ -646,7 +646,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(attest === undefined ? {} : { attest }),
     });
     const profiles = resolveProfiles(options.providers ?? {});
-    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
+    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery.reads, profiles, limits: backend.limits });
     await materializer.sweep();
     // Before retention prunes anything and before new work: facts a crash kept out of the log.
     // A failure there is counted (warden_log_append_failures_total) and tried again at the next start.

@@ -7,7 +7,8 @@
 import type { TrustPolicy } from "../../signing/policy.js";
 import { StorageError } from "../../core/errors.js";
 import { resolveLimits, type Limits } from "../../core/limits.js";
-import { Delivery, type DeliveryAttest } from "../../delivery/service.js";
+import { Delivery } from "../../delivery/service.js";
+import type { DeliveryAttest } from "../../delivery/bundle-catalog.js";
 import { FileLock } from "../../storage/lock.js";
 import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
 import { auditDeliveryTree } from "./delivery-audit.js";

@@ -6,7 +6,8 @@
  */
 import type { TrustPolicy } from "../../signing/policy.js";
 import type { Limits } from "../../core/limits.js";
-import { Delivery, type DeliveryAttest } from "../../delivery/service.js";
+import { Delivery } from "../../delivery/service.js";
+import type { DeliveryAttest } from "../../delivery/bundle-catalog.js";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
