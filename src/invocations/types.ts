@@ -69,6 +69,12 @@ export interface OpenOptions {
   readonly bundle?: JsonValue;
   /** journaled in run.started: `{profile, digest}` of the run's confinement (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /**
+   * The caller read `(scope, id)` as absent just before (the facade's replay check): the claim's
+   * insert is then the first statement. Otherwise `open` reads the id first, so that a replay
+   * writes nothing.
+   */
+  readonly lookedUp?: boolean;
 }
 
 export interface EffectSpec {
