@@ -50,6 +50,24 @@ export const Fleet = Type.Object({
 });
 export type Fleet = Static<typeof Fleet>;
 
+/** What one workspace or principal spent today (DESIGN.md "Spend"). */
+export const SpendToday = Type.Object({
+  /** the UTC day, YYYY-MM-DD */
+  day: Type.String(),
+  counters: List(
+    Type.Object({
+      kind: Type.Union([Type.Literal("workspace"), Type.Literal("principal")]),
+      subject: Type.String(),
+      input_tokens: Count,
+      output_tokens: Count,
+      cost_usd_micros: Count,
+      turns: Count,
+      wall_ms: Count,
+    }),
+  ),
+});
+export type SpendToday = Static<typeof SpendToday>;
+
 export const NodeSummary = Type.Object({
   version: Type.String(),
   backend: Type.Union([Type.Literal("embedded"), Type.Literal("postgres")]),
@@ -62,6 +80,8 @@ export const NodeSummary = Type.Object({
   /** stages being uploaded now (through any node sharing the stores), with their progress */
   uploads: List(UploadProgress),
   recent_failures: List(RunFailure),
+  /** today's spend per workspace and principal, the fleet's on PostgreSQL */
+  spend_today: SpendToday,
 });
 export type NodeSummary = Static<typeof NodeSummary>;
 

@@ -23,6 +23,19 @@ export const InvokeBody = Type.Object(
     bundle: Type.Optional(BundleRef),
     workspace: Type.Optional(Type.String({ minLength: 1 })),
     timeout_s: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** lowers the node's per-run budget (DESIGN.md "Spend"); more than it allows is refused */
+    budget: Type.Optional(
+      Type.Object(
+        {
+          input_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+          output_tokens: Type.Optional(Type.Integer({ minimum: 1 })),
+          cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+          wall_s: Type.Optional(Type.Integer({ minimum: 1 })),
+          turns: Type.Optional(Type.Integer({ minimum: 1 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

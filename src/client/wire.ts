@@ -26,6 +26,7 @@ export type {
   LoginLink,
   Manifest,
   NodeSummary,
+  SpendToday,
   Fleet,
   FleetNode,
   OutputTail,

@@ -84,6 +84,34 @@ export const TrustRule = Type.Object(
   { additionalProperties: false },
 );
 
+const BudgetConfig = Type.Object(
+  {
+    input_tokens: Type.Optional(PositiveInt),
+    output_tokens: Type.Optional(PositiveInt),
+    cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })),
+    wall_s: Type.Optional(PositiveInt),
+    turns: Type.Optional(PositiveInt),
+  },
+  { additionalProperties: false },
+);
+
+/** Budgets and the price table (DESIGN.md "Spend"). */
+export const SpendConfigFile = Type.Object(
+  {
+    /** model name (or `*`) → USD per million input and output tokens */
+    prices: Type.Optional(
+      Type.Record(
+        Type.String({ minLength: 1, maxLength: 256 }),
+        Type.Object({ input_per_mtok: Type.Number({ minimum: 0 }), output_per_mtok: Type.Number({ minimum: 0 }) }, { additionalProperties: false }),
+      ),
+    ),
+    run: Type.Optional(BudgetConfig),
+    workspaceDay: Type.Optional(BudgetConfig),
+    principalDay: Type.Optional(BudgetConfig),
+  },
+  { additionalProperties: false },
+);
+
 export const ConfigFile = Type.Object(
   {
     listen: Type.Optional(Type.String({ minLength: 1 })),
@@ -144,6 +172,8 @@ export const ConfigFile = Type.Object(
     observerName: Type.Optional(TokenEntry.properties.name),
     /** trust policy for bundle signatures: the first rule whose pattern matches a bundle id applies */
     signing: Type.Optional(Type.Object({ rules: Type.Array(TrustRule, { maxItems: 256 }) }, { additionalProperties: false })),
+    /** budgets per run and per workspace and principal per day, and the price table */
+    spend: Type.Optional(SpendConfigFile),
   },
   { additionalProperties: false },
 );

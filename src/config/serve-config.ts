@@ -123,6 +123,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...postgresOf(flags, env),
     ...(flags.log === undefined ? {} : { log: logOptionsOf(flags.log) }),
     ...(file.signing === undefined ? {} : { signing: signingOf(file.signing, home) }),
+    ...(file.spend === undefined ? {} : { spend: file.spend }),
   };
   return {
     home,

@@ -17,6 +17,7 @@ const UNRESOLVED: Readonly<Record<UnresolvedReason, string>> = {
 const TERMINATION: Readonly<Record<TerminationReason, string>> = {
   completed: "the agent exited 0",
   failed: "the agent exited with an error",
+  stopped: "the node stopped the agent between tool calls (its budget was spent)",
   cancelled: "the run was cancelled",
   timeout: "the agent ran past its time limit and was killed",
   crashed: "the agent was killed or died before it finished",

@@ -10,7 +10,7 @@ import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, ValidationError, WardenError, type WardenErrorOptions } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import type { ReconciliationFinding } from "../journal/inspect.js";
-import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent } from "../journal/types.js";
+import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent, RunSpendEvent } from "../journal/types.js";
 import type { Checkpoint } from "../journal/verify.js";
 import type { AppendResult, JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
@@ -69,7 +69,7 @@ export interface RunJournal {
    */
   readonly entries: number;
   readonly tailHash: string;
-  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult>;
+  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent): Promise<AppendResult>;
 }
 
 type HandleState = "open" | "finishing" | "closed";
@@ -140,7 +140,7 @@ export class InvocationHandle implements AsyncDisposable {
       get tailHash(): string {
         return writer.writtenHash;
       },
-      append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult> {
+      append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent): Promise<AppendResult> {
         return handle.#appendOwn(event);
       },
     });
@@ -196,7 +196,7 @@ export class InvocationHandle implements AsyncDisposable {
     this.#assertOpen();
     const { payload, hash } = canonicalResult(result, this.#ctx.limits);
     this.#state = "finishing";
-    const reason = options.failed === true ? "failed" : "completed";
+    const reason = options.stopped === true ? "stopped" : options.failed === true ? "failed" : "completed";
     try {
       // Synced: makes every earlier line (effect finishes included) durable too.
       await this.#writer.append({ type: "run.terminated", reason, result_hash: hash });
@@ -272,10 +272,10 @@ export class InvocationHandle implements AsyncDisposable {
     }
   }
 
-  #appendOwn(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult> {
+  #appendOwn(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent): Promise<AppendResult> {
     this.#assertOpen();
     const type: string = event.type;
-    if (type !== "note" && type !== "effect.started" && type !== "effect.finished") {
+    if (type !== "note" && type !== "effect.started" && type !== "effect.finished" && type !== "run.spend") {
       return Promise.reject(
         new ValidationError("journal-event-reserved", `${type} is written by the invocation handle itself (open, finish, release)`),
       );
@@ -306,7 +306,7 @@ export class InvocationHandle implements AsyncDisposable {
    * against what we wrote: unchanged, it is judged on the writer's own record; any difference is
    * verified in full.
    */
-  async #verify(resultHash: Digest, reason: "completed" | "failed"): Promise<RunVerdict> {
+  async #verify(resultHash: Digest, reason: "completed" | "failed" | "stopped"): Promise<RunVerdict> {
     const bytes = (await this.#writer.readBack(this.#ctx.limits.journalBytes)) ?? new Uint8Array();
     const digest = sha256Digest(bytes);
     const expect = { entries: this.#writer.nextSeq, tail_hash: this.#writer.tailHash };

@@ -89,6 +89,11 @@ export interface EffectSpec {
 export interface FinishOptions {
   /** journal the run as terminated `failed` (a clean, recordable failure) instead of `completed` */
   readonly failed?: boolean;
+  /**
+   * journal the run as terminated `stopped`: the node ended it between tool calls (its budget was
+   * spent), a known outcome recorded like a failure. Over `failed`.
+   */
+  readonly stopped?: boolean;
 }
 
 export interface ReleaseOptions {

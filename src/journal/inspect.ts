@@ -57,7 +57,7 @@ function agentProcessOf(report: VerifyReport): AgentProcess | undefined {
 }
 
 /** Terminations that stop a run from outside: an effect still open then may have happened or not. */
-const ABRUPT: ReadonlySet<TerminationReason> = new Set(["cancelled", "timeout", "crashed"]);
+const ABRUPT: ReadonlySet<TerminationReason> = new Set(["stopped", "cancelled", "timeout", "crashed"]);
 
 export function inspectRun(report: VerifyReport): RunInspection {
   const reasons: ReconciliationFinding[] = [];

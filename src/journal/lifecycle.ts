@@ -11,6 +11,7 @@ export type LifecycleViolation =
   | "journal-not-started"
   | "journal-duplicate-run-started"
   | "journal-after-terminated"
+  | "journal-duplicate-run-spend"
   | "journal-duplicate-effect-start"
   | "journal-finish-without-start"
   | "journal-duplicate-finish";
@@ -27,6 +28,7 @@ export class RunLifecycle {
   #termination: { reason: TerminationReason; seq: number; result_hash?: Digest } | undefined;
   readonly #effects = new Map<string, EffectState>();
   #open = 0;
+  #spent = false;
 
   /** The rule `event` would break if it came next, with a reason; undefined when it may. */
   check(event: JournalEvent): { code: LifecycleViolation; reason: string } | undefined {
@@ -52,6 +54,8 @@ export class RunLifecycle {
           ? { code: "journal-duplicate-finish", reason: `effect ${JSON.stringify(event.effect_id)} finished twice` }
           : undefined;
       }
+      case "run.spend":
+        return this.#spent ? { code: "journal-duplicate-run-spend", reason: "a second run.spend" } : undefined;
       default:
         return undefined;
     }
@@ -75,6 +79,9 @@ export class RunLifecycle {
         }
         break;
       }
+      case "run.spend":
+        this.#spent = true;
+        break;
       case "run.terminated":
         this.#termination = {
           reason: event.reason,

@@ -104,6 +104,11 @@ function oneOf(obj: Fields, name: string, allowed: readonly string[], code: stri
 
 const BAD_EVENT = "journal-bad-event";
 
+function countField(obj: Fields, name: string, what: string): void {
+  const v = obj[name];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) throw new ValidationError(BAD_EVENT, `${what}.${name} must be a non-negative integer`);
+}
+
 /**
  * Checks an event's shape; returns it typed. Notes are bounded by `limits.noteBytes` of canonical
  * JSON; a caller that already holds the event's canonical form passes its byte length.
@@ -144,6 +149,17 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
       if (bytes > limits.noteBytes) {
         throw new LimitError("journal-note-too-large", `note is ${bytes} bytes canonical, over the limit of ${limits.noteBytes}`);
       }
+      break;
+    }
+    case "run.spend": {
+      onlyFields(ev, ["type", "tokens", "cost_usd_micros", "turns", "wall_ms", "prices"], ["breached"], BAD_EVENT, type);
+      const tokens = plainObject(ev.tokens, BAD_EVENT, `${type}.tokens`);
+      onlyFields(tokens, ["input", "output"], [], BAD_EVENT, `${type}.tokens`);
+      for (const [obj, name, what] of [[tokens, "input", `${type}.tokens`], [tokens, "output", `${type}.tokens`], [ev, "cost_usd_micros", type], [ev, "turns", type], [ev, "wall_ms", type]] as const) {
+        countField(obj, name, what);
+      }
+      if (!isDigest(ev.prices)) throw new ValidationError(BAD_EVENT, `${type}.prices must be sha256: and 64 lowercase hex`);
+      if (Object.hasOwn(ev, "breached")) nonEmptyString(ev, "breached", BAD_EVENT, type);
       break;
     }
     case "run.terminated":

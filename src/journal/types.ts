@@ -14,8 +14,8 @@ export type EffectKind = "process" | "tool" | "file" | "network" | "delegation" 
 export const EFFECT_KINDS: readonly EffectKind[] = ["process", "tool", "file", "network", "delegation", "inference", "delivery"];
 export type EffectOutcome = "succeeded" | "failed" | "unknown";
 export const EFFECT_OUTCOMES: readonly EffectOutcome[] = ["succeeded", "failed", "unknown"];
-export type TerminationReason = "completed" | "failed" | "cancelled" | "timeout" | "crashed";
-export const TERMINATION_REASONS: readonly TerminationReason[] = ["completed", "failed", "cancelled", "timeout", "crashed"];
+export type TerminationReason = "completed" | "failed" | "stopped" | "cancelled" | "timeout" | "crashed";
+export const TERMINATION_REASONS: readonly TerminationReason[] = ["completed", "failed", "stopped", "cancelled", "timeout", "crashed"];
 
 export interface InvocationRef {
   readonly scope: string;
@@ -55,7 +55,23 @@ export interface RunTerminatedEvent {
   readonly reason: TerminationReason;
   readonly result_hash?: Digest;
 }
-export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunTerminatedEvent;
+/**
+ * What the run spent, as the node metered it from the usage its CLI reported (DESIGN.md "Journal"):
+ * at most once, before run.terminated.
+ */
+export interface RunSpendEvent {
+  readonly type: "run.spend";
+  readonly tokens: { readonly input: number; readonly output: number };
+  /** estimated cost in millionths of a US dollar, from the price table named by `prices` */
+  readonly cost_usd_micros: number;
+  readonly turns: number;
+  readonly wall_ms: number;
+  /** sha256 of the canonical JSON of the price table the cost was estimated with */
+  readonly prices: Digest;
+  /** the limit the run crossed, when the node stopped it for it */
+  readonly breached?: string;
+}
+export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunSpendEvent | RunTerminatedEvent;
 
 export interface JournalEntry {
   readonly v: typeof JOURNAL_VERSION;

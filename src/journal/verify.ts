@@ -37,6 +37,7 @@ export const VERIFY_ERROR_CODES = [
   "journal-finish-without-start",
   "journal-duplicate-finish",
   "journal-after-terminated",
+  "journal-duplicate-run-spend",
   "journal-truncated",
   "journal-checkpoint-mismatch",
 ] as const;

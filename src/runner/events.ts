@@ -51,7 +51,21 @@ export interface NoteFromEvent {
   readonly note: { readonly [key: string]: JsonValue };
 }
 
-export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent;
+/**
+ * One model turn's token usage as the stream reports it, for the spend meter (spend.ts). The same
+ * `id` may come again with larger counts (Claude Code prints an assistant line per content block):
+ * the latest counts of an id replace its earlier ones. `total` is the CLI's own end-of-run sum.
+ */
+export interface TurnUsage {
+  readonly type: "turn";
+  readonly id: string;
+  readonly model?: string;
+  readonly input_tokens: number;
+  readonly output_tokens: number;
+  readonly total?: true;
+}
+
+export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage;
 
 type Json = Record<string, unknown>;
 
@@ -132,7 +146,9 @@ function claudeEvents(event: Json): ParsedEvent[] {
       { type: "report", report: { provider: "claude", ...pick(event, ["subtype", "is_error", "num_turns", "duration_ms", "total_cost_usd"]) } },
     ];
     if (isObject(event.usage)) {
-      out.push({ type: "usage", usage: numbers(event.usage, ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]) });
+      const usage = numbers(event.usage, ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]);
+      out.push({ type: "usage", usage });
+      out.push({ type: "turn", id: "result", ...claudeTokens(usage), total: true });
     }
     const text = typeof event.result === "string" ? event.result : undefined;
     if (text !== undefined) out.push({ type: "answer", text });
@@ -154,6 +170,10 @@ function claudeEvents(event: Json): ParsedEvent[] {
   const message = event.message;
   if ((event.type !== "assistant" && event.type !== "user") || !isObject(message) || !Array.isArray(message.content)) return [];
   const out: ParsedEvent[] = [];
+  if (event.type === "assistant" && typeof message.id === "string" && message.id !== "" && isObject(message.usage)) {
+    const usage = numbers(message.usage, ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"]);
+    out.push({ type: "turn", id: `claude:${message.id}`, ...(typeof message.model === "string" ? { model: message.model } : {}), ...claudeTokens(usage) });
+  }
   for (const block of message.content as unknown[]) {
     if (!isObject(block) || typeof block.type !== "string") continue;
     if (block.type.endsWith("tool_use") && typeof block.id === "string" && block.id !== "") {
@@ -172,6 +192,14 @@ function claudeEvents(event: Json): ParsedEvent[] {
     }
   }
   return out;
+}
+
+/** Every token the model read counts as input, cached or not (the price table prices them alike). */
+function claudeTokens(usage: { readonly [key: string]: number }): { input_tokens: number; output_tokens: number } {
+  return {
+    input_tokens: (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
+    output_tokens: usage.output_tokens ?? 0,
+  };
 }
 
 const CODEX_TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
@@ -213,11 +241,14 @@ const CODEX_QUIET_ITEMS = new Set(["reasoning", "todo_list"]);
 /** Codex needs memory of which items it saw start, to start the ones that only complete. */
 export class CodexEventReader {
   readonly #started = new Set<string>();
+  #turns = 0;
 
   read(event: Json): ParsedEvent[] {
     if (event.type === "turn.completed" && isObject(event.usage)) {
       const usage = numbers(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens"]);
-      return [{ type: "report", report: { provider: "codex", ...pick(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens"]) } }, { type: "usage", usage }];
+      // Codex's input_tokens already count the cached ones; its exec prints no model per turn.
+      const turn: TurnUsage = { type: "turn", id: `codex:turn-${++this.#turns}`, input_tokens: usage.input_tokens ?? 0, output_tokens: usage.output_tokens ?? 0 };
+      return [{ type: "report", report: { provider: "codex", ...pick(event.usage, ["input_tokens", "cached_input_tokens", "output_tokens"]) } }, { type: "usage", usage }, turn];
     }
     if (event.type === "turn.failed") {
       const message = isObject(event.error) && typeof event.error.message === "string" ? event.error.message : "codex reported turn.failed";

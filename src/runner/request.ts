@@ -8,6 +8,7 @@ import { ValidationError } from "../core/errors.js";
 import { checkInvocationId } from "../invocations/identity.js";
 import { isPlainObject } from "../delivery/plain-object.js";
 import { isProviderName, type BundleRef, type ProviderName } from "../providers/types.js";
+import { parseBudget, type Budget } from "./spend.js";
 
 export interface InvokeRequest {
   readonly provider: ProviderName;
@@ -15,6 +16,8 @@ export interface InvokeRequest {
   readonly bundle?: BundleRef;
   readonly workspace?: string;
   readonly timeout_s?: number;
+  /** lowers the node's per-run budget (spend.ts) */
+  readonly budget?: Budget;
 }
 
 export interface RequestBounds {
@@ -22,7 +25,7 @@ export interface RequestBounds {
   readonly maxTimeoutS: number;
 }
 
-const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s"];
+const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s", "budget"];
 const BUNDLE_FIELDS = ["bundle_id", "revision"];
 
 /**
@@ -76,9 +79,11 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
   if (timeout !== undefined && (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > bounds.maxTimeoutS)) {
     bad("invoke-timeout-invalid", `timeout_s must be an integer 1–${bounds.maxTimeoutS}`, "timeout_s");
   }
+  const budget = input.budget === undefined ? undefined : parseBudget(input.budget, "budget");
   return {
     provider,
     prompt,
+    ...(budget === undefined ? {} : { budget }),
     ...(bundle === undefined ? {} : { bundle }),
     ...(workspace === undefined ? {} : { workspace }),
     ...(timeout === undefined ? {} : { timeout_s: timeout }),

@@ -46,6 +46,7 @@ import type { LaunchRecords } from "./launch-records.js";
 import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
 import { inheritedEnvironment } from "../sandbox/environment.js";
 import type { Isolation } from "../sandbox/profile.js";
+import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -101,6 +102,10 @@ export interface RunnerOptions {
   /** bytes of each output stream of a run kept on disk (the rest is hashed and read, not stored) */
   readonly maxOutputBytes?: number;
   readonly hooks?: RunnerHooks;
+  /** budgets and the price table (DESIGN.md "Spend"); without it runs are metered, never stopped */
+  readonly spend?: SpendConfig;
+  /** the daily counters per workspace and principal (the backend's); needed for day budgets */
+  readonly spendCounters?: SpendCounters;
 }
 
 /** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
@@ -157,6 +162,8 @@ export class Runner {
   readonly #isolation: Isolation;
   readonly #workspaceIsolation: Readonly<Record<string, Isolation>>;
   readonly #confinement: Confinement;
+  readonly #spend: SpendConfig;
+  readonly #counters: SpendCounters | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -203,6 +210,11 @@ export class Runner {
     this.#maxLineBytes = options.maxEventLineBytes ?? 8 * 1024 * 1024;
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_LIMITS.runOutputBytes;
     this.#hooks = options.hooks ?? {};
+    this.#spend = options.spend ?? {};
+    this.#counters = options.spendCounters;
+    if ((this.#spend.workspaceDay !== undefined || this.#spend.principalDay !== undefined) && this.#counters === undefined) {
+      throw new ValidationError("spend-counters-required", "day budgets (workspaceDay, principalDay) need the node's spend counters (spendCounters)");
+    }
   }
 
   /** The bounds a request is parsed against (request.ts): the node's, so every door checks alike. */
@@ -270,7 +282,9 @@ export class Runner {
         ...runHomeEnvNames(request.provider),
       ]),
     });
-    const launch: RunLaunch = { permission, model, command: found, confinement, trusted: this.#trustedWorkspaces.has(workspace.id) };
+    const spend = await this.#planSpend(input, request, workspace.id);
+    if ("existing" in spend) return spend.existing;
+    const launch: RunLaunch = { permission, model, command: found, confinement, trusted: this.#trustedWorkspaces.has(workspace.id), spend };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       ...(input.lookedUp === true ? { lookedUp: true } : {}),
       provider: request.provider,
@@ -290,6 +304,34 @@ export class Runner {
     const done = this.#run(handle, request, cwd, launch);
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
     return { status: "started", run_id: handle.run_id, done };
+  }
+
+  /**
+   * The run's budget: the node's, lowered by the request, and by what is left of its workspace's
+   * and its principal's day. Before the claim: a day already spent is refused with the id still
+   * free (an id already used answers its own state, whatever the day).
+   */
+  async #planSpend(input: { readonly scope: string; readonly id: string }, request: InvokeRequest, workspace: string): Promise<RunSpend | { existing: ExistingOutcome }> {
+    let budget = runBudget(this.#spend.run ?? {}, request.budget);
+    const startedAt = Date.now();
+    const day = spendDay(startedAt);
+    const subjects = { workspace, principal: input.scope };
+    const prices = this.#spend.prices ?? {};
+    for (const [kind, limits] of [["workspace", this.#spend.workspaceDay], ["principal", this.#spend.principalDay]] as const) {
+      if (limits === undefined || this.#counters === undefined) continue;
+      const spent = await this.#counters.read(day, kind, subjects[kind]);
+      const left = withinDay(budget, limits, spent);
+      if ("budget" in left) {
+        budget = left.budget;
+        continue;
+      }
+      const existing = await this.#invocations.lookup(input.scope, input.id);
+      if (existing !== undefined) return { existing };
+      throw new WardenError("budget-day-spent", `${kind} ${JSON.stringify(subjects[kind])} has spent its ${left.spent} budget for ${day} (UTC); runs start again the next day`, 429, {
+        details: { [kind]: subjects[kind], limit: left.spent, day },
+      });
+    }
+    return { budget, day, subjects, prices, prices_digest: pricesDigest(prices) };
   }
 
   #workspaceOf(request: InvokeRequest): { id: string; path: string } {
@@ -360,7 +402,7 @@ export class Runner {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
     // The run home's arguments (where the CLI reads its settings) are options: before the prompt's `--`.
-    const args = expandLaunchArgs(profile, request.prompt, [...run.args, ...home.args, ...(materialization?.args ?? [])]);
+    const args = expandLaunchArgs(profile, request.prompt, [...run.args, ...home.args, ...(materialization?.args ?? []), ...cliBudgetArgs(profile, launch.spend.budget)]);
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
     // The run's home last: nothing configured points the agent back at the node user's own.
     const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}), ...home.env };
@@ -406,7 +448,7 @@ export class Runner {
         },
         confined,
       );
-      return await this.#conclude(handle, profile, followed);
+      return await this.#conclude(handle, profile, launch.spend, followed);
     } finally {
       confined.remove();
     }
@@ -441,6 +483,20 @@ export class Runner {
     const answer = new RunAnswer();
     const read = eventReader(profile.events);
     let streamIncomplete = false;
+    const budget = launch.spend.budget;
+    const meter = new SpendMeter(launch.spend.prices, profile.model?.name, Date.now());
+    let breached: BudgetLimit | undefined;
+    let stoppedFor: BudgetLimit | undefined;
+    let stopAgent: (() => void) | undefined;
+    // A breach stops the agent only between tool calls: a call in flight is let finish (or the
+    // usual rule judges it), so what the journal records of it is whole.
+    const checkBudget = (): void => {
+      if (stoppedFor !== undefined) return;
+      breached ??= breachOf(budget, meter.totals(Date.now()));
+      if (breached === undefined || tools.openCount > 0 || stopAgent === undefined) return;
+      stoppedFor = breached;
+      stopAgent();
+    };
     const stdout = await OutputCapture.create({
       path: outputPath(this.#outputDir, handle.run_id, "stdout"),
       tailBytes: this.#tailBytes,
@@ -449,11 +505,14 @@ export class Runner {
       ...(read === undefined
         ? {}
         : {
-            onLine: (line: string) =>
-              read(line).forEach((e) => {
+            onLine: (line: string) => {
+              for (const e of read(line)) {
+                if (e.type === "turn") meter.take(e);
                 tools.apply(e);
                 answer.take(e);
-              }),
+              }
+              checkBudget();
+            },
             onOversizedLine: () => {
               streamIncomplete = true;
             },
@@ -480,6 +539,9 @@ export class Runner {
       },
     });
     started(agent);
+    stopAgent = () => agent.kill();
+    const wallClock = budget.wall_s === undefined ? undefined : setTimeout(checkBudget, budget.wall_s * 1000);
+    checkBudget();
     if (unrecorded !== undefined) {
       // Were this node to die, the next could not find what the agent leaves behind: it must not run.
       agent.kill();
@@ -496,7 +558,8 @@ export class Runner {
       tools.append({ type: "note", process: processNote });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
-    const exited = await agent.exited();
+    const exited = await agent.exited().finally(() => clearTimeout(wallClock));
+    meter.end(Date.now());
     // Confined, a killed agent reaches us as bubblewrap's exit code 128 + signal.
     const signal = confined.signalOf(exited.exit_code);
     const exit: AgentExit = signal === undefined ? exited : { ...exited, exit_code: null, signal };
@@ -519,18 +582,61 @@ export class Runner {
       tools.append({ type: "effect.finished", effect_id: "event-stream", outcome: "unknown", detail: { reason: "an event line exceeded the bound" } });
     }
     await tools.settled();
+    // Stopped by the node between tool calls, the process's end is known: it did not end by itself.
+    const stopped = stoppedFor !== undefined && exit.signal !== null && !exit.timed_out && !exit.output_held_open ? stoppedFor : undefined;
+    const outcome = stopped !== undefined && !tools.lost ? "failed" : processOutcome(exit, tools.lost);
+    const detail = processDetail(exit, out, err);
     const journaled = await handle.journal
-      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: processOutcome(exit, tools.lost), detail: processDetail(exit, out, err) })
+      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome, detail: stopped === undefined ? detail : { ...(detail as { [key: string]: JsonValue }), stopped: { reason: "budget", limit: stopped } } })
       .then(
         () => !tools.lost,
         () => false,
       );
-    return { exit, out, tail: stdout.tail(), journaled, answer };
+    return { exit, out, tail: stdout.tail(), journaled, answer, spend: meter.totals(Date.now()), ...(stopped === undefined ? {} : { stopped }), ...(breached === undefined ? {} : { breached }) };
+  }
+
+  /**
+   * The signed account of what the run spent, before its end is journaled, and the day's counters
+   * of its workspace and principal. A journal that can no longer be written leaves the run
+   * unresolved anyway; the counters count what was spent whatever the outcome.
+   */
+  async #recordSpend(handle: InvocationHandle, spend: RunSpend, run: Followed): Promise<void> {
+    const totals = run.spend;
+    const uncounted = await this.#counters?.add(spend.day, spend.subjects, totals).then(
+      () => undefined,
+      (error: unknown) => (isWardenError(error) ? error.code : (errnoCode(error) ?? "spend-count-failed")),
+    );
+    if (run.journaled) {
+      // The day's budget may now let through more than it should: the journal says why.
+      if (uncounted !== undefined) await handle.journal.append({ type: "note", spend_uncounted: { error: uncounted, day: spend.day } }).catch(() => undefined);
+      await handle.journal
+        .append({
+          type: "run.spend",
+          tokens: { input: totals.input_tokens, output: totals.output_tokens },
+          cost_usd_micros: totals.cost_usd_micros,
+          turns: totals.turns,
+          wall_ms: totals.wall_ms,
+          prices: spend.prices_digest as `sha256:${string}`,
+          ...(run.breached === undefined ? {} : { breached: run.breached }),
+        })
+        .catch(() => undefined);
+    }
   }
 
   /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
-  async #conclude(handle: InvocationHandle, profile: ProviderProfile, run: Followed): Promise<ExistingOutcome> {
+  async #conclude(handle: InvocationHandle, profile: ProviderProfile, spend: RunSpend, run: Followed): Promise<ExistingOutcome> {
     const { exit, out } = run;
+    await this.#recordSpend(handle, spend, run);
+    if (run.journaled && run.stopped !== undefined) {
+      const result: RunResult = {
+        exit_code: null,
+        output_sha256: out.sha256,
+        output_tail: run.tail,
+        ...run.answer.fields(),
+        stopped: { reason: "budget", limit: run.stopped },
+      };
+      return handle.finish(result, { stopped: true });
+    }
     if (!run.journaled || exit.timed_out || exit.output_held_open || (exit.spawned && exit.exit_code === null)) {
       await handle.release({ reason: exit.timed_out ? "timeout" : "crashed" });
       return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
@@ -552,6 +658,11 @@ export class Runner {
 }
 
 interface Followed {
+  /** the limit the node stopped the agent for, between tool calls */
+  readonly stopped?: BudgetLimit;
+  /** the first limit the run crossed (it may have ended by itself before it could be stopped) */
+  readonly breached?: BudgetLimit;
+  readonly spend: SpendTotals;
   readonly exit: AgentExit;
   readonly out: CaptureSummary;
   readonly tail: string;
@@ -569,6 +680,29 @@ interface RunLaunch {
   readonly confinement: PlannedConfinement;
   /** the workspace's own provider configuration may run */
   readonly trusted: boolean;
+  readonly spend: RunSpend;
+}
+
+/** What a run may spend and where its spend is counted, decided before the claim. */
+interface RunSpend {
+  readonly budget: Budget;
+  /** the UTC day the run counts towards */
+  readonly day: string;
+  readonly subjects: { readonly workspace: string; readonly principal: string };
+  readonly prices: NonNullable<SpendConfig["prices"]>;
+  readonly prices_digest: string;
+}
+
+/**
+ * Claude Code's own limits, a second line of defence behind the node's meter (which stops the
+ * run first: Claude's cost is a list-price estimate of its own). Codex's exec has none.
+ */
+function cliBudgetArgs(profile: ProviderProfile, budget: Budget): string[] {
+  if (profile.events !== "claude-stream-json") return [];
+  return [
+    ...(budget.turns === undefined ? [] : ["--max-turns", String(budget.turns)]),
+    ...(budget.cost_usd === undefined ? [] : ["--max-budget-usd", String(budget.cost_usd)]),
+  ];
 }
 
 /**

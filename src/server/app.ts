@@ -135,6 +135,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       activeStages: () => ctx.stages.size,
       activeRuns: () => warden.activeRuns,
       journalAppends: () => warden.journalAppends,
+      spendToday: () => warden.spendToday(),
       ...(warden.log === undefined ? {} : { log: { snapshot: () => warden.log!.snapshot(), failures: () => warden.logFailures } }),
     }),
     stages: new Set(),

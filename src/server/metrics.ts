@@ -3,6 +3,7 @@
  * Deliberately tiny: a handful of series with low-cardinality labels, no dependency.
  */
 import type { TransparencyLog } from "../tlog/log.js";
+import type { SpendCounter } from "../runner/spend.js";
 type Labels = Readonly<Record<string, string>>;
 
 interface Family {
@@ -29,6 +30,17 @@ function escapeLabel(value: string): string {
 
 export class MetricsRegistry {
   readonly #families = new Map<string, Family>();
+  readonly #refreshers: (() => Promise<void>)[] = [];
+
+  /** Reads, before each scrape, what only an asynchronous store can tell (the day's spend). */
+  refreshEachScrape(refresh: () => Promise<void>): void {
+    this.#refreshers.push(refresh);
+  }
+
+  /** Runs the refreshers; one that fails leaves its series as they were last read. */
+  async refresh(): Promise<void> {
+    await Promise.all(this.#refreshers.map((r) => r().catch(() => undefined)));
+  }
 
   counter(name: string, help: string): Counter {
     return new Counter(this.#family(name, help, "counter"));
@@ -108,6 +120,8 @@ export interface GaugeSources {
   journalAppends(): number;
   /** the transparency log's state, when the node keeps one */
   log?: { snapshot(): LogSnapshot; failures(): number };
+  /** what each workspace and principal spent today */
+  spendToday?(): Promise<readonly SpendCounter[]>;
 }
 
 type LogSnapshot = ReturnType<TransparencyLog["snapshot"]>;
@@ -131,7 +145,23 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
   if (sources.log !== undefined) logMetrics(registry, sources.log);
+  if (sources.spendToday !== undefined) spendMetrics(registry, sources.spendToday);
   return metrics;
+}
+
+/** Today's spend per workspace and per principal (DESIGN.md "Spend"), as the day's counters hold it. */
+function spendMetrics(registry: MetricsRegistry, read: () => Promise<readonly SpendCounter[]>): void {
+  let today: readonly SpendCounter[] = [];
+  registry.refreshEachScrape(async () => {
+    today = await read();
+  });
+  const series = (value: (c: SpendCounter) => number) => () => today.map((c) => ({ labels: { kind: c.kind, subject: c.subject }, value: value(c) }));
+  const about = "spent today (UTC) by the runs of each workspace and principal (kind, subject), the fleet's on PostgreSQL";
+  registry.observeSeries("warden_spend_today_input_tokens", `Input tokens ${about}`, "gauge", series((c) => c.spend.input_tokens));
+  registry.observeSeries("warden_spend_today_output_tokens", `Output tokens ${about}`, "gauge", series((c) => c.spend.output_tokens));
+  registry.observeSeries("warden_spend_today_cost_usd", `Estimated cost in USD ${about}`, "gauge", series((c) => c.spend.cost_usd_micros / 1e6));
+  registry.observeSeries("warden_spend_today_turns", `Model turns ${about}`, "gauge", series((c) => c.spend.turns));
+  registry.observeSeries("warden_spend_today_wall_seconds", `Agent wall time in seconds ${about}`, "gauge", series((c) => c.spend.wall_ms / 1000));
 }
 
 /** The transparency log's gauges (DESIGN.md "Transparency"): how far checkpoints and each witness are behind the log. */

@@ -34,6 +34,7 @@ import { resolveProfiles, type PermissionMode, type ProviderProfile } from "../p
 import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "../providers/types.js";
 import { parseInvocation, parseInvokeRequest, requestJson, type InvokeRequest } from "../runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import { spendDay, type SpendConfig, type SpendCounter, type SpendCounters } from "../runner/spend.js";
 import type { OutputStream, OutputTail } from "../runner/output-files.js";
 import { RunHomes } from "../providers/run-home.js";
 import type { Isolation } from "../sandbox/profile.js";
@@ -91,6 +92,8 @@ export interface WardenOptions {
   readonly log?: LogOptions | false;
   /** trust policy for bundle signatures (DESIGN.md "Bundle signatures"); none: nothing required */
   readonly signing?: SigningConfig;
+  /** budgets per run and per workspace and principal per day, and the price table (DESIGN.md "Spend") */
+  readonly spend?: SpendConfig;
 }
 
 /**
@@ -98,6 +101,7 @@ export interface WardenOptions {
  * on a shared database — the owner session whose health says whether this node can claim now.
  */
 type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
+  readonly spend: SpendCounters;
   readonly owner?: { readonly healthy: boolean; readonly id: string };
   readonly nodes?: SharedNodes["registry"];
 };
@@ -239,6 +243,11 @@ export class Warden {
   /** Where the node's state lives: one private directory, or a PostgreSQL database shared by a fleet. */
   get backendKind(): "embedded" | "postgres" {
     return "openDelivery" in this.#backend ? "postgres" : "embedded";
+  }
+
+  /** What each workspace and principal spent today (UTC), the fleet's on PostgreSQL (DESIGN.md "Spend"). */
+  spendToday(): Promise<readonly SpendCounter[]> {
+    return this.#backend.spend.list(spendDay(Date.now()));
   }
 
   /** Runs this process is executing now. */
@@ -692,6 +701,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(launchRecords === undefined ? {} : { launchRecords }),
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
+      ...(options.spend === undefined ? {} : { spend: options.spend }),
+      spendCounters: backend.spend,
       ...bounds,
       hooks: {
         ...userHooks,

@@ -58,7 +58,7 @@ function scenario(steps: Step[], end: TerminationReason | null): Scenario {
   else events.push({ type: "run.terminated", reason: end });
   if (open.length > 0) expected.add("effect-not-finished");
   if (unknown) expected.add("effect-outcome-unknown");
-  if (open.length > 0 && (end === "cancelled" || end === "timeout" || end === "crashed")) expected.add("terminated-with-open-effect");
+  if (open.length > 0 && (end === "stopped" || end === "cancelled" || end === "timeout" || end === "crashed")) expected.add("terminated-with-open-effect");
   return { events, expected, ...(end !== null ? { termination: end } : {}) };
 }
 

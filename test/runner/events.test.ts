@@ -58,7 +58,7 @@ describe("event readers", () => {
   it("claude: the result line is the answer, its usage and, when is_error, an error", () => {
     const read = eventReader("claude-stream-json")!;
     const ok = read('{"type":"result","subtype":"success","is_error":false,"result":"done","usage":{"input_tokens":200,"output_tokens":20,"cache_read_input_tokens":0,"service_tier":"standard"}}');
-    assert.deepEqual(ok.filter((e) => e.type !== "report"), [
+    assert.deepEqual(ok.filter((e) => e.type !== "report" && e.type !== "turn"), [
       { type: "usage", usage: { input_tokens: 200, output_tokens: 20, cache_read_input_tokens: 0 } },
       { type: "answer", text: "done" },
     ]);
@@ -168,6 +168,19 @@ describe("event readers", () => {
       "answer",
       "report",
       "usage",
+      "turn",
     ]);
+    // The turn's usage, for the spend meter: Codex's input_tokens count the cached ones.
+    assert.deepEqual(events.at(-1), { type: "turn", id: "codex:turn-1", input_tokens: 10, output_tokens: 2 });
+  });
+
+  it("claude: each assistant message is a model turn with its usage (cache counts are input); the result line is the run's total", () => {
+    const read = eventReader("claude-stream-json")!;
+    const turn = read(
+      '{"type":"assistant","message":{"id":"msg_1","model":"claude-x","usage":{"input_tokens":100,"cache_creation_input_tokens":5,"cache_read_input_tokens":7,"output_tokens":1},"content":[{"type":"text","text":"hi"}]}}',
+    );
+    assert.deepEqual(turn, [{ type: "turn", id: "claude:msg_1", model: "claude-x", input_tokens: 112, output_tokens: 1 }]);
+    const total = read('{"type":"result","subtype":"success","result":"done","usage":{"input_tokens":200,"output_tokens":20}}');
+    assert.deepEqual(total.find((e) => e.type === "turn"), { type: "turn", id: "result", input_tokens: 200, output_tokens: 20, total: true });
   });
 });

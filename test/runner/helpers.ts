@@ -17,6 +17,7 @@ import { Invocations } from "../../src/invocations/index.js";
 import { Materializer } from "../../src/providers/materializer.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { Runner, type RunnerHooks } from "../../src/runner/runner.js";
+import type { SpendConfig } from "../../src/runner/spend.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import { LaunchRecords } from "../../src/runner/launch-records.js";
 import { verifyJournal } from "../../src/journal/verify.js";
@@ -57,6 +58,8 @@ export interface RunnerEnvOptions {
   readonly trustedWorkspaces?: readonly string[];
   /** more of the node's environment for its agents (e.g. the node user's HOME) */
   readonly env?: Readonly<Record<string, string>>;
+  /** budgets and prices (DESIGN.md "Spend"); the day counters are the backend's */
+  readonly spend?: SpendConfig;
 }
 
 /** Opens (or reopens, after a crash) the node under `root`. */
@@ -88,6 +91,8 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
     isolation: "none",
     killGraceMs: options.killGraceMs ?? 300,
     ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+    ...(options.spend === undefined ? {} : { spend: options.spend }),
+    spendCounters: backend.spend,
     ...(options.launchRecords === true ? { launchRecords: LaunchRecords.open(home)! } : {}),
   });
   return {

@@ -111,6 +111,7 @@ describe("runner with fixture agents", () => {
       "effect.finished:claude",
       "note",
       "effect.finished:process",
+      "run.spend",
       "run.terminated",
     ]);
     const started = evs[0];

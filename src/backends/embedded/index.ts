@@ -6,6 +6,7 @@
  *     journals/        one signed journal per run
  *     keys/            the node's Ed25519 signing keys
  *     owners/          one flock'ed lock file per living process incarnation
+ *     spend.sqlite     the daily spend counters per workspace and principal
  */
 import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
@@ -16,6 +17,7 @@ import type { EmbeddedJournalStore, JournalStoreHooks } from "./journal/journal-
 import { EmbeddedKeyStore } from "./journal/key-store.js";
 import { SmallReadJournalStore } from "./journal/small-read-journal-store.js";
 import type { OpenDatabaseOptions } from "../../storage/sqlite.js";
+import { EmbeddedSpendCounters } from "./spend/spend-store.js";
 
 export interface EmbeddedBackendOptions {
   readonly home: string;
@@ -34,6 +36,7 @@ export interface EmbeddedBackend {
   readonly claims: EmbeddedClaimStore;
   readonly journals: EmbeddedJournalStore;
   readonly keys: EmbeddedKeyStore;
+  readonly spend: EmbeddedSpendCounters;
   /** Waits for queued writes, closes the database and ends this process's ownership. */
   close(): Promise<void>;
 }
@@ -65,6 +68,13 @@ export async function openEmbeddedBackend(options: EmbeddedBackendOptions): Prom
     ...(options.database === undefined ? {} : { database: options.database }),
     ...("claimWriteWorker" in options ? { writeWorker: options.claimWriteWorker } : {}),
   });
+  let spend: EmbeddedSpendCounters;
+  try {
+    spend = EmbeddedSpendCounters.open(home);
+  } catch (error) {
+    await claims.close();
+    throw error;
+  }
   let closed = false;
   return {
     home,
@@ -72,10 +82,15 @@ export async function openEmbeddedBackend(options: EmbeddedBackendOptions): Prom
     claims,
     journals,
     keys,
+    spend,
     async close(): Promise<void> {
       if (closed) return;
       closed = true;
-      await claims.close();
+      try {
+        await claims.close();
+      } finally {
+        spend.close();
+      }
     },
   };
 }

@@ -30,6 +30,7 @@ import { OwnerSession, type OwnerSessionOptions } from "./owner.js";
 import { NodeRegistry } from "./node-registry.js";
 import { migrate } from "./schema.js";
 import { PostgresStageStore } from "./stage-store.js";
+import { PostgresSpendCounters } from "./spend-store.js";
 
 export interface PostgresBackendOptions {
   /** `postgresql://user[:password]@host[:port]/database` (a unix socket directory as an encoded host) */
@@ -59,6 +60,8 @@ export interface PostgresBackend {
   readonly owner: OwnerSession;
   /** the fleet's live nodes, and what this one says of itself */
   readonly nodes: NodeRegistry;
+  /** the fleet's daily spend counters per workspace and principal */
+  readonly spend: PostgresSpendCounters;
   /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
   close(): Promise<void>;
 }
@@ -104,6 +107,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     delivery,
     owner: session,
     nodes,
+    spend: new PostgresSpendCounters(pool),
     close(): Promise<void> {
       closing ??= (async () => {
         try {

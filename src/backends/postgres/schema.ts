@@ -296,6 +296,21 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
   `
   CREATE TABLE warden_tlog_watermarks (node text COLLATE "C" PRIMARY KEY, value bigint NOT NULL);
   `,
+  // 9: the daily spend counters per workspace and per principal (spend-store.ts)
+  `
+  CREATE TABLE warden_spend_days (
+    day text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL CHECK (kind IN ('workspace', 'principal')),
+    subject text COLLATE "C" NOT NULL,
+    input_tokens bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cost_usd_micros bigint NOT NULL,
+    turns bigint NOT NULL,
+    wall_ms bigint NOT NULL,
+    runs bigint NOT NULL,
+    PRIMARY KEY (day, kind, subject)
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */

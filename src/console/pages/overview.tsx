@@ -3,7 +3,7 @@ import { client } from "../api.js";
 import { href, Link } from "../router.js";
 import { Empty, ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
 import { UploadRows } from "../uploads.js";
-import type { Fleet } from "../../client/wire.js";
+import type { Fleet, SpendToday } from "../../client/wire.js";
 
 const POLL_MS = 3000;
 
@@ -66,6 +66,7 @@ export function Overview() {
         </div>
       </div>
       <Nodes fleet={n.fleet} />
+      <SpendTable spend={n.spend_today} />
       {n.uploads.length > 0 && (
         <>
           <h2>Uploads in progress</h2>
@@ -161,6 +162,46 @@ function Nodes(props: { fleet: Fleet }) {
           ))}
         </tbody>
       </table>
+    </>
+  );
+}
+
+/** Today's spend per workspace and principal (DESIGN.md "Spend"): the day's counters, the fleet's on PostgreSQL. */
+function SpendTable(props: { spend: SpendToday }) {
+  return (
+    <>
+      <h2>Spend today ({props.spend.day}, UTC)</h2>
+      {props.spend.counters.length === 0 ? (
+        <Empty>No run has spent anything today.</Empty>
+      ) : (
+        <table class="spend" data-testid="spend-today">
+          <caption class="sr-only">What each workspace and principal spent today</caption>
+          <thead>
+            <tr>
+              <th scope="col">Workspace or principal</th>
+              <th scope="col">Input tokens</th>
+              <th scope="col" class="wide">Output tokens</th>
+              <th scope="col">Estimated cost</th>
+              <th scope="col" class="wide">Model turns</th>
+              <th scope="col" class="wide">Wall time</th>
+            </tr>
+          </thead>
+          <tbody>
+            {props.spend.counters.map((c) => (
+              <tr data-testid={`spend-${c.kind}-${c.subject}`}>
+                <th scope="row" class="subject">
+                  {c.kind} <code>{c.subject}</code>
+                </th>
+                <td>{c.input_tokens.toLocaleString()}</td>
+                <td class="wide">{c.output_tokens.toLocaleString()}</td>
+                <td>${(c.cost_usd_micros / 1e6).toFixed(6)}</td>
+                <td class="wide">{c.turns.toLocaleString()}</td>
+                <td class="wide">{(c.wall_ms / 1000).toFixed(1)} s</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
     </>
   );
 }

@@ -238,6 +238,7 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
           </dl>
         </div>
         <Outcome view={view} termination={terminationOf(timeline.entries, timeline.live)} />
+        <Spend entries={timeline.entries} />
       </div>
       {runId === undefined ? (
         <p class="muted">No run is attached to this invocation yet.</p>
@@ -287,6 +288,42 @@ function Isolation(props: { event: JournalEntry["event"] | undefined }) {
   );
 }
 
+/** The run's signed `run.spend` (DESIGN.md "Spend"): what it spent, and the limit it reached. */
+function Spend(props: { entries: readonly JournalEntry[] }) {
+  const spend = props.entries.find((e) => e.event.type === "run.spend")?.event as
+    | { tokens?: { input?: unknown; output?: unknown }; cost_usd_micros?: unknown; turns?: unknown; wall_ms?: unknown; prices?: unknown; breached?: unknown }
+    | undefined;
+  if (spend === undefined) return null;
+  const micros = typeof spend.cost_usd_micros === "number" ? spend.cost_usd_micros : 0;
+  return (
+    <div class="card" data-testid="spend">
+      <h2>Spend</h2>
+      <dl>
+        <dt>Tokens</dt>
+        <dd data-testid="spend-tokens">
+          {String(spend.tokens?.input)} in, {String(spend.tokens?.output)} out
+        </dd>
+        <dt>Estimated cost</dt>
+        <dd data-testid="spend-cost" title={`price table ${String(spend.prices)}`}>
+          ${(micros / 1e6).toFixed(6)}
+        </dd>
+        <dt>Model turns</dt>
+        <dd>{String(spend.turns)}</dd>
+        <dt>Wall time</dt>
+        <dd>{typeof spend.wall_ms === "number" ? `${(spend.wall_ms / 1000).toFixed(1)} s` : "—"}</dd>
+        {typeof spend.breached === "string" && (
+          <>
+            <dt>Budget</dt>
+            <dd data-testid="spend-breached">
+              <span class="badge badge-bad">{spend.breached} reached</span>
+            </dd>
+          </>
+        )}
+      </dl>
+    </div>
+  );
+}
+
 function requestHashOf(event: JournalEntry["event"] | undefined): string {
   const invocation = event?.invocation as { request_hash?: unknown } | undefined;
   return typeof invocation?.request_hash === "string" ? invocation.request_hash : "—";
@@ -310,7 +347,7 @@ function Outcome(props: { view: InvocationView; termination: string | undefined 
             <dd data-testid="why">{explainUnresolved(view.reasons) || "—"}</dd>
           </>
         )}
-        {view.status !== "recorded" && props.termination !== null && (
+        {(view.status !== "recorded" || props.termination === "stopped") && props.termination !== null && (
           <>
             <dt>Termination</dt>
             <dd data-testid="termination">{explainTermination(props.termination)}</dd>

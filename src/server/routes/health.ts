@@ -20,6 +20,7 @@ export function healthRoutes(ctx: RouteContext) {
 
     app.get("/metrics", { schema: { operationId: "getMetrics", summary: "Prometheus metrics (text exposition format 0.0.4)", produces: ["text/plain"], response: { 200: Type.String({ description: "Prometheus text" }), "4xx": ProblemResponse } } }, async (_request, reply) => {
       reply.type("text/plain; version=0.0.4; charset=utf-8");
+      await ctx.metrics.registry.refresh();
       return ctx.metrics.registry.render();
     });
   };

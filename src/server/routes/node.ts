@@ -2,6 +2,7 @@
 import { NodeSummary, type Fleet, type RunFailure } from "../../api/console.js";
 import type { FleetView } from "../../warden/fleet.js";
 import { ProblemResponse } from "../../api/problem.js";
+import { spendDay } from "../../runner/spend.js";
 import type { App, RouteContext } from "../context.js";
 
 /** Times on the wire are RFC 3339. */
@@ -31,6 +32,7 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       active_runs: warden.activeRuns,
       uploads: await warden.uploads(),
       recent_failures: await Promise.all(ctx.recentFailures.map(current)),
+      spend_today: { day: spendDay(Date.now()), counters: (await warden.spendToday()).map((c) => ({ kind: c.kind, subject: c.subject, ...c.spend })) },
     }));
   };
 }
