@@ -75,6 +75,8 @@ export interface OpenOptions {
   readonly bundle?: JsonValue;
   /** journaled in run.started: `{profile, digest}` of the run's confinement (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /** journaled in run.started: `{schema, digest}` of the tool policy governing the run (DESIGN.md "Governed tool calls") */
+  readonly policy?: JsonValue;
 }
 
 export interface EffectSpec {

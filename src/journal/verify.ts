@@ -18,6 +18,7 @@ import {
 } from "./keys.js";
 import { RunLifecycle } from "./lifecycle.js";
 import { lineText, signingMessage } from "./line.js";
+import { PolicyRule } from "./policy-rule.js";
 import { validateEntry } from "./schema.js";
 import { ZERO_HASH, type JournalEntry, type PublicKeyRecord } from "./types.js";
 
@@ -45,6 +46,9 @@ export const VERIFY_ERROR_CODES = [
   "journal-after-terminated",
   "journal-truncated",
   "journal-checkpoint-mismatch",
+  "journal-tool-without-decision",
+  "journal-tool-not-allowed",
+  "journal-duplicate-decision",
 ] as const;
 export type VerifyErrorCode = (typeof VERIFY_ERROR_CODES)[number];
 
@@ -131,6 +135,7 @@ export function verifyJournal(bytes: Uint8Array, keys: readonly PublicKeyRecord[
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
   const lifecycle = new RunLifecycle();
+  const policyRule = new PolicyRule();
   const valid: JournalEntry[] = [];
   let runId = options.runId;
   let prev = ZERO_HASH;
@@ -214,6 +219,8 @@ export function verifyJournal(bytes: Uint8Array, keys: readonly PublicKeyRecord[
     const violation = lifecycle.check(entry.event);
     if (violation !== undefined) return report(errorAt(violation.code, violation.reason));
     lifecycle.apply(entry.event, entry.seq);
+    const ungoverned = policyRule.next(entry.event);
+    if (ungoverned !== undefined) return report(errorAt(ungoverned.code, ungoverned.reason));
 
     const hash = sha256Hex(buf.subarray(offset, end));
     if (expect !== undefined && valid.length + 1 === expect.entries && hash !== expect.tail_hash) {
