@@ -209,7 +209,7 @@ function policiesOf(config: NonNullable<ConfigFile["policies"]>, home: string): 
       try {
         text = readPrivateFileSync(path, MAX_POLICY_BYTES).toString("utf8");
       } catch (error) {
-        if (errnoCode(error) === "ENOENT") throw new ValidationError("policy-invalid", `tool policy ${file} (policies.${workspace}): no such file`, { details: { source: file } });
+        if (errnoCode(error) === "ENOENT") throw new ValidationError("tool-policy-invalid", `tool policy ${file} (policies.${workspace}): no such file`, { details: { source: file } });
         throw error;
       }
       policies[key] = { text, source: file };

@@ -40,7 +40,7 @@ const MAX_FIELD = 64 * 1024;
 
 /**
  * Claude Code's PreToolUse input (`{hook_event_name: "PreToolUse", tool_name, tool_input,
- * tool_use_id, cwd, …}`, Claude Code 2.1.328): refused `policy-hook-input-invalid` when it is not
+ * tool_use_id, cwd, …}`, Claude Code 2.1.328): refused `tool-policy-hook-input-invalid` when it is not
  * one.
  */
 export function claudeToolCall(input: unknown, workspace: string): ToolCall {
@@ -99,5 +99,5 @@ function hostOf(url: string): string {
 }
 
 function bad(why: string): ValidationError {
-  return new ValidationError("policy-hook-input-invalid", `the pre-tool hook's input is not a tool call: ${why}`);
+  return new ValidationError("tool-policy-hook-input-invalid", `the pre-tool hook's input is not a tool call: ${why}`);
 }

@@ -82,7 +82,7 @@ export class ToolPolicy {
   }
 
   /**
-   * Parses and validates `text` (named `source` in errors); refused `policy-invalid` with Cedar's
+   * Parses and validates `text` (named `source` in errors); refused `tool-policy-invalid` with Cedar's
    * own messages when it does not parse, names a duplicate id, or does not validate against the
    * schema (an unknown action, attribute or type is a mistake, not a rule that never matches).
    */
@@ -159,5 +159,5 @@ function ensureSchema(c: Cedar): void {
 }
 
 function invalid(source: string, messages: readonly string[]): ValidationError {
-  return new ValidationError("policy-invalid", `tool policy ${source}: ${messages.join("; ")}`, { details: { source } });
+  return new ValidationError("tool-policy-invalid", `tool policy ${source}: ${messages.join("; ")}`, { details: { source } });
 }

@@ -332,7 +332,7 @@ export class Runner {
     const policy = policies?.[provider] ?? policies?.default;
     if (policy !== undefined && !GOVERNABLE_PROVIDERS.has(provider)) {
       throw new WardenError(
-        "policy-provider-unsupported",
+        "tool-policy-provider-unsupported",
         `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's pre-tool hook is driven): the run is refused`,
         422,
         { details: { workspace, provider } },

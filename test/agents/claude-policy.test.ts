@@ -201,7 +201,7 @@ describe("real claude under a Cedar tool policy", { skip }, () => {
     writeFileSync(join(bad, "bad.cedar"), `permit(principal, action == Action::"deploy", resource);\n`, { mode: 0o600 });
     await assert.rejects(
       startNode({ home: bad, config: { workspaces: { governed }, policies: { governed: "bad.cedar" }, logLevel: "warn" }, env: { WARDEN_TOKEN: TOKEN }, timeoutMs: 60_000 }),
-      (error: Error) => /warden: tool policy bad\.cedar: .*deploy.* \(policy-invalid\)/.test(error.message),
+      (error: Error) => /warden: tool policy bad\.cedar: .*deploy.* \(tool-policy-invalid\)/.test(error.message),
     );
   });
 });
