@@ -7,7 +7,8 @@
  * - action: the kind of tool (`shell`, `file.read`, `file.write`, `file.edit`, `web.fetch`, `mcp`,
  *   `other`);
  * - resource `Call::"<call id>"`: the call itself (`tool` the CLI's name for it, `command` a shell
- *   call's command line, `paths` the files it names as absolute paths, `host` and `url` a fetch's
+ *   call's command line, `paths` the files it names as absolute paths (`path` the first, for
+ *   `like` patterns), `host` and `url` a fetch's
  *   target, `mcp_server` and `mcp_tool` an MCP tool's);
  * - context: the run (`workspace`, `run`, `provider`, and the bundle it runs: `bundle_id`,
  *   `revision`, `signers`, empty without one).
@@ -18,7 +19,7 @@ export const TOOL_ACTIONS = ["shell", "file.read", "file.write", "file.edit", "w
 export type ToolAction = (typeof TOOL_ACTIONS)[number];
 
 export const CEDAR_SCHEMA = `entity Caller { name: String, role: String };
-entity Call { tool: String, command: String, paths: Set<String>, host: String, url: String, mcp_server: String, mcp_tool: String };
+entity Call { tool: String, command: String, path: String, paths: Set<String>, host: String, url: String, mcp_server: String, mcp_tool: String };
 type Run = { workspace: String, run: String, provider: String, bundle_id: String, revision: String, signers: Set<String> };
 action ${TOOL_ACTIONS.map((a) => JSON.stringify(a)).join(", ")} appliesTo { principal: Caller, resource: Call, context: Run };
 `;

@@ -67,6 +67,7 @@ export function claudeToolCall(input: unknown, workspace: string): ToolCall {
     resource: {
       tool,
       command: action === "shell" && typeof args.command === "string" ? field(args.command) : "",
+      path: paths[0] ?? "",
       paths,
       host: hostOf(url),
       url,

@@ -33,6 +33,8 @@ export interface ToolRequest {
   readonly resource: {
     readonly tool: string;
     readonly command: string;
+    /** the first of `paths` ("" when none): Cedar matches patterns (`like`) on strings, not on sets */
+    readonly path: string;
     readonly paths: readonly string[];
     readonly host: string;
     readonly url: string;
