@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import * as net from "node:net";
 import { join } from "node:path";
 import { resolveLimits } from "../src/core/limits.js";
-import { EmbeddedJournalStore } from "../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore } from "../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../src/journal/keys.js";
 import { JournalWriter } from "../src/journal/writer.js";
 import { DecisionGate, type DecisionJournal } from "../src/policy/gate.js";

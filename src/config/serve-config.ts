@@ -11,7 +11,7 @@ import { checkAncestorsSync, checkPrivatePathsSync, ensurePrivateDirSync, readPr
 import type { SigningConfig } from "../signing/policy.js";
 import { MAX_POLICY_BYTES } from "../policy/tool-policy.js";
 import type { PolicySource, WorkspacePolicies } from "../runner/runner.js";
-import type { WardenOptions } from "../warden.js";
+import type { WardenOptions } from "../warden/facade.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
