@@ -37,7 +37,7 @@ import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
 import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
-import { parseInvokeRequest, type InvokeRequest } from "./request.js";
+import { parseInvocation, requestJson, type InvokeRequest, type ParsedInvocation, type RequestBounds } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
@@ -123,10 +123,17 @@ export type WorkspacePolicies = Partial<Record<ProviderName | "default", PolicyS
 /** The providers whose CLI's pre-tool hook warden drives: a policy for another refuses its runs. */
 const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude"]);
 
+/** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
 export interface InvokeInput {
   readonly scope: string;
   readonly id: string;
   readonly request: unknown;
+}
+
+/** What `start` takes: an invocation parsed at its door (request.ts parseInvocation). */
+export interface StartInput extends ParsedInvocation {
+  /** the caller read the id as absent just before (Warden.start): the claim is attempted without reading it again */
+  readonly lookedUp?: boolean;
 }
 
 /** What the runner records for a run: the replayed result of its invocation. */
@@ -220,6 +227,11 @@ export class Runner {
     this.#hooks = options.hooks ?? {};
   }
 
+  /** The bounds a request is parsed against (request.ts): the node's, so every door checks alike. */
+  get bounds(): RequestBounds {
+    return { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS };
+  }
+
   /** The end of what a run's agent printed on `stream`, as this node captured it (live while it runs). */
   outputTail(runId: string, stream: OutputStream, maxBytes: number): Promise<OutputTail> {
     return readOutputTail(this.#outputDir, runId, stream, maxBytes);
@@ -227,7 +239,7 @@ export class Runner {
 
   /** Runs the invocation to its end (or answers its existing state without launching anything). */
   async invoke(input: InvokeInput): Promise<ExistingOutcome> {
-    const started = await this.start(input);
+    const started = await this.start(parseInvocation(input.scope, input.id, input.request, this.bounds));
     return started.status === "started" ? started.done : started;
   }
 
@@ -235,8 +247,8 @@ export class Runner {
    * Claims the invocation and, when this caller owns it, starts the run in the background:
    * `done` settles with its outcome. Any existing state is answered at once, nothing launched.
    */
-  async start(input: InvokeInput): Promise<StartOutcome> {
-    const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
+  async start(input: StartInput): Promise<StartOutcome> {
+    const request = input.request;
     const workspace = this.#workspaceOf(request);
     const cwd = workspace.path;
     let signers: readonly BundleSigner[] = [];
@@ -306,6 +318,7 @@ export class Runner {
           }),
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
+      ...(input.lookedUp === true ? { lookedUp: true } : {}),
       provider: request.provider,
       isolation: confinement.record,
       ...(policy === undefined ? {} : { policy: { schema: policy.schema, digest: policy.digest } }),
@@ -711,9 +724,6 @@ function checkWorkspaces(workspaces: Readonly<Record<string, string>>): Readonly
   return out;
 }
 
-function requestJson(request: InvokeRequest): JsonValue {
-  return JSON.parse(JSON.stringify(request)) as JsonValue;
-}
 
 function notLaunched(error: WardenError): RunResult {
   return { exit_code: null, output_sha256: EMPTY_SHA256, output_tail: "", error: { code: error.code, message: error.message } };

@@ -105,7 +105,7 @@ export function runRoutes(ctx: RouteContext) {
           response: { 200: OutputTail, "4xx": ProblemResponse },
         },
       },
-      async (request) => warden.runner.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
+      async (request) => warden.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
     );
 
     app.get("/v1/keys", { schema: { operationId: "listKeys", summary: "The node's public keys", response: { 200: KeyList, "4xx": ProblemResponse } } }, async () => ({ keys: await warden.publicKeys() }));
