@@ -170,6 +170,19 @@ export const ConfigFile = Type.Object(
     /** caller names of the env tokens */
     operatorName: Type.Optional(TokenEntry.properties.name),
     observerName: Type.Optional(TokenEntry.properties.name),
+    /**
+     * workspace id → its tool policy (Cedar, DESIGN.md "Governed tool calls"): a file (relative: to
+     * the home) for every provider, or one per provider with `default` for the others
+     */
+    policies: Type.Optional(
+      Type.Record(
+        Type.String(),
+        Type.Union([
+          Type.String({ minLength: 1 }),
+          Type.Object(Object.fromEntries([...PROVIDER_NAMES, "default"].map((p) => [p, Type.Optional(Type.String({ minLength: 1 }))])), { additionalProperties: false }),
+        ]),
+      ),
+    ),
     /** trust policy for bundle signatures: the first rule whose pattern matches a bundle id applies */
     signing: Type.Optional(Type.Object({ rules: Type.Array(TrustRule, { maxItems: 256 }) }, { additionalProperties: false })),
     /** budgets per run and per workspace and principal per day, and the price table */

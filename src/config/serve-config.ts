@@ -9,6 +9,8 @@ import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { checkAncestorsSync, checkPrivatePathsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { SigningConfig } from "../signing/policy.js";
+import { MAX_POLICY_BYTES } from "../policy/tool-policy.js";
+import type { PolicySource, WorkspacePolicies } from "../runner/runner.js";
 import type { WardenOptions } from "../warden/facade.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
@@ -124,6 +126,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(flags.log === undefined ? {} : { log: logOptionsOf(flags.log) }),
     ...(file.signing === undefined ? {} : { signing: signingOf(file.signing, home) }),
     ...(file.spend === undefined ? {} : { spend: file.spend }),
+    ...(file.policies === undefined ? {} : { policies: policiesOf(file.policies, home) }),
   };
   return {
     home,
@@ -188,6 +191,33 @@ function signingOf(config: NonNullable<ConfigFile["signing"]>, home: string): Si
     return { ...rule, allowed_signers: resolve(home, rule.allowed_signers) };
   });
   return { rules };
+}
+
+/**
+ * Reads each workspace's policy files (relative: to the home). They are checked as the home's own
+ * files are (private, not a link), since whoever can write one decides what agents may do; the
+ * runner compiles and validates them when the node opens.
+ */
+function policiesOf(config: NonNullable<ConfigFile["policies"]>, home: string): Record<string, WorkspacePolicies> {
+  const out: Record<string, WorkspacePolicies> = {};
+  for (const [workspace, entry] of Object.entries(config)) {
+    const files: Record<string, string | undefined> = typeof entry === "string" ? { default: entry } : entry;
+    const policies: Record<string, PolicySource> = {};
+    for (const [key, file] of Object.entries(files)) {
+      if (file === undefined) continue;
+      const path = resolve(home, file);
+      let text: string;
+      try {
+        text = readPrivateFileSync(path, MAX_POLICY_BYTES).toString("utf8");
+      } catch (error) {
+        if (errnoCode(error) === "ENOENT") throw new ValidationError("tool-policy-invalid", `tool policy ${file} (policies.${workspace}): no such file`, { details: { source: file } });
+        throw error;
+      }
+      policies[key] = { text, source: file };
+    }
+    out[workspace] = policies as WorkspacePolicies;
+  }
+  return out;
 }
 
 function readConfigFile(path: string): ConfigFile {

@@ -69,6 +69,8 @@ export interface OpenOptions {
   readonly bundle?: JsonValue;
   /** journaled in run.started: `{profile, digest}` of the run's confinement (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /** journaled in run.started: `{schema, digest}` of the tool policy governing the run (DESIGN.md "Governed tool calls") */
+  readonly policy?: JsonValue;
   /**
    * The caller read `(scope, id)` as absent just before (the facade's replay check): the claim's
    * insert is then the first statement. Otherwise `open` reads the id first, so that a replay

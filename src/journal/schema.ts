@@ -12,6 +12,7 @@ import {
   EFFECT_KINDS,
   EFFECT_OUTCOMES,
   JOURNAL_VERSION,
+  POLICY_DECISIONS,
   TERMINATION_REASONS,
   type JournalEntry,
   type JournalEvent,
@@ -118,7 +119,7 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
   const type = ev.type;
   switch (type) {
     case "run.started": {
-      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle", "isolation"], BAD_EVENT, type);
+      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle", "isolation", "policy"], BAD_EVENT, type);
       const inv = plainObject(ev.invocation, BAD_EVENT, `${type}.invocation`);
       onlyFields(inv, ["scope", "id", "request_hash"], [], BAD_EVENT, `${type}.invocation`);
       nonEmptyString(inv, "scope", BAD_EVENT, `${type}.invocation`);
@@ -129,6 +130,12 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
       nonEmptyString(ev, "agent", BAD_EVENT, type);
       if (Object.hasOwn(ev, "provider")) nonEmptyString(ev, "provider", BAD_EVENT, type);
       if (Object.hasOwn(ev, "isolation")) checkIsolation(ev.isolation, type);
+      if (Object.hasOwn(ev, "policy")) {
+        const policy = plainObject(ev.policy, BAD_EVENT, `${type}.policy`);
+        onlyFields(policy, ["schema", "digest"], [], BAD_EVENT, `${type}.policy`);
+        nonEmptyString(policy, "schema", BAD_EVENT, `${type}.policy`);
+        if (!isDigest(policy.digest)) throw new ValidationError(BAD_EVENT, `${type}.policy.digest must be sha256: and 64 lowercase hex`);
+      }
       // `bundle` is free JSON; canonicalization of the whole entry checks it is JSON.
       break;
     }
@@ -144,6 +151,19 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
       nonEmptyString(ev, "effect_id", BAD_EVENT, type);
       oneOf(ev, "outcome", EFFECT_OUTCOMES, BAD_EVENT, type);
       break;
+    case "policy.decision": {
+      onlyFields(ev, ["type", "call_id", "tool", "action", "decision", "policies", "fingerprint"], ["reason"], BAD_EVENT, type);
+      nonEmptyString(ev, "call_id", BAD_EVENT, type);
+      nonEmptyString(ev, "tool", BAD_EVENT, type);
+      nonEmptyString(ev, "action", BAD_EVENT, type);
+      oneOf(ev, "decision", POLICY_DECISIONS, BAD_EVENT, type);
+      if (!Array.isArray(ev.policies) || !ev.policies.every((p) => typeof p === "string" && p !== "")) {
+        throw new ValidationError(BAD_EVENT, `${type}.policies must be a list of policy ids`);
+      }
+      if (!isDigest(ev.fingerprint)) throw new ValidationError(BAD_EVENT, `${type}.fingerprint must be sha256: and 64 lowercase hex`);
+      if (Object.hasOwn(ev, "reason") && typeof ev.reason !== "string") throw new ValidationError(BAD_EVENT, `${type}.reason must be a string`);
+      break;
+    }
     case "note": {
       const bytes = canonicalBytes ?? Buffer.byteLength(canonicalJson(ev));
       if (bytes > limits.noteBytes) {

@@ -31,6 +31,8 @@ export interface RunStartedEvent {
   readonly bundle?: JsonValue;
   /** `{profile, digest}`: how the run was confined (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /** `{schema, digest}`: the tool policy the run's calls were decided by (DESIGN.md "Governed tool calls") */
+  readonly policy?: JsonValue;
 }
 export interface EffectStartedEvent {
   readonly type: "effect.started";
@@ -44,6 +46,21 @@ export interface EffectFinishedEvent {
   readonly effect_id: string;
   readonly outcome: EffectOutcome;
   readonly detail?: JsonValue;
+}
+export const POLICY_DECISIONS = ["allow", "deny", "ask"] as const;
+/** A tool call's decision by the run's policy, journaled (durable) before the CLI is answered. */
+export interface PolicyDecisionEvent {
+  readonly type: "policy.decision";
+  /** the effect id the call's effect.started carries */
+  readonly call_id: string;
+  readonly tool: string;
+  readonly action: string;
+  readonly decision: (typeof POLICY_DECISIONS)[number];
+  /** the ids of the policies that decided it */
+  readonly policies: readonly string[];
+  /** the digest of the call as the CLI's hook described it: `{name, input}` */
+  readonly fingerprint: string;
+  readonly reason?: string;
 }
 /** An observation with no effect; any JSON fields beside `type`, at most 64 KiB canonical. */
 export interface NoteEvent {
@@ -71,7 +88,7 @@ export interface RunSpendEvent {
   /** the limit the run crossed, when the node stopped it for it */
   readonly breached?: string;
 }
-export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunSpendEvent | RunTerminatedEvent;
+export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | PolicyDecisionEvent | NoteEvent | RunSpendEvent | RunTerminatedEvent;
 
 export interface JournalEntry {
   readonly v: typeof JOURNAL_VERSION;

@@ -12,6 +12,7 @@ import { decodeBase64Strict } from "../core/base64.js";
 import { ED25519_SIGNATURE_BYTES, keyIdOf, parsePublicKey, publicKeyObject, verifyWithKeyObject } from "../core/ed25519.js";
 import { RunLifecycle } from "./lifecycle.js";
 import { lineText, signingMessage } from "./line.js";
+import { PolicyRule } from "./policy-rule.js";
 import { validateEntry } from "./schema.js";
 import { ZERO_HASH, type JournalEntry, type PublicKeyRecord } from "./types.js";
 
@@ -40,6 +41,9 @@ export const VERIFY_ERROR_CODES = [
   "journal-duplicate-run-spend",
   "journal-truncated",
   "journal-checkpoint-mismatch",
+  "journal-tool-without-decision",
+  "journal-tool-not-allowed",
+  "journal-duplicate-decision",
 ] as const;
 export type VerifyErrorCode = (typeof VERIFY_ERROR_CODES)[number];
 
@@ -126,6 +130,7 @@ export function verifyJournal(bytes: Uint8Array, keys: readonly PublicKeyRecord[
   const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
   const lifecycle = new RunLifecycle();
+  const policyRule = new PolicyRule();
   const valid: JournalEntry[] = [];
   let runId = options.runId;
   let prev = ZERO_HASH;
@@ -209,6 +214,8 @@ export function verifyJournal(bytes: Uint8Array, keys: readonly PublicKeyRecord[
     const violation = lifecycle.check(entry.event);
     if (violation !== undefined) return report(errorAt(violation.code, violation.reason));
     lifecycle.apply(entry.event, entry.seq);
+    const ungoverned = policyRule.next(entry.event);
+    if (ungoverned !== undefined) return report(errorAt(ungoverned.code, ungoverned.reason));
 
     const hash = sha256Hex(buf.subarray(offset, end));
     if (expect !== undefined && valid.length + 1 === expect.entries && hash !== expect.tail_hash) {

@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
+import { claudeHookSettings } from "../policy/hook.js";
 import { HOME_DIR } from "./binding.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
@@ -72,6 +73,8 @@ export interface RunHomeRequest {
   readonly trusted: boolean;
   /** the run's materialized tree, when it has one (a codex run's verified config.toml and skills) */
   readonly materialization?: Materialization;
+  /** the command of the run's pre-tool hook, when a policy decides its tool calls (policy/hook.ts) */
+  readonly preToolHook?: string;
 }
 
 export interface RunHome {
@@ -128,7 +131,8 @@ export class RunHomes {
     if (request.provider === "claude") {
       const config = join(path, CLAUDE_CONFIG_DIR);
       await fsp.mkdir(config, { mode: PRIVATE_DIR_MODE });
-      await writePrivate(join(config, "settings.json"), `${JSON.stringify(CLAUDE_PINNED_SETTINGS)}\n`);
+      const settings = request.preToolHook === undefined ? CLAUDE_PINNED_SETTINGS : { ...CLAUDE_PINNED_SETTINGS, hooks: claudeHookSettings(request.preToolHook) };
+      await writePrivate(join(config, "settings.json"), `${JSON.stringify(settings)}\n`);
       env.CLAUDE_CONFIG_DIR = config;
       args.push("--setting-sources", CLAUDE_SETTING_SOURCES[request.trusted ? "trusted" : "untrusted"]);
     } else if (request.provider === "codex") {

@@ -45,8 +45,11 @@ import { RUN_TAG_VAR } from "./stragglers.js";
 import type { LaunchRecords } from "./launch-records.js";
 import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
 import { inheritedEnvironment } from "../sandbox/environment.js";
-import type { Isolation } from "../sandbox/profile.js";
+import { DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
 import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
+import { DecisionGate } from "../policy/gate.js";
+import { hookCommand } from "../policy/hook.js";
+import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -86,6 +89,11 @@ export interface RunnerOptions {
   readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
   /** the sandbox's settings; `runsDir` defaults to `runs` beside `outputDir` */
   readonly sandbox?: Omit<ConfinementOptions, "runsDir" | "homesDir"> & { readonly runsDir?: string };
+  /**
+   * workspace id → the tool policy of its runs (DESIGN.md "Governed tool calls"): per provider, or
+   * `default` for every provider without its own; compiled and validated when the runner is made
+   */
+  readonly policies?: Readonly<Record<string, WorkspacePolicies>>;
   /** given to every agent as AGENT_TAG_VAR, so a later node can tell it was orphaned (orphans.ts) */
   readonly agentTag?: string;
   /** where every agent is recorded while it runs, so a later node can find its session (launch-records.ts) */
@@ -107,6 +115,18 @@ export interface RunnerOptions {
   /** the daily counters per workspace and principal (the backend's); needed for day budgets */
   readonly spendCounters?: SpendCounters;
 }
+
+/** A policy's Cedar text and where it came from (named in its errors). */
+export interface PolicySource {
+  readonly text: string;
+  readonly source: string;
+}
+
+/** A workspace's tool policies: one per provider, `default` for the others. */
+export type WorkspacePolicies = Partial<Record<ProviderName | "default", PolicySource>>;
+
+/** The providers whose CLI's pre-tool hook warden drives: a policy for another refuses its runs. */
+const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude"]);
 
 /** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
 export interface InvokeInput {
@@ -164,6 +184,7 @@ export class Runner {
   readonly #confinement: Confinement;
   readonly #spend: SpendConfig;
   readonly #counters: SpendCounters | undefined;
+  readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -197,6 +218,7 @@ export class Runner {
       runsDir: options.sandbox?.runsDir ?? join(dirname(this.#outputDir), "runs"),
       homesDir: options.runHomes.root,
     });
+    this.#policies = compilePolicies(options.policies ?? {}, this.#workspaces);
     this.#configured = options.configuredProviders === undefined ? undefined : new Set(options.configuredProviders);
     this.#namedCommands = new Set(options.namedCommands ?? []);
     // Last, so nothing a materialization sets can hide an agent from the next node's reaping.
@@ -261,6 +283,7 @@ export class Runner {
       });
     }
     const permission = this.#workspacePermissions[workspace.id] ?? profile.permission;
+    const policy = this.#policyOf(workspace.id, request.provider);
     const model = modelLaunch(request.provider, profile, this.#env);
     const treeWanted = request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider));
     // Before the claim: a node that cannot confine refuses the run with the id still free.
@@ -281,14 +304,39 @@ export class Runner {
         ...Object.keys(profile.bundleEnv ?? {}),
         ...runHomeEnvNames(request.provider),
       ]),
+      ...(policy === undefined ? {} : { decisions: true }),
     });
     const spend = await this.#planSpend(input, request, workspace.id);
     if ("existing" in spend) return spend.existing;
-    const launch: RunLaunch = { permission, model, command: found, confinement, trusted: this.#trustedWorkspaces.has(workspace.id), spend };
+    const launch: RunLaunch = {
+      permission,
+      model,
+      command: found,
+      confinement,
+      trusted: this.#trustedWorkspaces.has(workspace.id),
+      spend,
+      ...(policy === undefined
+        ? {}
+        : {
+            governance: {
+              policy,
+              principal: principalOf(input.scope),
+              context: {
+                workspace: workspace.id,
+                run: "",
+                provider: request.provider,
+                bundle_id: request.bundle?.bundle_id ?? "",
+                revision: request.bundle?.revision ?? "",
+                signers: [...new Set(signers.flatMap((s) => s.principals))].sort(),
+              },
+            },
+          }),
+    };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       ...(input.lookedUp === true ? { lookedUp: true } : {}),
       provider: request.provider,
       isolation: confinement.record,
+      ...(policy === undefined ? {} : { policy: { schema: policy.schema, digest: policy.digest } }),
       ...(request.bundle === undefined
         ? {}
         : {
@@ -334,6 +382,21 @@ export class Runner {
     return { budget, day, subjects, prices, prices_digest: pricesDigest(prices) };
   }
 
+  /** The run's tool policy; refused before the claim for a provider whose calls warden cannot decide. */
+  #policyOf(workspace: string, provider: ProviderName): ToolPolicy | undefined {
+    const policies = this.#policies.get(workspace);
+    const policy = policies?.[provider] ?? policies?.default;
+    if (policy !== undefined && !GOVERNABLE_PROVIDERS.has(provider)) {
+      throw new WardenError(
+        "tool-policy-provider-unsupported",
+        `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's pre-tool hook is driven): the run is refused`,
+        422,
+        { details: { workspace, provider } },
+      );
+    }
+    return policy;
+  }
+
   #workspaceOf(request: InvokeRequest): { id: string; path: string } {
     const id = request.workspace ?? this.#defaultWorkspace;
     if (id === undefined) throw new ValidationError("workspace-required", "the request names no workspace and none is the default", { status: 422 });
@@ -347,10 +410,28 @@ export class Runner {
   async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string, launch: RunLaunch): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
     let home: RunHome | undefined;
+    let gate: DecisionGate | undefined;
+    let gateSocket: { path: string; remove(): void } | undefined;
     try {
       try {
         if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
+        }
+        let preToolHook: string | undefined;
+        if (launch.governance !== undefined) {
+          gateSocket = this.#confinement.decisionSocket(handle.run_id);
+          const runId = handle.run_id;
+          gate = await DecisionGate.listen(gateSocket.path, {
+            policy: launch.governance.policy,
+            workspace: cwd,
+            principal: launch.governance.principal,
+            context: { ...launch.governance.context, run: runId },
+            // The decisions go into the same ordered stream as the calls they decide.
+            journal: { append: (event) => this.#tools.get(runId)?.append(event) ?? Promise.resolve(false) },
+          });
+          // Confined, the socket is bound at a fixed place; unconfined, the hook reaches it where it is.
+          const socket = launch.confinement.isolation === "sandbox" ? DECISION_SOCKET_INSIDE : gateSocket.path;
+          preToolHook = hookCommand(fs.realpathSync(process.execPath), socket);
         }
         home = await this.#runHomes.create({
           run: handle.run_id,
@@ -359,17 +440,20 @@ export class Runner {
           workspace: cwd,
           trusted: launch.trusted,
           ...(materialization === undefined ? {} : { materialization }),
+          ...(preToolHook === undefined ? {} : { preToolHook }),
         });
       } catch (error) {
         if (!isWardenError(error)) throw error;
         // The agent was never launched: a clean, recorded failure that says why.
         return await handle.finish(notLaunched(error), { failed: true });
       }
-      return await this.#launch(handle, request, cwd, launch, home, materialization);
+      return await this.#launch(handle, request, cwd, launch, home, materialization, gate);
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
     } finally {
+      await gate?.close().catch(() => undefined);
+      gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
       // evidence (the journal and the captured output are), and it may hold what the run read.
       if (home !== undefined) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
@@ -398,6 +482,7 @@ export class Runner {
     launch: RunLaunch,
     home: RunHome,
     materialization: Materialization | undefined,
+    gate: DecisionGate | undefined,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
@@ -426,7 +511,7 @@ export class Runner {
     const journal = { append: (event: Parameters<ToolEffects["append"]>[0]) => (this.#tools.get(handle.run_id)?.append(event) ?? Promise.resolve(false)) };
     let confined: RunConfinement;
     try {
-      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd);
+      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd, gate?.socketPath);
     } catch (error) {
       await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
       throw error;
@@ -447,6 +532,7 @@ export class Runner {
           runTag: handle.run_id,
         },
         confined,
+        gate,
       );
       return await this.#conclude(handle, profile, launch.spend, followed);
     } finally {
@@ -455,10 +541,14 @@ export class Runner {
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn, confined: RunConfinement): Promise<Followed> {
+  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn, confined: RunConfinement, gate: DecisionGate | undefined): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    if (gate !== undefined) {
+      tools.govern();
+      gate.onDecision((callId, verdict) => tools.decided(callId, verdict.decision, verdict.reason));
+    }
     // The egress proxy journals into the same ordered stream as the agent's tool calls.
     this.#tools.set(handle.run_id, tools);
     try {
@@ -506,7 +596,8 @@ export class Runner {
         ? {}
         : {
             onLine: (line: string) => {
-              for (const e of read(line)) {
+              for (const parsed of read(line)) {
+                const e = tools.governed(parsed);
                 if (e.type === "turn") meter.take(e);
                 tools.apply(e);
                 answer.take(e);
@@ -681,6 +772,12 @@ interface RunLaunch {
   /** the workspace's own provider configuration may run */
   readonly trusted: boolean;
   readonly spend: RunSpend;
+  /** the policy deciding the run's tool calls, and who and what it decides about */
+  readonly governance?: {
+    readonly policy: ToolPolicy;
+    readonly principal: ToolRequest["principal"];
+    readonly context: ToolRequest["context"];
+  };
 }
 
 /** What a run may spend and where its spend is counted, decided before the claim. */
@@ -703,6 +800,31 @@ function cliBudgetArgs(profile: ProviderProfile, budget: Budget): string[] {
     ...(budget.turns === undefined ? [] : ["--max-turns", String(budget.turns)]),
     ...(budget.cost_usd === undefined ? [] : ["--max-budget-usd", String(budget.cost_usd)]),
   ];
+}
+
+/**
+ * Who asked for the run, as a policy sees it. An API scope is `api:<token name>`, and only an
+ * operator token may start a run (G12), so its role is `operator`; a library caller's scope is
+ * its own, with the role `library`.
+ */
+function principalOf(scope: string): ToolRequest["principal"] {
+  return scope.startsWith("api:") ? { scope, name: scope.slice(4), role: "operator" } : { scope, name: scope, role: "library" };
+}
+
+function compilePolicies(
+  policies: Readonly<Record<string, WorkspacePolicies>>,
+  workspaces: ReadonlyMap<string, string>,
+): ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>> {
+  const out = new Map<string, Partial<Record<ProviderName | "default", ToolPolicy>>>();
+  for (const [id, sources] of Object.entries(policies)) {
+    if (!workspaces.has(id)) throw new ValidationError("workspace-unknown", `policies names workspace ${JSON.stringify(id)}, which is not configured`);
+    const compiled: Partial<Record<ProviderName | "default", ToolPolicy>> = {};
+    for (const [key, source] of Object.entries(sources) as [ProviderName | "default", PolicySource | undefined][]) {
+      if (source !== undefined) compiled[key] = ToolPolicy.compile(source.text, source.source);
+    }
+    out.set(id, compiled);
+  }
+  return out;
 }
 
 /**

@@ -3,9 +3,15 @@
  * never reports a result stays open; at the end of the run it is finished `unknown`, which makes
  * the run require reconciliation (G2, G6). If the journal refuses or fails an entry, the run can
  * no longer prove what the agent does: `onLost` is called so the runner stops the agent.
+ *
+ * Under a tool policy (`govern()`), a call's effect.started follows its policy decision: Claude
+ * Code prints the call (the event this reads) before its pre-tool hook asks the node, so a start
+ * read before its decision is held until the decision is durable, or until the call's result or
+ * the end of the run shows none is coming (then it is journaled as it is, and `journal verify`
+ * names it). A call the policy did not allow finishes `failed`, refused by the policy.
  */
 import type { JsonValue } from "../core/canonical.js";
-import type { EffectFinishedEvent, EffectStartedEvent, NoteEvent } from "../journal/types.js";
+import type { EffectFinishedEvent, EffectStartedEvent, NoteEvent, PolicyDecisionEvent } from "../journal/types.js";
 import type { RunJournal } from "../invocations/handle.js";
 import type { ParsedEvent } from "./events.js";
 
@@ -16,6 +22,10 @@ export class ToolEffects {
   readonly #seen = new Set<string>();
   #last: Promise<void> = Promise.resolve();
   #lost: unknown = undefined;
+  #governed = false;
+  /** call id → its decision once durable (`allow`, or why it was not) */
+  readonly #decisions = new Map<string, { readonly allowed: boolean; readonly reason: string }>();
+  readonly #held = new Map<string, EffectStartedEvent>();
 
   constructor(journal: RunJournal, onLost: (error: unknown) => void) {
     this.#journal = journal;
@@ -29,6 +39,36 @@ export class ToolEffects {
 
   get openCount(): number {
     return this.#open.size;
+  }
+
+  /** Holds each call's start until its policy decision (see the module comment). */
+  govern(): void {
+    this.#governed = true;
+  }
+
+  /** A call's decision is durable: its held start, if any, goes to the journal now. */
+  decided(callId: string, decision: "allow" | "deny" | "ask", reason: string | undefined): void {
+    this.#decisions.set(callId, { allowed: decision === "allow", reason: `policy ${decision}${reason === undefined ? "" : `: ${reason}`}` });
+    this.#release(callId);
+  }
+
+  /**
+   * The event as the run counts it: a call the policy did not allow did not run, whatever the
+   * CLI printed of it, and is refused (the result's `refused`, as a permission mode's refusal).
+   */
+  governed(event: ParsedEvent): ParsedEvent {
+    if (event.type !== "finish") return event;
+    const decision = this.#decisions.get(event.id);
+    if (decision === undefined || decision.allowed) return event;
+    const detail = typeof event.detail === "object" && event.detail !== null && !Array.isArray(event.detail) ? event.detail : {};
+    return { ...event, outcome: "failed", refused: decision.reason, detail: { ...detail, is_error: true, refused: decision.reason } };
+  }
+
+  #release(callId: string): void {
+    const start = this.#held.get(callId);
+    if (start === undefined) return;
+    this.#held.delete(callId);
+    this.append(start);
   }
 
   apply(event: ParsedEvent): void {
@@ -46,15 +86,21 @@ export class ToolEffects {
       if (this.#seen.has(event.id)) return;
       this.#seen.add(event.id);
       this.#open.add(event.id);
-      this.append({ type: "effect.started", effect_id: event.id, kind: "tool", name: event.name, fingerprint: event.fingerprint });
+      const start: EffectStartedEvent = { type: "effect.started", effect_id: event.id, kind: "tool", name: event.name, fingerprint: event.fingerprint };
+      if (this.#governed && !this.#decisions.has(event.id)) this.#held.set(event.id, start);
+      else this.append(start);
       return;
     }
-    if (!this.#open.delete(event.id)) return; // a result for a call we never saw start
+    if (!this.#open.has(event.id)) return; // a result for a call we never saw start
+    // Its result is here: no decision is coming any more.
+    this.#release(event.id);
+    this.#open.delete(event.id);
     this.append({ type: "effect.finished", effect_id: event.id, outcome: event.outcome, ...(event.detail === undefined ? {} : { detail: event.detail }) });
   }
 
   /** Finishes every call still open as `unknown`: the agent is gone and never reported them. */
   closeOpen(detail: JsonValue): void {
+    for (const id of [...this.#held.keys()]) this.#release(id);
     for (const id of this.#open) this.append({ type: "effect.finished", effect_id: id, outcome: "unknown", detail });
     this.#open.clear();
   }
@@ -63,7 +109,7 @@ export class ToolEffects {
    * Appends in call order; the writer itself keeps entries in the order they are accepted.
    * Resolves true once the entry is durable, false when it was lost (the loss is recorded).
    */
-  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<boolean> {
+  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | PolicyDecisionEvent): Promise<boolean> {
     if (this.#lost !== undefined) return Promise.resolve(false);
     const durable = this.#journal.append(event).then(
       () => true,

@@ -55,6 +55,8 @@ export interface ConfinementRequest {
   readonly bundle?: { readonly path: string; readonly writable: boolean };
   /** names of the environment the agent gets (values are not recorded) */
   readonly envNames: readonly string[];
+  /** the run's tool calls are decided by a policy: its decision socket is bound in */
+  readonly decisions?: boolean;
 }
 
 /** The confinement of one run, decided before its claim. */
@@ -139,14 +141,37 @@ export class Confinement {
       egress,
       limits: this.#limits,
       ...(this.#prlimit === undefined ? {} : { prlimit: this.#prlimit }),
+      ...(request.decisions === true ? { decisions: true } : {}),
     };
     const profile = sandboxProfile(plan);
     const digest = profileDigest(profile);
     return { isolation: "sandbox", profile, digest, record: { profile, digest }, plan };
   }
 
+  /**
+   * Where a governed run's decision socket is made: in the run's private directory, or a private
+   * directory of its own when that path would pass Linux's limit. `remove` deletes what it made.
+   */
+  decisionSocket(runId: string): { readonly path: string; remove(): void } {
+    const runDir = join(this.#runsDir, runId);
+    ensurePrivateDirSync(runDir, { create: true });
+    const path = join(runDir, "decide.sock");
+    if (Buffer.byteLength(path) <= MAX_SOCKET_PATH) return { path, remove: () => fs.rmSync(path, { force: true }) };
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "warden-decide-"));
+    fs.chmodSync(dir, 0o700);
+    return { path: join(dir, "s"), remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  }
+
   /** Makes the run's directories (and, confined, its egress proxy) and the command that starts it. */
-  async launch(planned: PlannedConfinement, runId: string, journal: EgressJournal, command: string, args: readonly string[], cwd: string): Promise<RunConfinement> {
+  async launch(
+    planned: PlannedConfinement,
+    runId: string,
+    journal: EgressJournal,
+    command: string,
+    args: readonly string[],
+    cwd: string,
+    decisionSocket?: string,
+  ): Promise<RunConfinement> {
     const runDir = join(this.#runsDir, runId);
     ensurePrivateDirSync(runDir, { create: true });
     let socketDir: string | undefined;
@@ -173,7 +198,7 @@ export class Confinement {
     }
     const status = join(runDir, "status");
     fs.writeFileSync(status, "", { mode: 0o600 });
-    const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args);
+    const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args, decisionSocket);
     return {
       command: confined.command,
       args: confined.args,

@@ -40,6 +40,8 @@ export const BRIDGE_PORT = 3128;
 export const EGRESS_SOCKET_INSIDE = "/run/warden/egress.sock";
 /** Where the bridge writes the signal that killed the agent (bridge.ts). */
 export const STATUS_INSIDE = "/run/warden/status";
+/** Where a governed run's decision socket appears (policy/hook.ts: the hook's one way to the node). */
+export const DECISION_SOCKET_INSIDE = "/run/warden/decide.sock";
 
 export type MountAccess = "ro" | "rw" | "tmpfs" | "proc" | "dev" | "hidden" | "symlink";
 
@@ -71,6 +73,8 @@ export interface SandboxPlan {
   readonly egress: readonly string[];
   readonly limits: ResourceLimits;
   readonly prlimit?: string;
+  /** the run's tool calls are decided by a policy: its decision socket is bound in */
+  readonly decisions?: boolean;
 }
 
 /** Files and directories of /etc an agent never reads: password hashes, host keys, TLS keys. */
@@ -127,6 +131,7 @@ export function mountsOf(plan: SandboxPlan): Mount[] {
   mounts.push({ path: plan.home, access: "rw", what: "home" });
   mounts.push({ path: EGRESS_SOCKET_INSIDE, access: "ro", what: "egress", source: "{egress_socket}" });
   mounts.push({ path: STATUS_INSIDE, access: "rw", what: "status", source: "{status_file}" });
+  if (plan.decisions === true) mounts.push({ path: DECISION_SOCKET_INSIDE, access: "ro", what: "decisions", source: "{decision_socket}" });
   return mounts;
 }
 
@@ -197,6 +202,7 @@ export function sandboxCommand(
   cwd: string,
   command: string,
   args: readonly string[],
+  decisionSocket?: string,
 ): { command: string; args: string[] } {
   const b: string[] = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "warden-sandbox"];
   for (const m of mountsOf(plan)) {
@@ -206,7 +212,7 @@ export function sandboxCommand(
         b.push("--symlink", m.source as string, path);
         break;
       case "ro":
-        b.push("--ro-bind", m.what === "egress" ? egressSocket : path, path);
+        b.push("--ro-bind", m.what === "egress" ? egressSocket : m.what === "decisions" ? decisionSocketOf(decisionSocket) : path, path);
         break;
       case "rw":
         b.push("--bind", m.what === "status" ? statusFile : path, path);
@@ -229,6 +235,11 @@ export function sandboxCommand(
   b.push("--chdir", cwd, "--", fs.realpathSync(process.execPath), "-e", BRIDGE_SOURCE, "--", String(BRIDGE_PORT), EGRESS_SOCKET_INSIDE, STATUS_INSIDE, command, ...args);
   if (plan.prlimit === undefined) return { command: bwrap, args: b };
   return { command: plan.prlimit, args: [...prlimitArgs(plan.limits), "--", bwrap, ...b] };
+}
+
+function decisionSocketOf(socket: string | undefined): string {
+  if (socket === undefined) throw new Error("a governed run's sandbox needs its decision socket");
+  return socket;
 }
 
 /** The proxy variables of a confined agent (NO_PROXY empty: everything goes through the node). */

@@ -74,6 +74,8 @@ export interface WardenOptions {
   readonly isolation?: Isolation;
   /** workspace id → its runs' isolation (over `isolation`) */
   readonly workspaceIsolation?: Readonly<Record<string, Isolation>>;
+  /** workspace id → the Cedar tool policy of its runs (DESIGN.md "Governed tool calls"; RunnerOptions["policies"]) */
+  readonly policies?: RunnerOptions["policies"];
   /** the sandbox's settings: bubblewrap's path, the egress allowlist, resource limits (DESIGN.md "Confinement") */
   readonly sandbox?: RunnerOptions["sandbox"];
   readonly defaultTimeoutS?: number;
@@ -696,6 +698,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(options.passEnv === undefined ? {} : { passEnv: options.passEnv }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
       ...(options.workspaceIsolation === undefined ? {} : { workspaceIsolation: options.workspaceIsolation }),
+      ...(options.policies === undefined ? {} : { policies: options.policies }),
       ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }),
       ...(agentTag === undefined ? {} : { agentTag }),
       ...(launchRecords === undefined ? {} : { launchRecords }),
