@@ -29,6 +29,8 @@ export type {
   Fleet,
   FleetNode,
   OutputTail,
+  RunChangeSet,
+  ChangeStat,
   InvocationCounts,
   RunFailure,
   SessionView,

@@ -5,7 +5,7 @@
  */
 import { isDigest, type Digest } from "../core/digest.js";
 import { NotFoundError } from "../core/errors.js";
-import type { ChangeSetManifest } from "../changes/format.js";
+import type { ChangeSetManifest, ChangeStatus } from "../changes/format.js";
 import { manifestBlobs } from "../changes/format.js";
 import type { RunWorktrees } from "../changes/run-worktrees.js";
 import type { JournalEvent, RunChangesEvent, RunStartedEvent } from "../journal/types.js";
@@ -28,7 +28,7 @@ export interface ChangeStat {
   readonly files: readonly {
     path: string;
     old_path: string | null;
-    status: string;
+    status: ChangeStatus;
     binary: boolean;
     lines_added: number | null;
     lines_deleted: number | null;
