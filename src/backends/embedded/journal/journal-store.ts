@@ -12,10 +12,10 @@
 import { closeSync, fdatasync, fstatSync, lstatSync, readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
-import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../core/errors.js";
-import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../storage/secure-fs.js";
-import { assertJournalOffset, assertJournalRunId } from "../../journal/schema.js";
-import type { AppendOptions, JournalAppender, JournalStore } from "../../journal/types.js";
+import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../../core/errors.js";
+import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../../storage/secure-fs.js";
+import { assertJournalOffset, assertJournalRunId } from "../../../journal/schema.js";
+import type { AppendOptions, JournalAppender, JournalStore } from "../../../journal/types.js";
 import { SharedDirSync, type DirSyncHooks } from "./dir-sync.js";
 
 /** Fault-injection seams for tests: each runs before the named step and may throw or delay. */
@@ -188,6 +188,22 @@ class FileJournalAppender implements JournalAppender {
       filled += n;
     }
     return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
+  }
+
+  /**
+   * Closes and unlinks a journal nothing was appended to. No fsync: a name that survives a crash
+   * is an empty journal no claim names.
+   */
+  async discard(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#written !== 0 || this.#queue.length > 0 || this.#flushing !== undefined) {
+      throw new ConflictError("journal-not-empty", `journal of run ${this.#runId} has lines; it is closed, never discarded`);
+    }
+    this.#closed = true;
+    closeSync(this.#fd);
+    await fsp.unlink(this.#path).catch((error: unknown) => {
+      if (errnoCode(error) !== "ENOENT") throw error;
+    });
   }
 
   /** Waits for queued lines, makes every written line durable, and closes the file. */
