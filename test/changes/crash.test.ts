@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 import { tempDir } from "../support/temp.js";
 import { waitFor } from "../support/wait.js";
 import { b64, editingAgent, git, makeRepo, prompt } from "./helpers.js";

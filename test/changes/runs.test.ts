@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
-import { openWarden, type Warden } from "../../src/warden.js";
+import { openWarden, type Warden } from "../../src/warden/facade.js";
 import type { ExistingOutcome } from "../../src/invocations/types.js";
 import type { JournalEvent } from "../../src/journal/types.js";
 import { tempDir } from "../support/temp.js";

@@ -4,7 +4,7 @@
  * argv: home repo agent prompt
  */
 import { randomUUID } from "node:crypto";
-import { openWarden } from "../../../src/warden.js";
+import { openWarden } from "../../../src/warden/facade.js";
 
 const [home, repo, agent, prompt] = process.argv.slice(2) as [string, string, string, string];
 const id = randomUUID();
