@@ -33,7 +33,8 @@ for (const o of ops) {
     fs.rmSync(".gate");
   } else if (o.op === "write") {
     fs.mkdirSync(dirname(o.path), { recursive: true });
-    fs.writeFileSync(o.path, Buffer.from(o.base64, "base64"));
+    // "{cwd}" in a file's text stands for the worktree's path (the same inside the sandbox).
+    fs.writeFileSync(o.path, Buffer.from(Buffer.from(o.base64, "base64").toString("latin1").split("{cwd}").join(process.cwd()), "latin1"));
     if (o.mode !== undefined) fs.chmodSync(o.path, o.mode);
   } else if (o.op === "rm") fs.rmSync(o.path);
   else if (o.op === "mv") { fs.mkdirSync(dirname(o.to), { recursive: true }); fs.renameSync(o.from, o.to); }

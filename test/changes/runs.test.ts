@@ -232,4 +232,27 @@ describe("change sets of runs in a git workspace", () => {
     assert.ok(!eventsOf(await env.warden.readJournal(plain.run_id)).some((e) => e.type === "run.changes"));
     await assert.rejects(env.warden.changes.read(plain.run_id), (e: { code?: string }) => e.code === "run-changes-not-found");
   });
+
+  test("an agent that rewrites its worktree's .git to a repository of its own gets no command run by the node's git", async (t) => {
+    const env = await setup(t);
+    const marker = join(env.root, "pwned");
+    const hook = `#!/bin/sh\necho pwned > ${marker}\n`;
+    const ops: Op[] = [
+      { op: "write", path: "evil/HEAD", base64: b64("ref: refs/heads/main\n") },
+      { op: "write", path: "evil/objects/.keep", base64: b64("") },
+      { op: "write", path: "evil/refs/heads/.keep", base64: b64("") },
+      { op: "write", path: "evil/fsmonitor.sh", base64: b64(hook), mode: 0o755 },
+      { op: "write", path: "evil/config", base64: b64("[core]\n\trepositoryformatversion = 0\n\tfsmonitor = {cwd}/evil/fsmonitor.sh\n") },
+      { op: "write", path: ".git", base64: b64("gitdir: evil\n") },
+      { op: "write", path: "a.txt", base64: b64("changed\n") },
+    ];
+    const { run_id, outcome } = await run(env, ops);
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    assert.ok(!fs.existsSync(marker), "the agent's fsmonitor hook never ran on the node");
+    const { manifest } = await env.warden.changes.read(run_id);
+    assert.equal(manifest.base, env.base);
+    const paths = manifest.files.map((f) => f.path);
+    assert.ok(paths.includes("a.txt") && paths.includes("evil/config"), paths.join(", "));
+    assert.equal(git(env.repo, "status", "--porcelain"), "");
+  });
 });
