@@ -27,6 +27,8 @@ import type {
   NodeSummary,
   ProviderPlans,
   OutputTail,
+  RunChangeSet,
+  ChangeStat,
   RetirementReply,
   RevisionView,
   ProviderName,
@@ -231,6 +233,22 @@ export class WardenClient implements StageApi {
   async runOutput(runId: string, stream: "stdout" | "stderr", options: { tailBytes?: number } = {}): Promise<OutputTail> {
     const query = options.tailBytes === undefined ? "" : `?tail=${options.tailBytes}`;
     return (await this.#http.json<OutputTail>({ method: "GET", path: `/v1/runs/${seg(runId)}/output/${stream}${query}` })).body;
+  }
+
+  /** The run's change set (manifest and digest) as the node stored it; check it with src/changes/format.ts parseManifest. */
+  async runChanges(runId: string): Promise<RunChangeSet> {
+    return (await this.#http.json<RunChangeSet>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes` })).body;
+  }
+
+  /** The stat form of the run's change set: paths, statuses, line counts. */
+  async runChangeStat(runId: string): Promise<ChangeStat> {
+    return (await this.#http.json<ChangeStat>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes?stat` })).body;
+  }
+
+  /** One blob of the run's change set (a new file's bytes or the patch); check it against its digest. */
+  async runChangeBlob(runId: string, digest: string): Promise<Uint8Array> {
+    const response = await this.#http.send({ method: "GET", path: `/v1/runs/${seg(runId)}/changes/blobs/${seg(digest)}`, accept: "application/octet-stream" });
+    return new Uint8Array(await response.arrayBuffer());
   }
 
   async keys(): Promise<KeyList["keys"]> {

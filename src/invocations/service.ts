@@ -442,6 +442,7 @@ export class Invocations {
       ...(options.bundle === undefined ? {} : { bundle: options.bundle }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
       ...(options.policy === undefined ? {} : { policy: options.policy }),
+      ...(options.base === undefined ? {} : { base: options.base }),
     };
     validateEvent(event, this.limits);
     const bytes = Buffer.byteLength(canonicalJson(event), "utf8");

@@ -4,7 +4,7 @@
  */
 import type { JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
-import type { EffectKind, TerminationReason } from "../journal/types.js";
+import type { EffectKind, RunChangesEvent, TerminationReason } from "../journal/types.js";
 import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
@@ -71,6 +71,8 @@ export interface OpenOptions {
   readonly isolation?: JsonValue;
   /** journaled in run.started: `{schema, digest}` of the tool policy governing the run (DESIGN.md "Governed tool calls") */
   readonly policy?: JsonValue;
+  /** journaled in run.started: the commit a git workspace's run starts from (DESIGN.md "Change sets") */
+  readonly base?: string;
   /**
    * The caller read `(scope, id)` as absent just before (the facade's replay check): the claim's
    * insert is then the first statement. Otherwise `open` reads the id first, so that a replay
@@ -179,6 +181,8 @@ export interface InspectionReport {
   readonly journal: JournalReport;
   /** the run's agent processes a node killed because the node that started them had died (node-local records) */
   readonly agent_stopped?: readonly AgentStop[];
+  /** an unresolved run's worktree as it stands, stored as a change set (DESIGN.md "Change sets") */
+  readonly changes?: RunChangesEvent;
 }
 
 /**

@@ -14,7 +14,8 @@ export type LifecycleViolation =
   | "journal-duplicate-run-spend"
   | "journal-duplicate-effect-start"
   | "journal-finish-without-start"
-  | "journal-duplicate-finish";
+  | "journal-duplicate-finish"
+  | "journal-duplicate-run-changes";
 
 export interface EffectState {
   readonly effect_id: string;
@@ -29,6 +30,7 @@ export class RunLifecycle {
   readonly #effects = new Map<string, EffectState>();
   #open = 0;
   #spent = false;
+  #changes = false;
 
   /** The rule `event` would break if it came next, with a reason; undefined when it may. */
   check(event: JournalEvent): { code: LifecycleViolation; reason: string } | undefined {
@@ -56,6 +58,8 @@ export class RunLifecycle {
       }
       case "run.spend":
         return this.#spent ? { code: "journal-duplicate-run-spend", reason: "a second run.spend" } : undefined;
+      case "run.changes":
+        return this.#changes ? { code: "journal-duplicate-run-changes", reason: "a second run.changes" } : undefined;
       default:
         return undefined;
     }
@@ -81,6 +85,9 @@ export class RunLifecycle {
       }
       case "run.spend":
         this.#spent = true;
+        break;
+      case "run.changes":
+        this.#changes = true;
         break;
       case "run.terminated":
         this.#termination = {

@@ -15,6 +15,8 @@ export interface InvokeRequest {
   readonly prompt: string;
   readonly bundle?: BundleRef;
   readonly workspace?: string;
+  /** a git workspace's ref or commit the run starts from (DESIGN.md "Change sets") */
+  readonly base?: string;
   readonly timeout_s?: number;
   /** lowers the node's per-run budget (spend.ts) */
   readonly budget?: Budget;
@@ -25,7 +27,7 @@ export interface RequestBounds {
   readonly maxTimeoutS: number;
 }
 
-const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s", "budget"];
+const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "base", "timeout_s", "budget"];
 const BUNDLE_FIELDS = ["bundle_id", "revision"];
 
 /**
@@ -75,6 +77,8 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
   if (workspace !== undefined && (typeof workspace !== "string" || workspace.length === 0)) {
     bad("invoke-workspace-invalid", "workspace must be a non-empty string", "workspace");
   }
+  const base = input.base;
+  if (base !== undefined && typeof base !== "string") bad("invoke-base-invalid", "base must be a string (a git ref or commit)", "base");
   const timeout = input.timeout_s;
   if (timeout !== undefined && (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > bounds.maxTimeoutS)) {
     bad("invoke-timeout-invalid", `timeout_s must be an integer 1–${bounds.maxTimeoutS}`, "timeout_s");
@@ -86,6 +90,7 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
     ...(budget === undefined ? {} : { budget }),
     ...(bundle === undefined ? {} : { bundle }),
     ...(workspace === undefined ? {} : { workspace }),
+    ...(base === undefined ? {} : { base }),
     ...(timeout === undefined ? {} : { timeout_s: timeout }),
   };
 }

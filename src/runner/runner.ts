@@ -50,6 +50,8 @@ import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, typ
 import { DecisionGate } from "../policy/gate.js";
 import { hookCommand } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
+import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
+import type { Worktree } from "../changes/worktrees.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -114,6 +116,8 @@ export interface RunnerOptions {
   readonly spend?: SpendConfig;
   /** the daily counters per workspace and principal (the backend's); needed for day budgets */
   readonly spendCounters?: SpendCounters;
+  /** git workspaces get a worktree per run and a change set (DESIGN.md "Change sets"); without it every workspace is a plain directory */
+  readonly worktrees?: RunWorktrees;
 }
 
 /** A policy's Cedar text and where it came from (named in its errors). */
@@ -185,6 +189,7 @@ export class Runner {
   readonly #spend: SpendConfig;
   readonly #counters: SpendCounters | undefined;
   readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
+  readonly #worktrees: RunWorktrees | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -237,6 +242,12 @@ export class Runner {
     if ((this.#spend.workspaceDay !== undefined || this.#spend.principalDay !== undefined) && this.#counters === undefined) {
       throw new ValidationError("spend-counters-required", "day budgets (workspaceDay, principalDay) need the node's spend counters (spendCounters)");
     }
+    this.#worktrees = options.worktrees;
+  }
+
+  /** The configured workspaces' directories (where a dead node's worktrees are looked up). */
+  get workspacePaths(): string[] {
+    return [...this.#workspaces.values()];
   }
 
   /** The bounds a request is parsed against (request.ts): the node's, so every door checks alike. */
@@ -263,6 +274,10 @@ export class Runner {
     const request = input.request;
     const workspace = this.#workspaceOf(request);
     const cwd = workspace.path;
+    // Before the claim: an unknown base, or a base for a plain directory, leaves the id free.
+    let worktree: PlannedWorktree | undefined;
+    if (this.#worktrees !== undefined) worktree = await this.#worktrees.plan(cwd, request.base);
+    else if (request.base !== undefined) throw new ValidationError("workspace-not-git", "this runner keeps no worktrees: a request cannot name a base", { status: 422, details: { field: "base" } });
     let signers: readonly BundleSigner[] = [];
     if (request.bundle !== undefined) {
       if (this.#materializer === undefined) {
@@ -293,7 +308,7 @@ export class Runner {
     const confinement = this.#confinement.plan({
       isolation,
       workspaceId: workspace.id,
-      workspace: cwd,
+      workspace: worktree === undefined ? cwd : (this.#worktrees as RunWorktrees).profilePath,
       readOnly: permission === "read-only",
       command: found,
       ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
@@ -331,12 +346,14 @@ export class Runner {
               },
             },
           }),
+      ...(worktree === undefined ? {} : { worktree }),
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       ...(input.lookedUp === true ? { lookedUp: true } : {}),
       provider: request.provider,
       isolation: confinement.record,
       ...(policy === undefined ? {} : { policy: { schema: policy.schema, digest: policy.digest } }),
+      ...(worktree === undefined ? {} : { base: worktree.base }),
       ...(request.bundle === undefined
         ? {}
         : {
@@ -407,15 +424,22 @@ export class Runner {
     return { id, path };
   }
 
-  async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string, launch: RunLaunch): Promise<ExistingOutcome> {
+  async #run(handle: InvocationHandle, request: InvokeRequest, workspacePath: string, launch: RunLaunch): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
     let home: RunHome | undefined;
     let gate: DecisionGate | undefined;
     let gateSocket: { path: string; remove(): void } | undefined;
+    let worktree: Worktree | undefined;
+    let outcome: ExistingOutcome | undefined;
+    let cwd = workspacePath;
     try {
       try {
         if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
+        }
+        if (launch.worktree !== undefined) {
+          worktree = await (this.#worktrees as RunWorktrees).add(launch.worktree, handle.run_id);
+          cwd = worktree.path;
         }
         let preToolHook: string | undefined;
         if (launch.governance !== undefined) {
@@ -445,9 +469,9 @@ export class Runner {
       } catch (error) {
         if (!isWardenError(error)) throw error;
         // The agent was never launched: a clean, recorded failure that says why.
-        return await handle.finish(notLaunched(error), { failed: true });
+        return (outcome = await handle.finish(notLaunched(error), { failed: true }));
       }
-      return await this.#launch(handle, request, cwd, launch, home, materialization, gate);
+      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, gate, worktree));
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
@@ -458,6 +482,8 @@ export class Runner {
       // evidence (the journal and the captured output are), and it may hold what the run read.
       if (home !== undefined) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
+      // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
+      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
   }
 
@@ -483,6 +509,7 @@ export class Runner {
     home: RunHome,
     materialization: Materialization | undefined,
     gate: DecisionGate | undefined,
+    worktree: Worktree | undefined,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
@@ -534,10 +561,24 @@ export class Runner {
         confined,
         gate,
       );
-      return await this.#conclude(handle, profile, launch.spend, followed);
+      const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
+      return await this.#conclude(handle, profile, launch.spend, changed);
     } finally {
       confined.remove();
     }
+  }
+
+  /**
+   * What the agent changed in its worktree, stored and journaled before the run's seal (its
+   * process tree is gone: nothing writes there any more). False when the journal could not take it.
+   */
+  async #recordChanges(handle: InvocationHandle, worktree: Worktree, launch: RunLaunch): Promise<boolean> {
+    const base = (launch.worktree as PlannedWorktree).base;
+    const { event } = await (this.#worktrees as RunWorktrees).record(worktree, base);
+    return handle.journal.append(event).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
@@ -778,6 +819,8 @@ interface RunLaunch {
     readonly principal: ToolRequest["principal"];
     readonly context: ToolRequest["context"];
   };
+  /** a git workspace: the run gets its own worktree at this base */
+  readonly worktree?: PlannedWorktree;
 }
 
 /** What a run may spend and where its spend is counted, decided before the claim. */

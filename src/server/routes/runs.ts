@@ -1,5 +1,8 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
+import { Type } from "typebox";
 import { ProblemResponse } from "../../api/problem.js";
+import { ChangeBlobBody, ChangeBlobParams, ChangeStat, ChangesQuery, RunChangeSet } from "../../api/runs.js";
+import type { Digest } from "../../core/digest.js";
 import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
@@ -106,6 +109,41 @@ export function runRoutes(ctx: RouteContext) {
         },
       },
       async (request) => warden.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
+    );
+
+    app.get(
+      "/v1/runs/:run_id/changes",
+      {
+        schema: {
+          operationId: "getRunChanges",
+          summary: "What the run changed in its git worktree: the change set's manifest and digest, or (?stat) its files and line counts",
+          params: RunParams,
+          querystring: ChangesQuery,
+          response: { 200: Type.Union([RunChangeSet, ChangeStat]), "4xx": ProblemResponse },
+        },
+      },
+      async (request) => {
+        const runId = request.params.run_id.toLowerCase();
+        const stat = request.query.stat;
+        return stat !== undefined && stat !== "false" && stat !== "0" ? warden.changes.stat(runId) : warden.changes.read(runId);
+      },
+    );
+
+    app.get(
+      "/v1/runs/:run_id/changes/blobs/:digest",
+      {
+        schema: {
+          operationId: "getRunChangeBlob",
+          summary: "One blob of the run's change set (a new file's bytes, or the patch), checked against its digest",
+          params: ChangeBlobParams,
+          produces: ["application/octet-stream"],
+          response: { 200: ChangeBlobBody, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const bytes = await warden.changes.blob(request.params.run_id.toLowerCase(), request.params.digest as Digest);
+        return reply.type("application/octet-stream").header("cache-control", "no-store").send(bytes);
+      },
     );
 
     app.get("/v1/keys", { schema: { operationId: "listKeys", summary: "The node's public keys", response: { 200: KeyList, "4xx": ProblemResponse } } }, async () => ({ keys: await warden.publicKeys() }));
