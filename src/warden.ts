@@ -42,6 +42,7 @@ import { Scrub } from "./warden/scrub.js";
 import { Fleet, type SharedNodes } from "./warden/fleet.js";
 import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
 import { catchUpLog } from "./warden/log-catchup.js";
+import { attestRun, type RunAttestation } from "./warden/attestation.js";
 import type { TransparencyLog } from "./tlog/log.js";
 
 export interface WardenOptions {
@@ -373,6 +374,23 @@ export class Warden {
       incomplete_tail: result.incomplete_tail,
       findings: result.inspection.reasons,
     };
+  }
+
+  /**
+   * The node's signed in-toto statement about run `runId`'s change set (DESIGN.md "Attestations"):
+   * from its verified journal, the bundle's commit and the run's log leaf.
+   */
+  async attestRun(runId: string): Promise<RunAttestation> {
+    const journal = await this.readJournal(runId);
+    const [keys, signingKey] = await Promise.all([this.invocations.publicKeys(true), this.invocations.signingKey()]);
+    return attestRun(runId, {
+      journal,
+      maxBytes: this.limits.journalBytes,
+      keys,
+      signingKey,
+      bundle: (bundleId, revision) => this.delivery.manifest(bundleId, revision),
+      log: this.log,
+    });
   }
 
   /** The node's public keys, oldest first (journal and receipt verification). */

@@ -9,6 +9,7 @@ import type { PushOptions, PushResult, StageApi } from "./push.js";
 import { readEvents, type RunEvent } from "./sse.js";
 import { Transport, type TransportOptions } from "./transport.js";
 import type {
+  AttestationEnvelope,
   BeginStageReply,
   BundleList,
   BundleView,
@@ -231,6 +232,11 @@ export class WardenClient implements StageApi {
   async runOutput(runId: string, stream: "stdout" | "stderr", options: { tailBytes?: number } = {}): Promise<OutputTail> {
     const query = options.tailBytes === undefined ? "" : `?tail=${options.tailBytes}`;
     return (await this.#http.json<OutputTail>({ method: "GET", path: `/v1/runs/${seg(runId)}/output/${stream}${query}` })).body;
+  }
+
+  /** The node's signed in-toto statement about a run's change set, as a DSSE envelope (DESIGN.md "Attestations"). */
+  async runAttestation(runId: string): Promise<AttestationEnvelope> {
+    return (await this.#http.json<AttestationEnvelope>({ method: "GET", path: `/v1/runs/${seg(runId)}/attestation` })).body;
   }
 
   async keys(): Promise<KeyList["keys"]> {

@@ -1,6 +1,6 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
 import { ProblemResponse } from "../../api/problem.js";
-import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
+import { AttestationEnvelope, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { principalOf } from "../auth.js";
@@ -106,6 +106,22 @@ export function runRoutes(ctx: RouteContext) {
         },
       },
       async (request) => warden.runner.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
+    );
+
+    app.get(
+      "/v1/runs/:run_id/attestation",
+      {
+        schema: {
+          operationId: "getRunAttestation",
+          summary: "The node's signed in-toto statement about the run's change set (a DSSE envelope)",
+          params: RunParams,
+          response: { 200: AttestationEnvelope, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const { envelope } = await warden.attestRun(request.params.run_id.toLowerCase());
+        return reply.header("cache-control", "no-store").send(envelope);
+      },
     );
 
     app.get("/v1/keys", { schema: { operationId: "listKeys", summary: "The node's public keys", response: { 200: KeyList, "4xx": ProblemResponse } } }, async () => ({ keys: await warden.publicKeys() }));
