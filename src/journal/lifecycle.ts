@@ -13,7 +13,8 @@ export type LifecycleViolation =
   | "journal-after-terminated"
   | "journal-duplicate-effect-start"
   | "journal-finish-without-start"
-  | "journal-duplicate-finish";
+  | "journal-duplicate-finish"
+  | "journal-duplicate-run-changes";
 
 export interface EffectState {
   readonly effect_id: string;
@@ -27,6 +28,7 @@ export class RunLifecycle {
   #termination: { reason: TerminationReason; seq: number; result_hash?: Digest } | undefined;
   readonly #effects = new Map<string, EffectState>();
   #open = 0;
+  #changes = false;
 
   /** The rule `event` would break if it came next, with a reason; undefined when it may. */
   check(event: JournalEvent): { code: LifecycleViolation; reason: string } | undefined {
@@ -52,6 +54,8 @@ export class RunLifecycle {
           ? { code: "journal-duplicate-finish", reason: `effect ${JSON.stringify(event.effect_id)} finished twice` }
           : undefined;
       }
+      case "run.changes":
+        return this.#changes ? { code: "journal-duplicate-run-changes", reason: "a second run.changes" } : undefined;
       default:
         return undefined;
     }
@@ -75,6 +79,9 @@ export class RunLifecycle {
         }
         break;
       }
+      case "run.changes":
+        this.#changes = true;
+        break;
       case "run.terminated":
         this.#termination = {
           reason: event.reason,

@@ -113,7 +113,8 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
   const type = ev.type;
   switch (type) {
     case "run.started": {
-      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle", "isolation"], BAD_EVENT, type);
+      onlyFields(ev, ["type", "invocation", "agent"], ["provider", "bundle", "isolation", "base"], BAD_EVENT, type);
+      if (Object.hasOwn(ev, "base") && !isCommitHex(ev.base)) throw new ValidationError(BAD_EVENT, `${type}.base must be a commit id (40 or 64 lowercase hex)`);
       const inv = plainObject(ev.invocation, BAD_EVENT, `${type}.invocation`);
       onlyFields(inv, ["scope", "id", "request_hash"], [], BAD_EVENT, `${type}.invocation`);
       nonEmptyString(inv, "scope", BAD_EVENT, `${type}.invocation`);
@@ -146,6 +147,9 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
       }
       break;
     }
+    case "run.changes":
+      checkRunChanges(ev, type);
+      break;
     case "run.terminated":
       onlyFields(ev, ["type", "reason"], ["result_hash"], BAD_EVENT, type);
       oneOf(ev, "reason", TERMINATION_REASONS, BAD_EVENT, type);
@@ -180,6 +184,55 @@ export function validateEntry(value: unknown, limits: Pick<Limits, "noteBytes">,
   if (!isKeyId(e.key_id)) throw new ValidationError(BAD_ENTRY, "entry.key_id must be 16 lowercase hex digits");
   validateEvent(e.event, limits, canonicalEventBytes);
   return e as unknown as JournalEntry;
+}
+
+const COMMIT_RE = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
+function isCommitHex(value: unknown): boolean {
+  return typeof value === "string" && COMMIT_RE.test(value);
+}
+
+const CHANGE_STATUSES = ["added", "modified", "deleted", "renamed"];
+const CHANGE_FILE_FIELDS = ["path", "old_path", "status", "old_sha256", "new_sha256", "lines_added", "lines_deleted"];
+
+function nullOr(value: unknown, test: (v: unknown) => boolean): boolean {
+  return value === null || test(value);
+}
+function isCount(value: unknown): boolean {
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0;
+}
+
+/** `run.changes` (DESIGN.md "Change sets"): a change set's digest and files, or why there is none. */
+function checkRunChanges(ev: Fields, type: string): void {
+  if (!isCommitHex(ev.base)) throw new ValidationError(BAD_EVENT, `${type}.base must be a commit id (40 or 64 lowercase hex)`);
+  if (Object.hasOwn(ev, "error")) {
+    onlyFields(ev, ["type", "base", "error"], [], BAD_EVENT, type);
+    const error = plainObject(ev.error, BAD_EVENT, `${type}.error`);
+    onlyFields(error, ["code", "detail"], [], BAD_EVENT, `${type}.error`);
+    nonEmptyString(error, "code", BAD_EVENT, `${type}.error`);
+    if (typeof error.detail !== "string") throw new ValidationError(BAD_EVENT, `${type}.error.detail must be a string`);
+    return;
+  }
+  onlyFields(ev, ["type", "base", "change_set", "no_changes", "files_total", "files"], [], BAD_EVENT, type);
+  if (!isDigest(ev.change_set)) throw new ValidationError(BAD_EVENT, `${type}.change_set must be sha256: and 64 lowercase hex`);
+  if (!isCount(ev.files_total)) throw new ValidationError(BAD_EVENT, `${type}.files_total must be a count`);
+  if (ev.no_changes !== (ev.files_total === 0)) throw new ValidationError(BAD_EVENT, `${type}.no_changes must be true exactly when files_total is 0`);
+  if (!Array.isArray(ev.files) || ev.files.length > (ev.files_total as number)) {
+    throw new ValidationError(BAD_EVENT, `${type}.files must be a list of at most files_total files`);
+  }
+  ev.files.forEach((value: unknown, i: number) => {
+    const what = `${type}.files[${i}]`;
+    const f = plainObject(value, BAD_EVENT, what);
+    onlyFields(f, CHANGE_FILE_FIELDS, [], BAD_EVENT, what);
+    nonEmptyString(f, "path", BAD_EVENT, what);
+    oneOf(f, "status", CHANGE_STATUSES, BAD_EVENT, what);
+    const ok =
+      nullOr(f.old_path, (v) => typeof v === "string" && v.length > 0) &&
+      nullOr(f.old_sha256, isDigest) &&
+      nullOr(f.new_sha256, isDigest) &&
+      nullOr(f.lines_added, isCount) &&
+      nullOr(f.lines_deleted, isCount);
+    if (!ok) throw new ValidationError(BAD_EVENT, `${what}: old_path, digests or line counts of the wrong form`);
+  });
 }
 
 /** `{profile: {kind, …}, digest}` where digest is the sha256 of the profile's canonical JSON. */

@@ -31,6 +31,8 @@ export interface RunStartedEvent {
   readonly bundle?: JsonValue;
   /** `{profile, digest}`: how the run was confined (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /** the commit id a git workspace's run started from (DESIGN.md "Change sets") */
+  readonly base?: string;
 }
 export interface EffectStartedEvent {
   readonly type: "effect.started";
@@ -55,7 +57,31 @@ export interface RunTerminatedEvent {
   readonly reason: TerminationReason;
   readonly result_hash?: Digest;
 }
-export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunTerminatedEvent;
+/** A file as `run.changes` lists it (DESIGN.md "Change sets"). */
+export interface RunChangesFileEntry {
+  readonly path: string;
+  readonly old_path: string | null;
+  readonly status: "added" | "modified" | "deleted" | "renamed";
+  readonly old_sha256: Digest | null;
+  readonly new_sha256: Digest | null;
+  readonly lines_added: number | null;
+  readonly lines_deleted: number | null;
+}
+/**
+ * What a run changed in its git worktree: the stored change set's digest and its files (cut to fit
+ * when there are many; `files_total` counts them all), or why no change set could be made.
+ */
+export type RunChangesEvent =
+  | {
+      readonly type: "run.changes";
+      readonly base: string;
+      readonly change_set: Digest;
+      readonly no_changes: boolean;
+      readonly files_total: number;
+      readonly files: readonly RunChangesFileEntry[];
+    }
+  | { readonly type: "run.changes"; readonly base: string; readonly error: { readonly code: string; readonly detail: string } };
+export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | NoteEvent | RunChangesEvent | RunTerminatedEvent;
 
 export interface JournalEntry {
   readonly v: typeof JOURNAL_VERSION;

@@ -42,6 +42,7 @@ export const VERIFY_ERROR_CODES = [
   "journal-duplicate-effect-start",
   "journal-finish-without-start",
   "journal-duplicate-finish",
+  "journal-duplicate-run-changes",
   "journal-after-terminated",
   "journal-truncated",
   "journal-checkpoint-mismatch",
