@@ -40,6 +40,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "invocations", load: async () => (await import("./commands/invocations.js")).registerInvocationsCommands },
   { name: "inspect", load: async () => (await import("./commands/inspect.js")).registerInspectCommand },
   { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
+  { name: "apply", load: async () => (await import("./commands/apply.js")).registerApplyCommand },
   { name: "attest", load: async () => (await import("./commands/attest.js")).registerAttestCommand },
   { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
   { name: "log", load: async () => (await import("./commands/log.js")).registerLogCommands },

@@ -234,6 +234,17 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<OutputTail>({ method: "GET", path: `/v1/runs/${seg(runId)}/output/${stream}${query}` })).body;
   }
 
+  /** A run's change set as the node stores it: `{run_id, change_set, manifest}` (DESIGN.md "Change sets"). */
+  async runChanges(runId: string): Promise<{ run_id: string; change_set: string; manifest: unknown }> {
+    return (await this.#http.json<{ run_id: string; change_set: string; manifest: unknown }>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes` })).body;
+  }
+
+  /** The bytes of one blob of a run's change set; the caller checks them against the digest. */
+  async runChangesBlob(runId: string, digest: string): Promise<Uint8Array> {
+    const response = await this.#http.send({ method: "GET", path: `/v1/runs/${seg(runId)}/changes/blobs/${seg(digest)}`, accept: "application/octet-stream" });
+    return new Uint8Array(await response.arrayBuffer());
+  }
+
   /** The node's signed in-toto statement about a run's change set, as a DSSE envelope (DESIGN.md "Attestations"). */
   async runAttestation(runId: string): Promise<AttestationEnvelope> {
     return (await this.#http.json<AttestationEnvelope>({ method: "GET", path: `/v1/runs/${seg(runId)}/attestation` })).body;
