@@ -19,7 +19,7 @@ import { loadavg, tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { openEmbeddedBackend } from "../src/backends/embedded/index.js";
-import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.js";
+import { openEmbeddedDelivery } from "../src/backends/embedded/delivery/delivery-backend.js";
 import { sha256Digest } from "../src/core/digest.js";
 import { resolveLimits } from "../src/core/limits.js";
 import { createManifest } from "../src/delivery/manifest.js";

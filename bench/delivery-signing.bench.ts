@@ -9,7 +9,7 @@ import { spawnSync } from "node:child_process";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.js";
+import { openEmbeddedDelivery } from "../src/backends/embedded/delivery/delivery-backend.js";
 import { sha256Digest } from "../src/core/digest.js";
 import { createManifest } from "../src/delivery/manifest.js";
 import { bundleDigestOf } from "../src/delivery/manifest-types.js";

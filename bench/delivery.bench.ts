@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { sha256Digest } from "../src/core/digest.js";
 import { resolveLimits, type Limits } from "../src/core/limits.js";
-import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.js";
+import { openEmbeddedDelivery } from "../src/backends/embedded/delivery/delivery-backend.js";
 import { createManifest } from "../src/delivery/manifest.js";
 import { bundleDigestOf, type Manifest } from "../src/delivery/manifest-types.js";
 import type { Delivery } from "../src/delivery/service.js";

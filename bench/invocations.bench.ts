@@ -28,7 +28,7 @@ import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { CLAIM_WRITE_WORKER_URL } from "../src/backends/embedded/claim-store.js";
+import { CLAIM_WRITE_WORKER_URL } from "../src/backends/embedded/claims/claim-store.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../src/backends/embedded/index.js";
 import { Invocations, recordedCopies } from "../src/invocations/index.js";
 import type { RunChecker } from "../src/invocations/run-checker.js";

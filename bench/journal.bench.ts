@@ -9,7 +9,7 @@ import { randomUUID, verify } from "node:crypto";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { resolveLimits } from "../src/core/limits.js";
-import { EmbeddedJournalStore } from "../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore } from "../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey, publicKeyObject } from "../src/journal/keys.js";
 import { encodeLine, lineHash, signingMessage } from "../src/journal/line.js";
 import { JournalWriter } from "../src/journal/writer.js";

@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import { loadavg } from "node:os";
-import { EmbeddedLogStore } from "../src/backends/embedded/log-store.js";
+import { EmbeddedLogStore } from "../src/backends/embedded/log/log-store.js";
 import { openPool, type PgPool } from "../src/backends/postgres/connection.js";
 import { PostgresLogStore } from "../src/backends/postgres/log-store.js";
 import { migrate } from "../src/backends/postgres/schema.js";

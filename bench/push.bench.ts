@@ -32,7 +32,7 @@ import * as http from "node:http";
 import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { openEmbeddedDelivery } from "../src/backends/embedded/delivery-backend.js";
+import { openEmbeddedDelivery } from "../src/backends/embedded/delivery/delivery-backend.js";
 import { WardenClient, compileForPush } from "../src/client/index.js";
 import { forEachConcurrent } from "../src/client/pool.js";
 import type { Delivery } from "../src/delivery/service.js";

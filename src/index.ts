@@ -19,7 +19,7 @@ export {
   type CloseOptions,
   type ShutdownEvent,
   type RunningRun,
-} from "./warden.js";
+} from "./warden/facade.js";
 export type { LogOptions } from "./warden/transparency.js";
 export type { PostgresNodeOptions } from "./backends/postgres/node.js";
 export type { RunnerHooks } from "./runner/runner.js";
@@ -58,7 +58,7 @@ export { parseSshsig, verifySshsig } from "./signing/sshsig.js";
 export { parseAllowedSigners } from "./signing/allowed-signers.js";
 
 // Bundles: compiled from a directory, their manifests and digests.
-export { compileDirectory, type CompiledBundle, type CompiledFile, type CompileOptions } from "./delivery/compile.js";
+export { compileDirectory, type CompiledBundle, type CompiledFile, type CompileOptions } from "./delivery/compile/directory.js";
 export { parseManifest, createManifest } from "./delivery/manifest.js";
 export {
   COMPONENT_KINDS,

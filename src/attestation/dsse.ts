@@ -5,7 +5,8 @@
  */
 import { canonicalJson } from "../core/canonical.js";
 import { ValidationError } from "../core/errors.js";
-import { decodeBase64Strict, verifyEd25519 } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
+import { verifyEd25519 } from "../core/ed25519.js";
 import type { PublicKeyRecord, SigningKey } from "../journal/types.js";
 
 /** The payload type of an in-toto Statement in DSSE (in-toto Attestation Framework, envelope layer). */

@@ -9,7 +9,7 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import { Readable } from "node:stream";
-import type { FetchFn } from "./transport.js";
+import type { FetchFn } from "./fetch-fn.js";
 
 /** Statuses whose Response must have a null body. */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);

@@ -8,7 +8,7 @@
  */
 import { basename, resolve } from "node:path";
 import { digestHex } from "../core/digest.js";
-import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile.js";
+import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile/directory.js";
 import { createManifest } from "../delivery/manifest.js";
 import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";

@@ -4,9 +4,10 @@
  * repeat (every route of HTTP API v1 is, except creating a materialization).
  */
 import { WardenConnectionError, WardenHttpError, type Problem } from "./errors.js";
+import type { FetchFn } from "./fetch-fn.js";
 import { createNodeFetch, type NodeFetch } from "./node-fetch.js";
 
-export type FetchFn = typeof globalThis.fetch;
+export type { FetchFn };
 
 export interface TransportOptions {
   /** base URL of the node, e.g. http://127.0.0.1:7420 */

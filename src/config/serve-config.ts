@@ -9,7 +9,7 @@ import type { PermissionMode, ProviderProfile } from "../providers/profiles.js";
 import { isProviderName, type ProviderName } from "../providers/types.js";
 import { checkAncestorsSync, checkPrivatePathsSync, ensurePrivateDirSync, readPrivateFileSync } from "../storage/secure-fs.js";
 import type { SigningConfig } from "../signing/policy.js";
-import type { WardenOptions } from "../warden.js";
+import type { WardenOptions } from "../warden/facade.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";

@@ -23,7 +23,7 @@ import { digestEquals, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkBufferable, readVerifiedBlob, verifyBytes } from "./blob-store.js";
-import { checkContractContent } from "./contract.js";
+import { checkContractContent } from "./contract/check.js";
 import { BundleDigestBuilder, type BlobRef, type Component, type Manifest } from "./manifest-types.js";
 import type { DeliveryStores } from "./recovery.js";
 import type { StageRecord, StageStore } from "./stage.js";

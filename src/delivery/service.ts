@@ -13,7 +13,7 @@ import { withSigners } from "./manifest-record.js";
 import type { StoredSignature } from "./signature-record.js";
 import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
 import { verifyForCommit } from "./commit-verify.js";
-import { checkContractAtBegin } from "./contract.js";
+import { checkContractAtBegin } from "./contract/check.js";
 import {
   bundleNotFound,
   chunkTooLarge,

@@ -18,7 +18,7 @@ import type { ClaimKey, ClaimStore, JournalSeal, StoredResult } from "./claim-st
 import { canonicalResult } from "./identity.js";
 import { runCheckOf, type RunCheck } from "./run-check.js";
 import { sealOf } from "./seal.js";
-import type { EffectSpec, FinishOptions, FinishOutcome, ReleaseOptions, UnresolvedOutcome, UnresolvedReason } from "./types.js";
+import type { EffectSpec, ExistingOutcome, FinishOptions, FinishOutcome, ReleaseOptions, UnresolvedOutcome, UnresolvedReason } from "./types.js";
 import type { UnreleasedRuns } from "./unreleased.js";
 import type { Attest } from "../tlog/statements.js";
 import { runSealStatement } from "./statements.js";
@@ -101,6 +101,13 @@ interface RunVerdict {
   readonly findings: readonly ReconciliationFinding[];
   readonly seal: JournalSeal;
 }
+
+// Beside the handle rather than in types.ts, so that types.ts needs nothing from this file.
+export interface FreshOutcome {
+  readonly status: "fresh";
+  readonly handle: InvocationHandle;
+}
+export type OpenOutcome = FreshOutcome | ExistingOutcome;
 
 export class InvocationHandle implements AsyncDisposable {
   readonly scope: string;

@@ -7,7 +7,8 @@
 import { canonicalDigest, canonicalJson } from "../core/canonical.js";
 import { isDigest, type Digest } from "../core/digest.js";
 import { IntegrityError, ValidationError } from "../core/errors.js";
-import { decodeBase64Strict, ED25519_SIGNATURE_BYTES, isKeyId, verifyEd25519 } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
+import { ED25519_SIGNATURE_BYTES, isKeyId, verifyEd25519 } from "../core/ed25519.js";
 import { isJournalTimestamp } from "../journal/schema.js";
 import type { PublicKeyRecord, SigningKey } from "../journal/types.js";
 import { checkName } from "./identity.js";

@@ -29,7 +29,7 @@ import {
   type JournalSeal,
   type ListedClaim,
 } from "./claim-store.js";
-import { InvocationHandle, UNSYNCED, type HandleContext } from "./handle.js";
+import { InvocationHandle, UNSYNCED, type HandleContext, type OpenOutcome } from "./handle.js";
 import type { RunCheck } from "./run-check.js";
 import { sharedRunChecker, type RunChecker } from "./run-checker.js";
 import { checkInvocationId, checkName, checkScope, requestHashOf } from "./identity.js";
@@ -48,7 +48,6 @@ import type {
   ListPage,
   ListQuery,
   OpenOptions,
-  OpenOutcome,
   PruneOptions,
   ReconcileResult,
   ReconciledOutcome,

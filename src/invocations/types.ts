@@ -8,7 +8,6 @@ import type { EffectKind, TerminationReason } from "../journal/types.js";
 import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
-import type { InvocationHandle } from "./handle.js";
 
 /** Why a claim reads `unresolved`. Journal findings come from the inspector (journal/inspect.ts). */
 export type UnresolvedReason =
@@ -57,13 +56,8 @@ export interface ReconciledOutcome {
   readonly audit: Audit;
   readonly receipt: ReconciliationReceipt;
 }
-export interface FreshOutcome {
-  readonly status: "fresh";
-  readonly handle: InvocationHandle;
-}
 
 export type ExistingOutcome = InProgressOutcome | UnresolvedOutcome | RecordedOutcome | ReconciledOutcome;
-export type OpenOutcome = FreshOutcome | ExistingOutcome;
 export type ExistingStatus = ExistingOutcome["status"];
 /** What a handle's `finish` ends in. */
 export type FinishOutcome = RecordedOutcome | UnresolvedOutcome;

@@ -1,106 +1,40 @@
 /**
- * Ed25519 keys of the journal (DESIGN.md "Keys"): key ids, strict public-key and signature
- * encodings, signing and verification through node:crypto. KeyObjects are cached because building
- * one from DER costs about as much as a verification.
+ * Ed25519 signing keys of the journal (DESIGN.md "Keys"): generating and loading private keys and
+ * the record a verifier trusts. The primitives (key ids, encodings, verification) live in core/ and
+ * are re-exported here for the journal's public surface.
  */
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, type KeyObject } from "node:crypto";
+import { decodeBase64Strict } from "../core/base64.js";
 import {
-  createHash,
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  sign,
-  verify,
-  type KeyObject,
-} from "node:crypto";
+  ED25519_PUBLIC_KEY_BYTES,
+  ED25519_SIGNATURE_BYTES,
+  isKeyId,
+  keyIdOf,
+  parsePublicKey,
+  publicKeyObject,
+  rawPublicKeyOf,
+  verifyEd25519,
+  verifyWithKeyObject,
+} from "../core/ed25519.js";
 import { ValidationError } from "../core/errors.js";
 import { sharedSigner } from "./signer.js";
 import type { PublicKeyRecord, SigningKey } from "./types.js";
 
-export const ED25519_PUBLIC_KEY_BYTES = 32;
-export const ED25519_SIGNATURE_BYTES = 64;
-/** DER header of an Ed25519 SubjectPublicKeyInfo; the raw key is the 32 bytes after it. */
-const SPKI_ED25519_PREFIX = Buffer.from("302a300506032b6570032100", "hex");
-const KEY_ID_RE = /^[0-9a-f]{16}$/;
-
-export function isKeyId(value: unknown): value is string {
-  return typeof value === "string" && KEY_ID_RE.test(value);
-}
-
-/** First 8 bytes of sha256 of the raw 32-byte public key, as 16 lowercase hex characters. */
-export function keyIdOf(rawPublicKey: Uint8Array): string {
-  if (rawPublicKey.byteLength !== ED25519_PUBLIC_KEY_BYTES) {
-    throw new ValidationError("invalid-public-key", `an Ed25519 public key has 32 bytes, not ${rawPublicKey.byteLength}`);
-  }
-  return createHash("sha256").update(rawPublicKey).digest("hex").slice(0, 16);
-}
-
-/**
- * Decodes standard base64 with padding, or returns undefined. Node's decoder skips characters it
- * does not know, accepts the URL alphabet and ignores non-zero trailing bits, so several texts
- * decode to the same bytes; requiring the re-encoding to match makes the text itself
- * tamper-evident.
- */
-export function decodeBase64Strict(text: string, expectedBytes?: number): Buffer | undefined {
-  const bytes = Buffer.from(text, "base64");
-  if (expectedBytes !== undefined && bytes.byteLength !== expectedBytes) return undefined;
-  return bytes.toString("base64") === text ? bytes : undefined;
-}
-
-/** The raw 32 bytes of a public key given as standard base64, or a ValidationError. */
-export function parsePublicKey(publicKeyBase64: string): Buffer {
-  const raw = decodeBase64Strict(publicKeyBase64, ED25519_PUBLIC_KEY_BYTES);
-  if (raw === undefined) {
-    throw new ValidationError("invalid-public-key", "a public key is standard base64 of 32 raw bytes");
-  }
-  return raw;
-}
+export {
+  decodeBase64Strict,
+  ED25519_PUBLIC_KEY_BYTES,
+  ED25519_SIGNATURE_BYTES,
+  isKeyId,
+  keyIdOf,
+  parsePublicKey,
+  publicKeyObject,
+  verifyEd25519,
+  verifyWithKeyObject,
+};
 
 /** The record a verifier trusts, with `key_id` derived from the key itself. */
 export function publicKeyRecord(publicKeyBase64: string): PublicKeyRecord {
   return { key_id: keyIdOf(parsePublicKey(publicKeyBase64)), public_key: publicKeyBase64 };
-}
-
-const PUBLIC_KEY_CACHE_LIMIT = 256;
-const publicKeyCache = new Map<string, KeyObject>();
-
-/** A cached KeyObject for a base64 public key; refuses bytes that are not an Ed25519 key. */
-export function publicKeyObject(publicKeyBase64: string): KeyObject {
-  const cached = publicKeyCache.get(publicKeyBase64);
-  if (cached !== undefined) return cached;
-  const raw = parsePublicKey(publicKeyBase64);
-  let key: KeyObject;
-  try {
-    key = createPublicKey({ key: Buffer.concat([SPKI_ED25519_PREFIX, raw]), format: "der", type: "spki" });
-  } catch (error) {
-    throw new ValidationError("invalid-public-key", "not a valid Ed25519 public key", { cause: error });
-  }
-  if (publicKeyCache.size >= PUBLIC_KEY_CACHE_LIMIT) {
-    const oldest = publicKeyCache.keys().next().value;
-    if (oldest !== undefined) publicKeyCache.delete(oldest);
-  }
-  publicKeyCache.set(publicKeyBase64, key);
-  return key;
-}
-
-/** True when `signature` is a valid Ed25519 signature of `message` by the key. */
-export function verifyEd25519(publicKeyBase64: string, message: Uint8Array, signature: Uint8Array): boolean {
-  if (signature.byteLength !== ED25519_SIGNATURE_BYTES) return false;
-  return verify(null, message, publicKeyObject(publicKeyBase64), signature);
-}
-
-/** Same as verifyEd25519 with an already resolved KeyObject (the verifier's hot loop). */
-export function verifyWithKeyObject(key: KeyObject, message: Uint8Array, signature: Uint8Array): boolean {
-  if (signature.byteLength !== ED25519_SIGNATURE_BYTES) return false;
-  return verify(null, message, key, signature);
-}
-
-function rawPublicKeyOf(publicKey: KeyObject): Buffer {
-  const spki = publicKey.export({ format: "der", type: "spki" });
-  if (spki.byteLength !== SPKI_ED25519_PREFIX.byteLength + ED25519_PUBLIC_KEY_BYTES ||
-      !spki.subarray(0, SPKI_ED25519_PREFIX.byteLength).equals(SPKI_ED25519_PREFIX)) {
-    throw new ValidationError("invalid-private-key", "not an Ed25519 key");
-  }
-  return spki.subarray(SPKI_ED25519_PREFIX.byteLength);
 }
 
 function signingKeyOf(privateKey: KeyObject): SigningKey {

@@ -7,7 +7,7 @@ import { canonicalDigest, canonicalJson } from "../core/canonical.js";
 import { isDigest } from "../core/digest.js";
 import { LimitError, ValidationError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
-import { isKeyId } from "./keys.js";
+import { isKeyId } from "../core/ed25519.js";
 import {
   EFFECT_KINDS,
   EFFECT_OUTCOMES,

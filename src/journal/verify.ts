@@ -8,14 +8,8 @@ import { canonicalJson } from "../core/canonical.js";
 import { isHex64, sha256Hex } from "../core/digest.js";
 import { ValidationError, isWardenError } from "../core/errors.js";
 import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
-import {
-  ED25519_SIGNATURE_BYTES,
-  decodeBase64Strict,
-  keyIdOf,
-  parsePublicKey,
-  publicKeyObject,
-  verifyWithKeyObject,
-} from "./keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
+import { ED25519_SIGNATURE_BYTES, keyIdOf, parsePublicKey, publicKeyObject, verifyWithKeyObject } from "../core/ed25519.js";
 import { RunLifecycle } from "./lifecycle.js";
 import { lineText, signingMessage } from "./line.js";
 import { validateEntry } from "./schema.js";

@@ -9,7 +9,7 @@ import Fastify, { LogController, type FastifyReply, type FastifyRequest } from "
 import swagger from "@fastify/swagger";
 import { NoQuery } from "../api/common.js";
 import type { ServerSettings } from "../config/serve-config.js";
-import type { Warden } from "../warden.js";
+import type { Warden } from "../warden/facade.js";
 import { TokenAuthority, type Caller } from "./auth.js";
 import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";

@@ -2,7 +2,7 @@
 import type { FastifyBaseLogger, FastifyInstance, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from "fastify";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import type { ServerSettings } from "../config/serve-config.js";
-import type { Warden } from "../warden.js";
+import type { Warden } from "../warden/facade.js";
 import type { Caller } from "./auth.js";
 import type { NodeMetrics } from "./metrics.js";
 import type { RunFailure } from "../api/console.js";

@@ -10,7 +10,7 @@
  * journal is re-read every REMOTE_POLL_MS instead, until it terminates or its owner is gone.
  */
 import { PassThrough, type Readable } from "node:stream";
-import type { Warden } from "../warden.js";
+import type { Warden } from "../warden/facade.js";
 
 const HEARTBEAT_MS = 15_000;
 const REMOTE_POLL_MS = 500;

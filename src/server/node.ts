@@ -8,7 +8,7 @@
 import type { AddressInfo } from "node:net";
 import type { ServeConfig } from "../config/serve-config.js";
 import { urlOf } from "../config/listen.js";
-import { openWarden, type ShutdownEvent, type Warden } from "../warden.js";
+import { openWarden, type ShutdownEvent, type Warden } from "../warden/facade.js";
 import { createServer, type CreateServerOptions } from "./app.js";
 import type { App } from "./context.js";
 import type { ListenReservation } from "./listen-reservation.js";

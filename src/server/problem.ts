@@ -6,16 +6,12 @@
  * the client). The server keeps serving after any of them.
  */
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import { isWardenError, type ErrorDetails } from "../core/errors.js";
+import { isWardenError } from "../core/errors.js";
 import { PROBLEM_CONTENT_TYPE, problemType, type BodyCodePrefix, type Problem } from "../api/problem.js";
+import type { ProblemSpec } from "./problem-spec.js";
 import { validationProblem, type ValidationFailure } from "./validation.js";
 
-export interface ProblemSpec {
-  readonly status: number;
-  readonly code: string;
-  readonly detail: string;
-  readonly extra?: ErrorDetails;
-}
+export type { ProblemSpec };
 
 /** fastify's own error codes, each mapped to a stable warden code. */
 const FASTIFY_CODES: Readonly<Record<string, { status: number; code: string; detail: string }>> = {

@@ -10,7 +10,7 @@ import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
 import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
-import type { ProblemSpec } from "./problem.js";
+import type { ProblemSpec } from "./problem-spec.js";
 import { bodyErrorCode, type BodyCodePrefix } from "../api/problem.js";
 
 /**

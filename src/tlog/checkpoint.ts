@@ -2,7 +2,7 @@
  * C2SP tlog-checkpoint (c2sp.org/tlog-checkpoint@v1.0.0): the note text `<origin>\n<size>\n<base64
  * root>\n` plus optional non-empty extension lines (warden writes none).
  */
-import { decodeBase64Strict } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
 import { malformed } from "./errors.js";
 import { HASH_BYTES, type Hash } from "./merkle.js";
 

@@ -3,7 +3,8 @@
  * type 0x04 whose bytes are timestamp (u64 big-endian, POSIX seconds) || Ed25519 signature over
  * `cosignature/v1\ntime <timestamp>\n` + the checkpoint's note text.
  */
-import { decodeBase64Strict, ED25519_PUBLIC_KEY_BYTES, ED25519_SIGNATURE_BYTES, verifyEd25519 } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
+import { ED25519_PUBLIC_KEY_BYTES, ED25519_SIGNATURE_BYTES, verifyEd25519 } from "../core/ed25519.js";
 import type { SigningKey } from "../journal/types.js";
 import { malformed } from "./errors.js";
 import { ed25519NoteVerifier, isKeyName, noteKeyId, SIG_COSIGNATURE_V1, SIG_ED25519, signatureLine, type NoteVerifier } from "./note.js";

@@ -6,7 +6,8 @@
  * cosignature/v1: witnesses), see cosignature.ts.
  */
 import { createHash } from "node:crypto";
-import { decodeBase64Strict, ED25519_PUBLIC_KEY_BYTES, verifyEd25519 } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
+import { ED25519_PUBLIC_KEY_BYTES, verifyEd25519 } from "../core/ed25519.js";
 import type { SigningKey } from "../journal/types.js";
 import { malformed, unverifiedNote } from "./errors.js";
 

@@ -6,7 +6,7 @@
 import { canonicalJson } from "../core/canonical.js";
 import { sha256Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
-import { decodeBase64Strict } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
 import { lineHash } from "../journal/line.js";
 import { parseCheckpointText, type Checkpoint } from "./checkpoint.js";
 import { inconsistent, malformed } from "./errors.js";

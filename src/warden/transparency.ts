@@ -4,7 +4,7 @@
  * (its public keys: the first at the first start, each rotation at the next).
  */
 import { join } from "node:path";
-import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log-store.js";
+import { EmbeddedLogStore, LOG_DATABASE } from "../backends/embedded/log/log-store.js";
 import { ConflictError } from "../core/errors.js";
 import type { KeyStore } from "../journal/types.js";
 import { parseCheckpointText } from "../tlog/checkpoint.js";

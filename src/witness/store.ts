@@ -4,7 +4,7 @@
  * restarted witness can never be rolled back).
  */
 import { join } from "node:path";
-import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase } from "../backends/embedded/sqlite.js";
+import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase } from "../storage/sqlite.js";
 import type { WitnessRecord, WitnessStore } from "./witness.js";
 
 const MIGRATIONS = ["CREATE TABLE witness_logs (origin TEXT PRIMARY KEY, size INTEGER NOT NULL, root BLOB NOT NULL, note TEXT NOT NULL);"];

@@ -4,7 +4,7 @@
  * and only then records the new checkpoint and answers a `cosignature/v1` line. The check and the
  * record are one transaction of its store, so two requests can never roll it back.
  */
-import { decodeBase64Strict } from "../journal/keys.js";
+import { decodeBase64Strict } from "../core/base64.js";
 import type { SigningKey } from "../journal/types.js";
 import { parseCheckpointText } from "../tlog/checkpoint.js";
 import { cosign } from "../tlog/cosignature.js";

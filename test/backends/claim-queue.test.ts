@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
 import { CLAIMS_DATABASE, openEmbeddedBackend } from "../../src/backends/embedded/index.js";
-import { QUEUE_PAGE, TALLY } from "../../src/backends/embedded/claim-store.js";
+import { QUEUE_PAGE, TALLY } from "../../src/backends/embedded/claims/claim-store.js";
 import { Invocations, type ClaimStore } from "../../src/invocations/index.js";
 import type { ClaimSummary } from "../../src/invocations/types.js";
 import { seedRecordedClaims } from "../support/seed-claims.js";

@@ -10,8 +10,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isWardenError } from "../../src/core/errors.js";
-import { GroupCommit } from "../../src/backends/embedded/group-commit.js";
-import { openPrivateDatabase } from "../../src/backends/embedded/sqlite.js";
+import { GroupCommit } from "../../src/backends/embedded/sqlite/group-commit.js";
+import { openPrivateDatabase } from "../../src/storage/sqlite.js";
 
 test("a COMMIT that fails refuses every write of its batch and keeps none of them", async (t) => {
   const root = mkdtempSync(join(tmpdir(), "warden-backends-"));

@@ -8,8 +8,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Digest, digestHex } from "../../src/core/digest.js";
 import { readVerifiedBlob } from "../../src/delivery/blob-store.js";
-import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery-blob-store.js";
-import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
+import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery/delivery-blob-store.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery/delivery-layout.js";
 import { bytesOf, rejectsWith, tempHome, treeOf } from "./store-harness.js";
 
 function storeIn(home: string): { store: EmbeddedBlobStore; layout: DeliveryLayout } {

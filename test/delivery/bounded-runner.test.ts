@@ -4,7 +4,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { BoundedRunner } from "../../src/backends/embedded/delivery-fd-io.js";
+import { BoundedRunner } from "../../src/backends/embedded/delivery/delivery-fd-io.js";
 
 /** Jobs that run until released, recording how many ran at once. */
 function jobs(runner: BoundedRunner, count: number): { started: number[]; peak: () => number; release: (n?: number) => Promise<void>; all: Promise<void[]> } {

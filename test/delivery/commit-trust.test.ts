@@ -13,8 +13,8 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { sha256Digest, type Digest } from "../../src/core/digest.js";
 import { bundleDigestOf, manifestDigestOf, type Manifest } from "../../src/delivery/manifest-types.js";
-import type { DeliveryFaults } from "../../src/backends/embedded/delivery-faults.js";
-import { writesAlwaysMoveCtime } from "../../src/backends/embedded/delivery-stage-store.js";
+import type { DeliveryFaults } from "../../src/backends/embedded/delivery/delivery-faults.js";
+import { writesAlwaysMoveCtime } from "../../src/backends/embedded/delivery/delivery-stage-store.js";
 import type { Delivery } from "../../src/delivery/service.js";
 import { buildManifest, bytesOf, openStore, rejectsWith, skillManifest, tempHome, uploadMissing, type BuiltManifest } from "./store-harness.js";
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { sha256Digest } from "../../src/core/digest.js";
 import { manifestDigestOf } from "../../src/delivery/manifest-types.js";
-import type { DeliveryFaultPoint } from "../../src/backends/embedded/delivery-faults.js";
+import type { DeliveryFaultPoint } from "../../src/backends/embedded/delivery/delivery-faults.js";
 import {
   PLUGIN_JSON,
   ROOT_PLUGIN_JSON,

@@ -11,7 +11,7 @@ import { sha256Digest } from "../../src/core/digest.js";
 import { resolveLimits, UNITS } from "../../src/core/limits.js";
 import { bundleDigestOf } from "../../src/delivery/manifest-types.js";
 import { parseManifest } from "../../src/delivery/manifest.js";
-import { compileDirectory, readCompiledFile, type CompileOptions } from "../../src/delivery/compile.js";
+import { compileDirectory, readCompiledFile, type CompileOptions } from "../../src/delivery/compile/directory.js";
 import { readStable } from "../../src/delivery/compile/read.js";
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");

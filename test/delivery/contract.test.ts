@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { ValidationError, WardenError } from "../../src/core/errors.js";
-import { checkContractAtBegin, checkContractContent, inferKind } from "../../src/delivery/contract.js";
+import { checkContractAtBegin, checkContractContent, inferKind } from "../../src/delivery/contract/check.js";
 import { parseMcpDeclaration } from "../../src/delivery/contract/mcp.js";
 import type { Component } from "../../src/delivery/manifest-types.js";
 import { buildManifest, reviewToolsFiles, type FileSpec } from "./manifest-fixtures.js";

@@ -4,8 +4,8 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { EmbeddedCatalogStore } from "../../src/backends/embedded/delivery-catalog-store.js";
-import { EmbeddedStageStore } from "../../src/backends/embedded/delivery-stage-store.js";
+import { EmbeddedCatalogStore } from "../../src/backends/embedded/delivery/delivery-catalog-store.js";
+import { EmbeddedStageStore } from "../../src/backends/embedded/delivery/delivery-stage-store.js";
 import { bytesOf, openStore, skillManifest, tempHome, uploadMissing } from "./store-harness.js";
 
 test("a commit between gc's two reads keeps its blobs and gc succeeds", async (t) => {

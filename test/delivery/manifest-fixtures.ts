@@ -11,7 +11,7 @@ import {
   type ComponentScope,
   type Manifest,
 } from "../../src/delivery/manifest-types.js";
-import { inferKind } from "../../src/delivery/contract.js";
+import { inferKind } from "../../src/delivery/contract/check.js";
 
 export interface FileSpec {
   readonly path: string;

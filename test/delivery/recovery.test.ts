@@ -10,9 +10,9 @@ import * as path from "node:path";
 import Database from "better-sqlite3";
 import { sha256Digest } from "../../src/core/digest.js";
 import { UnsafeStorageError } from "../../src/core/errors.js";
-import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery-backend.js";
-import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery-blob-store.js";
-import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
+import { openEmbeddedDelivery } from "../../src/backends/embedded/delivery/delivery-backend.js";
+import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery/delivery-blob-store.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery/delivery-layout.js";
 import { buildManifest, bytesOf, openStore, rejectsWith, skillManifest, tempHome, treeOf, uploadMissing } from "./store-harness.js";
 
 /** A store with one committed bundle and one half-uploaded stage, closed again. */

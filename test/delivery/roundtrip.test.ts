@@ -6,7 +6,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { compileDirectory, readCompiledFile } from "../../src/delivery/compile.js";
+import { compileDirectory, readCompiledFile } from "../../src/delivery/compile/directory.js";
 import { openStore, tempHome } from "./store-harness.js";
 
 const FIXTURES = fileURLToPath(new URL("../fixtures/bundles/", import.meta.url));

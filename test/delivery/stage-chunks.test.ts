@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { sha256Digest } from "../../src/core/digest.js";
-import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery-backend.js";
+import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery/delivery-backend.js";
 import {
   buildManifest,
   bytesOf,

@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CLAIMS_DATABASE } from "../../src/backends/embedded/index.js";
 import { isWardenError } from "../../src/core/errors.js";
-import { openWarden, type WardenOptions } from "../../src/warden.js";
+import { openWarden, type WardenOptions } from "../../src/warden/facade.js";
 import { HOME_BACKEND_FILE } from "../../src/warden/home-backend.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 

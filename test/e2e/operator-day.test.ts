@@ -18,7 +18,7 @@ import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import { WardenClient } from "../../src/client/client.js";
-import { compileDirectory } from "../../src/delivery/compile.js";
+import { compileDirectory } from "../../src/delivery/compile/directory.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { fixtureAgents, httpCall, removeHome, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
 import { tempDir } from "../support/temp.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 
 import { READY_MS, waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";

@@ -11,7 +11,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import * as http from "node:http";
 import { randomUUID } from "node:crypto";
-import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
+import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile/directory.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { isAlive } from "../support/processes.js";
 import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";

@@ -15,7 +15,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { IntegrityError } from "../../src/core/errors.js";
-import { openPrivateDatabase } from "../../src/backends/embedded/sqlite.js";
+import { openPrivateDatabase } from "../../src/storage/sqlite.js";
 import { claimHashOf, type ClaimRecord } from "../../src/invocations/index.js";
 import { SCOPE, setup, type Env } from "./fixtures/env.js";
 import { claimRow, editClaim, withClaimsDb } from "./fixtures/tamper.js";

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { Worker } from "node:worker_threads";
-import { CLAIM_WRITE_WORKER_URL } from "../../src/backends/embedded/claim-store.js";
+import { CLAIM_WRITE_WORKER_URL } from "../../src/backends/embedded/claims/claim-store.js";
 import { LimitError, StorageError } from "../../src/core/errors.js";
 import { SCOPE, setup, type EnvOptions } from "./fixtures/env.js";
 import { tsWorker } from "./fixtures/ts-worker.js";

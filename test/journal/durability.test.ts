@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { setImmediate as turn } from "node:timers/promises";
-import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";

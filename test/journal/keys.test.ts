@@ -5,7 +5,7 @@ import { chmodSync, chownSync, linkSync, unlinkSync, readdirSync, readFileSync, 
 import { createHash, generateKeyPairSync, randomUUID } from "node:crypto";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import {
   generateSigningKey,
   keyIdOf,

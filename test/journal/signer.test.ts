@@ -9,7 +9,7 @@ import { createPrivateKey, randomBytes, randomUUID, sign } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Worker } from "node:worker_threads";
-import { EmbeddedJournalStore } from "../../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { SIGN_WORKER_URL, Signer } from "../../src/journal/signer.js";
 import type { SigningKey } from "../../src/journal/types.js";

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { EmbeddedJournalStore } from "../../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore } from "../../src/backends/embedded/journal/journal-store.js";
 import { JournalTap } from "../../src/warden/journal-tap.js";
 
 test("unsynced appends stay unsynced through the tap; listeners hear every append; read passes through", async (t) => {

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { canonicalJson } from "../../src/core/canonical.js";
-import { EmbeddedJournalStore } from "../../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";

@@ -4,7 +4,7 @@ import { readFileSync, statSync, symlinkSync, writeFileSync, chmodSync } from "n
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { resolveLimits } from "../../src/core/limits.js";
-import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends/embedded/journal-store.js";
+import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
 import { lineHash } from "../../src/journal/line.js";
 import { JournalWriter } from "../../src/journal/writer.js";

@@ -15,7 +15,7 @@ import { Materializer } from "../../src/providers/materializer.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import type { Materialization } from "../../src/providers/types.js";
-import { compileDirectory } from "../../src/delivery/compile.js";
+import { compileDirectory } from "../../src/delivery/compile/directory.js";
 import { LINT_SKILL, MemorySource, REVIEW_SKILL, fullBundleFiles } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { compileDirectory } from "../../src/delivery/compile.js";
+import { compileDirectory } from "../../src/delivery/compile/directory.js";
 import { PROVIDER_NAMES } from "../../src/providers/types.js";
 import type { ProviderPlans } from "../../src/client/wire.js";
 import { OPERATOR, OBSERVER, json, openTestNode, pushThroughApp, type TestNode } from "../support/app-node.js";

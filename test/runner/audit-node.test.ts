@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { hostname } from "node:os";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 
 import { diesWithin, isAlive } from "./helpers.js";
 import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";

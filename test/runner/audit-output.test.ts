@@ -12,7 +12,7 @@ import { randomUUID } from "node:crypto";
 import { sha256Digest } from "../../src/core/digest.js";
 import type { Limits } from "../../src/core/limits.js";
 import type { EffectFinishedEvent, EffectStartedEvent } from "../../src/journal/types.js";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 
 import { SCOPE, journalOf, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { fixtureCommand, killFixture } from "./audit-fixture.js";

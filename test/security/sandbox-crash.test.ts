@@ -12,7 +12,7 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
 
 const CHILD = fileURLToPath(new URL("./children/confined-node.ts", import.meta.url));

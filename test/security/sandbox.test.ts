@@ -16,7 +16,7 @@ import * as path from "node:path";
 import { randomUUID } from "node:crypto";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { openWarden, type Warden } from "../../src/warden.js";
+import { openWarden, type Warden } from "../../src/warden/facade.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
 const CLAUDE = fileURLToPath(new URL("../fixtures/agents/claude.mjs", import.meta.url));

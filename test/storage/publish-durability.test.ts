@@ -11,8 +11,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { sha256Digest } from "../../src/core/digest.js";
-import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery-blob-store.js";
-import { DeliveryLayout } from "../../src/backends/embedded/delivery-layout.js";
+import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery/delivery-blob-store.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery/delivery-layout.js";
 import { ensurePrivateDirSync, publishNewFile } from "../../src/storage/secure-fs.js";
 
 const require = createRequire(import.meta.url);

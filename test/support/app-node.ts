@@ -7,13 +7,13 @@ import { after, before } from "node:test";
 import { Writable } from "node:stream";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
-import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile.js";
+import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile/directory.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { hashToken } from "../../src/config/tokens.js";
 import type { ServerSettings } from "../../src/config/serve-config.js";
 import { createServer, type CreateServerOptions } from "../../src/server/app.js";
 import type { App } from "../../src/server/context.js";
-import { openWarden, type Warden, type WardenOptions } from "../../src/warden.js";
+import { openWarden, type Warden, type WardenOptions } from "../../src/warden/facade.js";
 import { tempDir } from "./temp.js";
 
 export const AGENTS = fileURLToPath(new URL("../fixtures/agents/", import.meta.url));

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { DEFAULT_WATERMARK_MARGIN_MS } from "../../src/tlog/log.js";
 import type { Statement } from "../../src/tlog/statements.js";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";

@@ -16,7 +16,7 @@ import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { leafHash, verifyInclusion } from "../../src/tlog/merkle.js";
 import { parseNote } from "../../src/tlog/note.js";
 import { parseHashes } from "../../src/tlog/verify.js";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 import { uniqueBundle } from "../backends/harness.js";
 import { uploadMissing } from "../delivery/store-harness.js";
 

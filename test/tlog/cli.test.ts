@@ -8,7 +8,7 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { main } from "../../src/cli/main.js";
 import type { JournalEvent } from "../../src/journal/types.js";
 import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint.js";

@@ -10,7 +10,7 @@ import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { parseNote } from "../../src/tlog/note.js";
-import { openWarden } from "../../src/warden.js";
+import { openWarden } from "../../src/warden/facade.js";
 
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";

@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { openPool } from "../../src/backends/postgres/connection.js";
 import { NODE_ID_FILE } from "../../src/backends/postgres/node.js";
 import { PostgresLogStore } from "../../src/backends/postgres/log-store.js";
-import { openWarden, type Warden } from "../../src/warden.js";
+import { openWarden, type Warden } from "../../src/warden/facade.js";
 
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { LONG_TEST_MS } from "../support/wait.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import type { JournalEvent } from "../../src/journal/types.js";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";

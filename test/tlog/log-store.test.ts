@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EmbeddedLogStore } from "../../src/backends/embedded/log-store.js";
+import { EmbeddedLogStore } from "../../src/backends/embedded/log/log-store.js";
 import { openPool, type PgPool } from "../../src/backends/postgres/connection.js";
 import { PostgresLogStore } from "../../src/backends/postgres/log-store.js";
 import { migrate } from "../../src/backends/postgres/schema.js";

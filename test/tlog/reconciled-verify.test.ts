@@ -10,7 +10,7 @@ import { createHash, randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { main } from "../../src/cli/main.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";

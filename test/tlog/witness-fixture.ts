@@ -2,7 +2,7 @@
 import * as http from "node:http";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { parseVkey } from "../../src/tlog/note.js";

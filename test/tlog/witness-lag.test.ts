@@ -7,7 +7,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { formatVkey, parseVkey, SIG_ED25519 } from "../../src/tlog/note.js";

@@ -8,7 +8,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { EmbeddedKeyStore } from "../../src/backends/embedded/key-store.js";
+import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
@@ -17,7 +17,7 @@ import { ed25519NoteSigner, parseNote, parseVkey, signNote } from "../../src/tlo
 import { parsePolicy, verifyCheckpoint } from "../../src/tlog/policy.js";
 import { addCheckpointBody } from "../../src/tlog/witness-client.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
-import { openWarden, type Warden } from "../../src/warden.js";
+import { openWarden, type Warden } from "../../src/warden/facade.js";
 import { tempDir } from "../support/temp.js";
 
 const post = async (url: string, body: string) => {

@@ -11,11 +11,11 @@ import { join } from "node:path";
 import type { Worker } from "node:worker_threads";
 import { resolveLimits, type Limits } from "../../core/limits.js";
 import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
-import { EmbeddedClaimStore } from "./claim-store.js";
-import type { EmbeddedJournalStore, JournalStoreHooks } from "./journal-store.js";
-import { EmbeddedKeyStore } from "./key-store.js";
-import { SmallReadJournalStore } from "./small-read-journal-store.js";
-import type { OpenDatabaseOptions } from "./sqlite.js";
+import { EmbeddedClaimStore } from "./claims/claim-store.js";
+import type { EmbeddedJournalStore, JournalStoreHooks } from "./journal/journal-store.js";
+import { EmbeddedKeyStore } from "./journal/key-store.js";
+import { SmallReadJournalStore } from "./journal/small-read-journal-store.js";
+import type { OpenDatabaseOptions } from "../../storage/sqlite.js";
 
 export interface EmbeddedBackendOptions {
   readonly home: string;

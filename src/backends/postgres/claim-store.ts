@@ -24,8 +24,7 @@ import type {
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
-import { CLAIM_COLUMNS, type ClaimRow } from "../embedded/claim-schema.js";
-import { listedOf, recordedPage, rowToRecord } from "../embedded/claim-store.js";
+import { CLAIM_COLUMNS, listedOf, recordedPage, rowToRecord, type ClaimRow } from "../shared/claim-rows.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, type PgPool } from "./connection.js";
 import type { JournalPrefetch } from "./journal-store.js";

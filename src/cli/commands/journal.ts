@@ -61,7 +61,7 @@ export async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?
   // its keys in its database, so no home holds them.
   if (nonEmpty(flags.url) || nonEmpty(ctx.io.env.WARDEN_URL)) return (await connect(ctx.io, flags)).keys();
   const dir = join(resolveHome(ctx.io, flags.home), "keys");
-  const { EmbeddedKeyStore } = await import("../../backends/embedded/key-store.js");
+  const { EmbeddedKeyStore } = await import("../../backends/embedded/journal/key-store.js");
   const keys = await new EmbeddedKeyStore(dir).publicKeys();
   if (keys.length === 0) {
     throw new ValidationError("no-trusted-keys", `no public keys in ${dir}; pass --key FILE, --home DIR, or --url URL to trust that node's published keys`);

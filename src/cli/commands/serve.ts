@@ -2,7 +2,7 @@
 import type { Command } from "commander";
 import type { ServeConfig, ServeFlags } from "../../config/serve-config.js";
 import type { CliContext } from "../context.js";
-import type { ShutdownEvent } from "../../warden.js";
+import type { ShutdownEvent } from "../../warden/facade.js";
 import { collect } from "../parse.js";
 
 interface ServeOptions {

@@ -31,7 +31,7 @@ async function witness(ctx: CliContext, flags: WitnessFlags): Promise<number> {
   const { resolve, join } = await import("node:path");
   const http = await import("node:http");
   const { ensurePrivateDirSync } = await import("../../storage/secure-fs.js");
-  const { EmbeddedKeyStore } = await import("../../backends/embedded/key-store.js");
+  const { EmbeddedKeyStore } = await import("../../backends/embedded/journal/key-store.js");
   const { parseVkey, SIG_ED25519, isKeyName } = await import("../../tlog/note.js");
   const { verifierFor } = await import("../../tlog/cosignature.js");
   const { SqliteWitnessStore } = await import("../../witness/store.js");

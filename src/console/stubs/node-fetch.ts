@@ -2,7 +2,7 @@
  * The browser's stand-in for src/client/node-fetch.ts: the console always passes its own fetch
  * (the window's, with the session's CSRF header), so this default is never the one used.
  */
-import type { FetchFn } from "../../client/transport.js";
+import type { FetchFn } from "../../client/fetch-fn.js";
 
 export interface NodeFetch {
   readonly fetch: FetchFn;

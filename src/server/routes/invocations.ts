@@ -22,7 +22,7 @@ import { ProblemResponse } from "../../api/problem.js";
 import { ConflictError, NotFoundError, isWardenError } from "../../core/errors.js";
 import type { RunFailure } from "../../api/console.js";
 import type { ExistingOutcome } from "../../invocations/index.js";
-import type { KnownOutcome } from "../../warden.js";
+import type { KnownOutcome } from "../../warden/facade.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
 import { validatorCompiler } from "../validation.js";

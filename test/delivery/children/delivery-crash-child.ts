@@ -8,8 +8,8 @@
  * acknowledged chunk is reported as "acked <digest> <next offset>" (stdout is a pipe: written
  * synchronously, so a line printed before a kill reaches the parent).
  */
-import { openEmbeddedDelivery } from "../../../src/backends/embedded/delivery-backend.js";
-import type { DeliveryFaultPoint } from "../../../src/backends/embedded/delivery-faults.js";
+import { openEmbeddedDelivery } from "../../../src/backends/embedded/delivery/delivery-backend.js";
+import type { DeliveryFaultPoint } from "../../../src/backends/embedded/delivery/delivery-faults.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./crash-bundle.js";
 import { awaitParams } from "./warm-child.js";
 

@@ -6,7 +6,7 @@
  */
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
-import { openWarden } from "../../../src/warden.js";
+import { openWarden } from "../../../src/warden/facade.js";
 
 const [home, command, prompt, graceMs] = process.argv.slice(2) as [string, string, string, string];
 let launched!: (pid: number) => void;

@@ -15,16 +15,17 @@ import { readdirSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { IntegrityError, UnsafeStorageError, errnoCode, isWardenError } from "../../core/errors.js";
+import { IntegrityError, UnsafeStorageError, errnoCode, isWardenError } from "../../../core/errors.js";
 import {
   TEMP_PREFIX,
   checkPrivateDirSync,
   ensurePrivateDirSync,
   publishNewFile,
   readPrivateFile,
-} from "../../storage/secure-fs.js";
-import { decodeBase64Strict, generateSigningKey, signingKeyFromPkcs8 } from "../../journal/keys.js";
-import type { KeyStore, PublicKeyRecord, SigningKey } from "../../journal/types.js";
+} from "../../../storage/secure-fs.js";
+import { decodeBase64Strict } from "../../../core/base64.js";
+import { generateSigningKey, signingKeyFromPkcs8 } from "../../../journal/keys.js";
+import type { KeyStore, PublicKeyRecord, SigningKey } from "../../../journal/types.js";
 
 const KEY_FILE_RE = /^ed25519-(\d{6})\.json$/;
 const KEY_FILE_MAX_BYTES = 4096;

@@ -11,9 +11,9 @@
  * is released first, so it reads unresolved — never a second run) and later writes run in-process.
  */
 import type { Worker } from "node:worker_threads";
-import type { Digest } from "../../core/digest.js";
-import { StorageError, type WardenError } from "../../core/errors.js";
-import type { ClaimKey, NewClaim, StoredResult } from "../../invocations/claim-store.js";
+import type { Digest } from "../../../core/digest.js";
+import { StorageError, type WardenError } from "../../../core/errors.js";
+import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import type { ClaimWriteResult, ClaimWrites } from "./claim-writer.js";
 import {
   applyClaimWrite,

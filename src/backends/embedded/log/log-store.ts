@@ -3,9 +3,9 @@
  * leaves, the Merkle nodes they complete (merkle.ts), and the checkpoints the node signed. One
  * transaction per batch of leaves: a leaf is durable with its nodes, or not at all.
  */
-import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../tlog/merkle.js";
-import { planAppend, type LeafInput, type LogStore, type StoredCheckpoint } from "../../tlog/store.js";
-import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase, type SqliteStatement, type OpenDatabaseOptions } from "./sqlite.js";
+import { appendNodes, frontier, leafHash, nodeKey, type Hash, type NodeId } from "../../../tlog/merkle.js";
+import { planAppend, type LeafInput, type LogStore, type StoredCheckpoint } from "../../../tlog/store.js";
+import { migrateSchema, openPrivateDatabase, sqliteFailure, type SqliteDatabase, type SqliteStatement, type OpenDatabaseOptions } from "../../../storage/sqlite.js";
 
 export const LOG_DATABASE = "tlog.sqlite";
 

@@ -10,10 +10,10 @@
  */
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { UnsafeStorageError } from "../../core/errors.js";
-import type { Limits } from "../../core/limits.js";
-import { isStageId } from "../../delivery/stage.js";
-import { checkDirStats, checkFileStats, checkPrivateDirSync } from "../../storage/secure-fs.js";
+import { UnsafeStorageError } from "../../../core/errors.js";
+import type { Limits } from "../../../core/limits.js";
+import { isStageId } from "../../../delivery/stage.js";
+import { checkDirStats, checkFileStats, checkPrivateDirSync } from "../../../storage/secure-fs.js";
 import {
   BLOB_NAME_RE,
   BLOB_TEMP_NAME_RE,

@@ -1,5 +1,5 @@
 /** Messages between the claim store and its write worker (claim-write-worker.ts), and error transport. */
-import type { Digest } from "../../core/digest.js";
+import type { Digest } from "../../../core/digest.js";
 import {
   ConflictError,
   IntegrityError,
@@ -9,10 +9,10 @@ import {
   ValidationError,
   type ErrorDetails,
   type WardenError,
-} from "../../core/errors.js";
-import type { ClaimKey, NewClaim, StoredResult } from "../../invocations/claim-store.js";
+} from "../../../core/errors.js";
+import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import type { ClaimWrites } from "./claim-writer.js";
-import type { OpenDatabaseOptions } from "./sqlite.js";
+import type { OpenDatabaseOptions } from "../../../storage/sqlite.js";
 
 export interface ClaimWriterConfig {
   readonly path: string;

@@ -11,8 +11,8 @@
  *     stages/<32 hex>/<64 hex>.partial    a blob being received
  */
 import { join } from "node:path";
-import { digestHex, type Digest } from "../../core/digest.js";
-import { TEMP_PREFIX } from "../../storage/secure-fs.js";
+import { digestHex, type Digest } from "../../../core/digest.js";
+import { TEMP_PREFIX } from "../../../storage/secure-fs.js";
 
 export const DELIVERY_DIR = "delivery";
 export const LOCK_FILE = "lock";

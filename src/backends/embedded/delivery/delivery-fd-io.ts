@@ -6,7 +6,7 @@
  * thread overlaps with them.
  */
 import * as fs from "node:fs";
-import { PRIVATE_FILE_MODE, createPrivateFileSync } from "../../storage/secure-fs.js";
+import { PRIVATE_FILE_MODE, createPrivateFileSync } from "../../../storage/secure-fs.js";
 
 export function writeAll(fd: number, bytes: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -11,15 +11,15 @@
  * `skills/<name>/SKILL.md` ⇒ `skill`. Other files under `skills/<name>/` (references, assets)
  * may carry any other kind, but their directory must still be a valid skill with a SKILL.md.
  */
-import type { Component, ComponentKind, Manifest } from "./manifest-types.js";
-import { CONTENT_STATUS, contractError, type ContractWhere } from "./contract/common.js";
-import { executableFormatOf, extensionOf, hasExecutableExtension } from "./contract/executable.js";
-import { MCP_DECLARATION_PATH, checkMcpDeclaration } from "./contract/mcp.js";
-import { checkPluginManifest, isPluginManifestPath } from "./contract/plugin-manifest.js";
-import { checkSkillFile, isSkillFile, isValidSkillName, skillFileOf, skillNameOf } from "./contract/skills.js";
+import type { Component, ComponentKind, Manifest } from "../manifest-types.js";
+import { CONTENT_STATUS, contractError, type ContractWhere } from "./common.js";
+import { executableFormatOf, extensionOf, hasExecutableExtension } from "./executable.js";
+import { MCP_DECLARATION_PATH, checkMcpDeclaration } from "./mcp.js";
+import { checkPluginManifest, isPluginManifestPath } from "./plugin-manifest.js";
+import { checkSkillFile, isSkillFile, isValidSkillName, skillFileOf, skillNameOf } from "./skills.js";
 
-export { EXECUTABLE_EXTENSIONS, executableFormatOf, hasExecutableExtension } from "./contract/executable.js";
-export { isValidSkillName, skillNameOf } from "./contract/skills.js";
+export { EXECUTABLE_EXTENSIONS, executableFormatOf, hasExecutableExtension } from "./executable.js";
+export { isValidSkillName, skillNameOf } from "./skills.js";
 
 /** The kind a path must have, for paths the contract pins to one kind; else undefined. */
 export function pinnedKindOf(relativePath: string): ComponentKind | undefined {

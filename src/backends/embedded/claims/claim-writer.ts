@@ -4,12 +4,12 @@
  * event loop, on a worker thread's (claim-write-worker.ts): its arguments and answers are plain
  * data (rows as read, not yet interpreted), so they cross a thread as they are.
  */
-import { IntegrityError, LimitError } from "../../core/errors.js";
-import type { Digest } from "../../core/digest.js";
-import type { ClaimKey, NewClaim, StoredResult } from "../../invocations/claim-store.js";
+import { IntegrityError, LimitError } from "../../../core/errors.js";
+import type { Digest } from "../../../core/digest.js";
+import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, type ClaimRow } from "./claim-schema.js";
-import { GroupCommit } from "./group-commit.js";
-import type { SqliteDatabase, SqliteStatement } from "./sqlite.js";
+import { GroupCommit } from "../sqlite/group-commit.js";
+import type { SqliteDatabase, SqliteStatement } from "../../../storage/sqlite.js";
 
 type Key = [scope: string, id: string];
 

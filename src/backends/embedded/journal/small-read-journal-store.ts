@@ -23,8 +23,8 @@
  * memory: those changes set ctime too, and the full read refuses them.
  */
 import { lstatSync, type Stats } from "node:fs";
-import { BoundedMap } from "../../core/bounded-map.js";
-import { readPrivateFileSync } from "../../storage/secure-fs.js";
+import { BoundedMap } from "../../../core/bounded-map.js";
+import { readPrivateFileSync } from "../../../storage/secure-fs.js";
 import { EmbeddedJournalStore, type EmbeddedJournalStoreOptions } from "./journal-store.js";
 
 /** Reads up to this size may block the event loop. */

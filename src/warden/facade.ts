@@ -6,44 +6,44 @@
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join, sep } from "node:path";
-import type { JsonValue } from "./core/canonical.js";
-import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "./core/errors.js";
-import type { Limits } from "./core/limits.js";
-import { checkAncestorsSync, ensurePrivateDirSync } from "./storage/secure-fs.js";
-import { openEmbeddedBackend, type EmbeddedBackend } from "./backends/embedded/index.js";
-import { openEmbeddedDelivery } from "./backends/embedded/delivery-backend.js";
-import type { PostgresNodeBackend, PostgresNodeOptions } from "./backends/postgres/node.js";
-import type { Delivery } from "./delivery/service.js";
-import { Invocations, type ExistingOutcome } from "./invocations/index.js";
-import type { RunInspection } from "./journal/inspect.js";
-import type { Inspection } from "./invocations/types.js";
-import type { PublicKeyRecord } from "./journal/types.js";
-import { isRunId } from "./journal/schema.js";
-import type { VerifyReport } from "./journal/verify.js";
-import type { RunCheck } from "./invocations/run-check.js";
-import { sharedRunChecker } from "./invocations/run-checker.js";
-import { Materializer, type PlannedTreeFile } from "./providers/materializer.js";
-import { TrustPolicy, type SigningConfig } from "./signing/policy.js";
-import { resolveProfiles, type PermissionMode, type ProviderProfile } from "./providers/profiles.js";
-import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "./providers/types.js";
-import { parseInvokeRequest, type InvokeRequest } from "./runner/request.js";
-import { Runner, type RunnerHooks, type RunnerOptions } from "./runner/runner.js";
-import { RunHomes } from "./providers/run-home.js";
-import type { Isolation } from "./sandbox/profile.js";
-import { AgentGroups, type KilledGroup } from "./warden/agent-groups.js";
-import { claimHome } from "./warden/home-backend.js";
-import { agentTagOf, reapOrphanedAgents, type Reaped } from "./runner/orphans.js";
-import { PROC, procStat } from "./runner/proc-stat.js";
-import { agentStopsOf, recordAgentStops } from "./warden/stopped-agents.js";
-import { LaunchRecords } from "./runner/launch-records.js";
-import { JournalTap } from "./warden/journal-tap.js";
-import { Retention } from "./warden/retention.js";
-import { Scrub } from "./warden/scrub.js";
-import { Fleet, type SharedNodes } from "./warden/fleet.js";
-import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./warden/transparency.js";
-import { catchUpLog } from "./warden/log-catchup.js";
-import { attestRun, type RunAttestation } from "./warden/attestation.js";
-import type { TransparencyLog } from "./tlog/log.js";
+import type { JsonValue } from "../core/canonical.js";
+import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
+import type { Limits } from "../core/limits.js";
+import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
+import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
+import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
+import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
+import type { Delivery } from "../delivery/service.js";
+import { Invocations, type ExistingOutcome } from "../invocations/index.js";
+import type { RunInspection } from "../journal/inspect.js";
+import type { Inspection } from "../invocations/types.js";
+import type { PublicKeyRecord } from "../journal/types.js";
+import { isRunId } from "../journal/schema.js";
+import type { VerifyReport } from "../journal/verify.js";
+import type { RunCheck } from "../invocations/run-check.js";
+import { sharedRunChecker } from "../invocations/run-checker.js";
+import { Materializer, type PlannedTreeFile } from "../providers/materializer.js";
+import { TrustPolicy, type SigningConfig } from "../signing/policy.js";
+import { resolveProfiles, type PermissionMode, type ProviderProfile } from "../providers/profiles.js";
+import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "../providers/types.js";
+import { parseInvokeRequest, type InvokeRequest } from "../runner/request.js";
+import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import { RunHomes } from "../providers/run-home.js";
+import type { Isolation } from "../sandbox/profile.js";
+import { AgentGroups, type KilledGroup } from "./agent-groups.js";
+import { claimHome } from "./home-backend.js";
+import { agentTagOf, reapOrphanedAgents, type Reaped } from "../runner/orphans.js";
+import { PROC, procStat } from "../runner/proc-stat.js";
+import { agentStopsOf, recordAgentStops } from "./stopped-agents.js";
+import { LaunchRecords } from "../runner/launch-records.js";
+import { JournalTap } from "./journal-tap.js";
+import { Retention } from "./retention.js";
+import { Scrub } from "./scrub.js";
+import { Fleet, type SharedNodes } from "./fleet.js";
+import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./transparency.js";
+import { catchUpLog } from "./log-catchup.js";
+import { attestRun, type RunAttestation } from "./attestation.js";
+import type { TransparencyLog } from "../tlog/log.js";
 
 export interface WardenOptions {
   /** the private state directory (created 0700 when missing) */
@@ -469,7 +469,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       options.postgres === undefined
         ? await openEmbeddedBackend({ home: options.home, ...limits })
         : // Loaded only for a fleet node: pg is some forty modules an embedded node's start would read.
-          await (await import("./backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
+          await (await import("../backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
     homeLock.release();
     throw error;

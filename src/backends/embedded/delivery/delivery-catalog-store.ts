@@ -3,13 +3,13 @@
  * of its stage's metadata are one transaction (synchronous=FULL): after a crash the bundle is
  * either committed with its stage closed, or still staging.
  */
-import { canonicalJson } from "../../core/canonical.js";
-import type { Digest } from "../../core/digest.js";
-import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
-import { revisionConflict } from "../../delivery/delivery-errors.js";
-import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
-import type { Manifest } from "../../delivery/manifest-types.js";
-import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../delivery/signature-record.js";
+import { canonicalJson } from "../../../core/canonical.js";
+import type { Digest } from "../../../core/digest.js";
+import type { CatalogEntry, CatalogStore } from "../../../delivery/catalog.js";
+import { revisionConflict } from "../../../delivery/delivery-errors.js";
+import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../../delivery/manifest-record.js";
+import type { Manifest } from "../../../delivery/manifest-types.js";
+import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../../delivery/signature-record.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 

@@ -8,10 +8,10 @@
 import { randomUUID } from "node:crypto";
 import { lstatSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
-import { errnoCode, IntegrityError, StorageError } from "../../core/errors.js";
-import { isUuid } from "../../journal/schema.js";
-import { FileLock } from "../../storage/lock.js";
-import { auditPrivateTreeSync, syncDirSync } from "../../storage/secure-fs.js";
+import { errnoCode, IntegrityError, StorageError } from "../../../core/errors.js";
+import { isUuid } from "../../../journal/schema.js";
+import { FileLock } from "../../../storage/lock.js";
+import { auditPrivateTreeSync, syncDirSync } from "../../../storage/secure-fs.js";
 
 const LOCK_NAME_RE = /^(?:\.pending-)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.lock$/;
 const PENDING_PREFIX = ".pending-";

@@ -12,10 +12,10 @@
 import { closeSync, fdatasync, fstatSync, lstatSync, readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
-import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../core/errors.js";
-import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../storage/secure-fs.js";
-import { assertJournalOffset, assertJournalRunId } from "../../journal/schema.js";
-import type { AppendOptions, JournalAppender, JournalStore } from "../../journal/types.js";
+import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../../core/errors.js";
+import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../../storage/secure-fs.js";
+import { assertJournalOffset, assertJournalRunId } from "../../../journal/schema.js";
+import type { AppendOptions, JournalAppender, JournalStore } from "../../../journal/types.js";
 import { SharedDirSync, type DirSyncHooks } from "./dir-sync.js";
 
 /** Fault-injection seams for tests: each runs before the named step and may throw or delay. */

@@ -5,10 +5,10 @@
  * into the next one, exactly as on the event loop; each answer is sent only after its COMMIT.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { WardenError } from "../../core/errors.js";
+import { WardenError } from "../../../core/errors.js";
 import { ClaimWriter } from "./claim-writer.js";
 import { applyClaimWrite, type ClaimWriteRequest, type ClaimWriteReply, type ClaimWriterConfig, type SerializedError } from "./claim-write-protocol.js";
-import { openPrivateDatabase, sqliteFailure, type SqliteDatabase } from "./sqlite.js";
+import { openPrivateDatabase, sqliteFailure, type SqliteDatabase } from "../../../storage/sqlite.js";
 
 type Incoming = { readonly kind: "open"; readonly config: ClaimWriterConfig } | { readonly kind: "ops"; readonly ops: readonly ClaimWriteRequest[] } | { readonly kind: "close" };
 

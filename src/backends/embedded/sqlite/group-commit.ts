@@ -7,8 +7,8 @@
  * Each unit of work runs inside its own savepoint: a unit that throws (a refused claim, exhausted
  * capacity) is rolled back alone and rejects alone; the rest of the batch still commits.
  */
-import type { WardenError } from "../../core/errors.js";
-import { sqliteFailure, type SqliteDatabase, type SqliteStatement } from "./sqlite.js";
+import type { WardenError } from "../../../core/errors.js";
+import { sqliteFailure, type SqliteDatabase, type SqliteStatement } from "../../../storage/sqlite.js";
 
 interface Pending {
   readonly work: () => unknown;

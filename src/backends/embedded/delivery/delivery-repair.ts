@@ -7,8 +7,8 @@
  */
 import * as fs from "node:fs";
 import { dirname, join } from "node:path";
-import { digestHex } from "../../core/digest.js";
-import { openPrivateFileSync, syncDirSync } from "../../storage/secure-fs.js";
+import { digestHex } from "../../../core/digest.js";
+import { openPrivateFileSync, syncDirSync } from "../../../storage/secure-fs.js";
 import type { DeliveryAudit } from "./delivery-audit.js";
 import { datasync, lstatOrUndefined } from "./delivery-fd-io.js";
 import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";

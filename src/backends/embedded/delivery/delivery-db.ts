@@ -3,7 +3,7 @@
  * opened through sqlite.ts (private file, WAL, synchronous=FULL: a committed transaction is on
  * disk before the caller is answered) and versioned with PRAGMA user_version.
  */
-import { migrateSchema, openPrivateDatabase, type SqliteDatabase } from "./sqlite.js";
+import { migrateSchema, openPrivateDatabase, type SqliteDatabase } from "../../../storage/sqlite.js";
 
 export type DeliveryDatabase = SqliteDatabase;
 

@@ -4,12 +4,12 @@
  * whole tree without changing anything, then repair files, then let the service settle stages
  * and collect garbage.
  */
-import type { TrustPolicy } from "../../signing/policy.js";
-import { StorageError } from "../../core/errors.js";
-import { resolveLimits, type Limits } from "../../core/limits.js";
-import { Delivery } from "../../delivery/service.js";
-import { FileLock } from "../../storage/lock.js";
-import { ensurePrivateDirSync } from "../../storage/secure-fs.js";
+import type { TrustPolicy } from "../../../signing/policy.js";
+import { StorageError } from "../../../core/errors.js";
+import { resolveLimits, type Limits } from "../../../core/limits.js";
+import { Delivery } from "../../../delivery/service.js";
+import { FileLock } from "../../../storage/lock.js";
+import { ensurePrivateDirSync } from "../../../storage/secure-fs.js";
 import { auditDeliveryTree } from "./delivery-audit.js";
 import { EmbeddedBlobStore } from "./delivery-blob-store.js";
 import { EmbeddedCatalogStore } from "./delivery-catalog-store.js";

@@ -55,28 +55,5 @@ export const CLAIM_SCHEMA_MIGRATIONS: readonly string[] = [
   `,
 ];
 
-/** Columns in the order every SELECT of a whole claim row uses. */
-export const CLAIM_COLUMNS =
-  "scope, id, request_hash, agent, run_id, owner, created_at, released, claim_hash, result_hash, result, " +
-  "recorded_at, pruned_at, journal_entries, journal_tail, journal_bytes, journal_sha256, receipt";
-
-export interface ClaimRow {
-  scope: unknown;
-  id: unknown;
-  request_hash: unknown;
-  agent: unknown;
-  run_id: unknown;
-  owner: unknown;
-  created_at: unknown;
-  released: unknown;
-  claim_hash: unknown;
-  result_hash: unknown;
-  result: unknown;
-  recorded_at: unknown;
-  pruned_at: unknown;
-  journal_entries: unknown;
-  journal_tail: unknown;
-  journal_bytes: unknown;
-  journal_sha256: unknown;
-  receipt: unknown;
-}
+// The row shape both backends share lives below them; re-exported for the embedded claim files.
+export { CLAIM_COLUMNS, type ClaimRow } from "../../shared/claim-rows.js";

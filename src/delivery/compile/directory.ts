@@ -6,9 +6,9 @@
  */
 import * as fsp from "node:fs/promises";
 import * as nodePath from "node:path";
-import { ValidationError, errnoCode } from "../core/errors.js";
-import type { Digest } from "../core/digest.js";
-import { DEFAULT_LIMITS, type Limits } from "../core/limits.js";
+import { ValidationError, errnoCode } from "../../core/errors.js";
+import type { Digest } from "../../core/digest.js";
+import { DEFAULT_LIMITS, type Limits } from "../../core/limits.js";
 import {
   BundleDigestBuilder,
   COMPONENT_KINDS,
@@ -17,14 +17,14 @@ import {
   type Component,
   type ComponentKind,
   type ComponentScope,
-} from "./manifest-types.js";
-import { digestOffThread } from "./blob-store.js";
-import { createManifest, parseManifest, validateBundleIdentifier } from "./manifest.js";
-import type { Manifest } from "./manifest-types.js";
-import { validateRelativePath } from "./paths.js";
-import { checkContractAtBegin, checkContractContent, inferKind } from "./contract.js";
-import { walkDirectory, sourceError, sourceRefusal, type WalkedFile } from "./compile/walk.js";
-import { readStable, readVerified } from "./compile/read.js";
+} from "../manifest-types.js";
+import { digestOffThread } from "../blob-store.js";
+import { createManifest, parseManifest, validateBundleIdentifier } from "../manifest.js";
+import type { Manifest } from "../manifest-types.js";
+import { validateRelativePath } from "../paths.js";
+import { checkContractAtBegin, checkContractContent, inferKind } from "../contract/check.js";
+import { walkDirectory, sourceError, sourceRefusal, type WalkedFile } from "./walk.js";
+import { readStable, readVerified } from "./read.js";
 
 export interface CompiledFile {
   readonly component: Component;

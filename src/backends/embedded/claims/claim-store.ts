@@ -7,11 +7,10 @@
  */
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 import type { Worker } from "node:worker_threads";
-import { workerEntry } from "../../core/worker-entry.js";
-import { BoundedMap } from "../../core/bounded-map.js";
-import { IntegrityError, LimitError, StorageError, ValidationError, isWardenError } from "../../core/errors.js";
-import type { Digest } from "../../core/digest.js";
-import { isCount, isTime } from "../../core/limits.js";
+import { workerEntry } from "../../../core/worker-entry.js";
+import { BoundedMap } from "../../../core/bounded-map.js";
+import { LimitError, StorageError, ValidationError } from "../../../core/errors.js";
+import type { Digest } from "../../../core/digest.js";
 import type {
   ClaimAttempt,
   ClaimKey,
@@ -25,8 +24,9 @@ import type {
   RecordedPage,
   NewClaim,
   StoredResult,
-} from "../../invocations/claim-store.js";
-import { CLAIM_COLUMNS, CLAIM_SCHEMA_MIGRATIONS, type ClaimRow } from "./claim-schema.js";
+} from "../../../invocations/claim-store.js";
+import { CLAIM_COLUMNS, listedOf, recordedPage, rowToRecord, type ClaimRow } from "../../shared/claim-rows.js";
+import { CLAIM_SCHEMA_MIGRATIONS } from "./claim-schema.js";
 import { ClaimWriteChannel } from "./claim-write-channel.js";
 import { ClaimWriter, type ClaimWrites } from "./claim-writer.js";
 import { OwnerRegistry } from "./owner.js";
@@ -37,7 +37,7 @@ import {
   type OpenDatabaseOptions,
   type SqliteDatabase,
   type SqliteStatement,
-} from "./sqlite.js";
+} from "../../../storage/sqlite.js";
 
 export interface EmbeddedClaimStoreOptions {
   /** the database file, inside a private directory */
@@ -425,101 +425,4 @@ function importValues(r: ClaimRecord): unknown[] {
 
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
-}
-
-function malformed(row: ClaimRow, column: string): IntegrityError {
-  return new IntegrityError(
-    "claim-record-malformed",
-    `claim row ${JSON.stringify([row.scope, row.id])} has an invalid ${column}; it is neither replayed nor re-run`,
-    { status: 500, details: { column } },
-  );
-}
-
-function text(row: ClaimRow, column: keyof ClaimRow): string {
-  const value = row[column];
-  if (typeof value !== "string") throw malformed(row, column);
-  return value;
-}
-
-function optionalText(row: ClaimRow, column: keyof ClaimRow): string | undefined {
-  const value = row[column];
-  if (value === null) return undefined;
-  if (typeof value !== "string") throw malformed(row, column);
-  return value;
-}
-
-function integer(row: ClaimRow, column: keyof ClaimRow): number {
-  const value = row[column];
-  if (!isCount(value)) throw malformed(row, column);
-  return value;
-}
-
-function time(row: ClaimRow, column: keyof ClaimRow): number {
-  const value = row[column];
-  if (!isTime(value)) throw malformed(row, column);
-  return value;
-}
-
-function optionalInteger(row: ClaimRow, column: keyof ClaimRow): number | undefined {
-  return row[column] === null ? undefined : integer(row, column);
-}
-
-/** A `recordedSince` page of `rows` (as the index ordered them), its cursor from the last raw row. */
-export function recordedPage<R extends ClaimRow>(rows: readonly R[], limit: number, read: (row: R) => ListedClaim): RecordedPage {
-  const last = rows[rows.length - 1];
-  return {
-    claims: rows.map(read),
-    next: rows.length < limit || last === undefined ? undefined : { recorded_at: Number(last.recorded_at), scope: String(last.scope), id: String(last.id) },
-  };
-}
-
-/** `read(row)`, or for a malformed row its key and the error, for a listing to show (ListedClaim). */
-export function listedOf<R extends ClaimRow>(row: R, read: (row: R) => ClaimState): ListedClaim {
-  try {
-    return read(row);
-  } catch (error) {
-    if (!isWardenError(error)) throw error;
-    // The key columns are the primary key: present, and text unless edited by hand.
-    return { scope: String(row.scope), id: String(row.id), damaged: error };
-  }
-}
-
-/** Maps a row to the domain record, refusing wrongly typed columns (the domain checks meaning). */
-export function rowToRecord(row: ClaimRow): ClaimRecord {
-  const released = integer(row, "released");
-  if (released > 1) throw malformed(row, "released");
-  const resultHash = optionalText(row, "result_hash");
-  let result: StoredResult | undefined;
-  if (resultHash !== undefined) {
-    const payload = optionalText(row, "result");
-    const prunedAt = optionalInteger(row, "pruned_at");
-    result = {
-      hash: resultHash as Digest,
-      ...(payload === undefined ? {} : { payload }),
-      recorded_at: time(row, "recorded_at"),
-      ...(prunedAt === undefined ? {} : { pruned_at: prunedAt }),
-      journal: {
-        entries: integer(row, "journal_entries"),
-        tail_hash: text(row, "journal_tail"),
-        bytes: integer(row, "journal_bytes"),
-        sha256: text(row, "journal_sha256") as Digest,
-      },
-    };
-  } else if (row.result !== null || row.recorded_at !== null || row.journal_sha256 !== null) {
-    throw malformed(row, "result_hash");
-  }
-  const receipt = optionalText(row, "receipt");
-  return {
-    scope: text(row, "scope"),
-    id: text(row, "id"),
-    request_hash: text(row, "request_hash") as Digest,
-    agent: text(row, "agent"),
-    run_id: text(row, "run_id"),
-    owner: text(row, "owner"),
-    created_at: time(row, "created_at"),
-    released: released === 1,
-    claim_hash: text(row, "claim_hash") as Digest,
-    ...(result === undefined ? {} : { result }),
-    ...(receipt === undefined ? {} : { receipt }),
-  };
 }

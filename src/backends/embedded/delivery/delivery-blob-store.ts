@@ -4,8 +4,8 @@
  */
 import * as fs from "node:fs";
 import { join } from "node:path";
-import { digestFromHex, type Digest } from "../../core/digest.js";
-import { IntegrityError, NotFoundError, errnoCode } from "../../core/errors.js";
+import { digestFromHex, type Digest } from "../../../core/digest.js";
+import { IntegrityError, NotFoundError, errnoCode } from "../../../core/errors.js";
 import {
   RECEIVED_MISMATCH,
   TAMPERED,
@@ -14,8 +14,8 @@ import {
   verifyingStream,
   type BlobStore,
   type ByteSource,
-} from "../../delivery/blob-store.js";
-import type { BlobRef } from "../../delivery/manifest-types.js";
+} from "../../../delivery/blob-store.js";
+import type { BlobRef } from "../../../delivery/manifest-types.js";
 import {
   createPrivateFileSync,
   ensurePrivateDirSync,
@@ -23,7 +23,7 @@ import {
   publishTempFile,
   syncDirSync,
   tempPathFor,
-} from "../../storage/secure-fs.js";
+} from "../../../storage/secure-fs.js";
 import { datasync, lstatOrUndefined, readExactly, syncDirectory, writeAll } from "./delivery-fd-io.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 import { BLOB_NAME_RE, SHARD_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";

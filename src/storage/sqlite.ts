@@ -16,9 +16,9 @@ import {
   StorageError,
   storageFull,
   WardenError,
-} from "../../core/errors.js";
-import { nearlyFull } from "../../storage/room.js";
-import { checkFileStats, checkPrivateDirSync, createPrivateFileSync, syncDirSync } from "../../storage/secure-fs.js";
+} from "../core/errors.js";
+import { nearlyFull } from "./room.js";
+import { checkFileStats, checkPrivateDirSync, createPrivateFileSync, syncDirSync } from "./secure-fs.js";
 
 export type SqliteDatabase = Database.Database;
 export type SqliteStatement<P extends unknown[] = unknown[], R = unknown> = Database.Statement<P, R>;
