@@ -22,6 +22,7 @@ export const InvokeBody = Type.Object(
     prompt: Type.String({ minLength: 1 }),
     bundle: Type.Optional(BundleRef),
     workspace: Type.Optional(Type.String({ minLength: 1 })),
+    base: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: "a git workspace's ref or commit the run starts from (default: its HEAD at claim)" })),
     timeout_s: Type.Optional(Type.Integer({ minimum: 1 })),
   },
   { additionalProperties: false },
@@ -196,6 +197,8 @@ export const Inspection = Type.Object({
     journal: JournalReport,
     /** recorded on the home of the node that killed them (the one that restarted after the run's node died, or the run's own node at shutdown) */
     agent_stopped: Type.Optional(List(AgentStop)),
+    /** an unresolved run's worktree as it stands, stored as a change set (shaped as a run.changes event) */
+    changes: Type.Optional(Json),
   }),
 });
 export type Inspection = Static<typeof Inspection>;

@@ -10,7 +10,7 @@ import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, ValidationError, WardenError, type WardenErrorOptions } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import type { ReconciliationFinding } from "../journal/inspect.js";
-import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent } from "../journal/types.js";
+import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent, RunChangesEvent } from "../journal/types.js";
 import type { Checkpoint } from "../journal/verify.js";
 import type { AppendResult, JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
@@ -69,7 +69,7 @@ export interface RunJournal {
    */
   readonly entries: number;
   readonly tailHash: string;
-  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult>;
+  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunChangesEvent): Promise<AppendResult>;
 }
 
 type HandleState = "open" | "finishing" | "closed";
@@ -140,7 +140,7 @@ export class InvocationHandle implements AsyncDisposable {
       get tailHash(): string {
         return writer.writtenHash;
       },
-      append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult> {
+      append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunChangesEvent): Promise<AppendResult> {
         return handle.#appendOwn(event);
       },
     });
@@ -272,10 +272,10 @@ export class InvocationHandle implements AsyncDisposable {
     }
   }
 
-  #appendOwn(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent): Promise<AppendResult> {
+  #appendOwn(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunChangesEvent): Promise<AppendResult> {
     this.#assertOpen();
     const type: string = event.type;
-    if (type !== "note" && type !== "effect.started" && type !== "effect.finished") {
+    if (type !== "note" && type !== "effect.started" && type !== "effect.finished" && type !== "run.changes") {
       return Promise.reject(
         new ValidationError("journal-event-reserved", `${type} is written by the invocation handle itself (open, finish, release)`),
       );

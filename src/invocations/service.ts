@@ -410,6 +410,7 @@ export class Invocations {
       ...(options.provider === undefined ? {} : { provider: options.provider }),
       ...(options.bundle === undefined ? {} : { bundle: options.bundle }),
       ...(options.isolation === undefined ? {} : { isolation: options.isolation }),
+      ...(options.base === undefined ? {} : { base: options.base }),
     };
     validateEvent(event, this.limits);
     const bytes = Buffer.byteLength(canonicalJson(event), "utf8");

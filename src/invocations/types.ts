@@ -4,7 +4,7 @@
  */
 import type { JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
-import type { EffectKind, TerminationReason } from "../journal/types.js";
+import type { EffectKind, RunChangesEvent, TerminationReason } from "../journal/types.js";
 import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
@@ -69,6 +69,8 @@ export interface OpenOptions {
   readonly bundle?: JsonValue;
   /** journaled in run.started: `{profile, digest}` of the run's confinement (DESIGN.md "Confinement") */
   readonly isolation?: JsonValue;
+  /** journaled in run.started: the commit a git workspace's run starts from (DESIGN.md "Change sets") */
+  readonly base?: string;
 }
 
 export interface EffectSpec {
@@ -166,6 +168,8 @@ export interface InspectionReport {
   readonly journal: JournalReport;
   /** the run's agent processes a node killed because the node that started them had died (node-local records) */
   readonly agent_stopped?: readonly AgentStop[];
+  /** an unresolved run's worktree as it stands, stored as a change set (DESIGN.md "Change sets") */
+  readonly changes?: RunChangesEvent;
 }
 
 /**

@@ -12,6 +12,8 @@ export interface InvokeRequest {
   readonly prompt: string;
   readonly bundle?: BundleRef;
   readonly workspace?: string;
+  /** a git workspace's ref or commit the run starts from (DESIGN.md "Change sets") */
+  readonly base?: string;
   readonly timeout_s?: number;
 }
 
@@ -20,7 +22,7 @@ export interface RequestBounds {
   readonly maxTimeoutS: number;
 }
 
-const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "timeout_s"];
+const REQUEST_FIELDS = ["provider", "prompt", "bundle", "workspace", "base", "timeout_s"];
 const BUNDLE_FIELDS = ["bundle_id", "revision"];
 
 /**
@@ -70,6 +72,8 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
   if (workspace !== undefined && (typeof workspace !== "string" || workspace.length === 0)) {
     bad("invoke-workspace-invalid", "workspace must be a non-empty string", "workspace");
   }
+  const base = input.base;
+  if (base !== undefined && typeof base !== "string") bad("invoke-base-invalid", "base must be a string (a git ref or commit)", "base");
   const timeout = input.timeout_s;
   if (timeout !== undefined && (typeof timeout !== "number" || !Number.isSafeInteger(timeout) || timeout < 1 || timeout > bounds.maxTimeoutS)) {
     bad("invoke-timeout-invalid", `timeout_s must be an integer 1–${bounds.maxTimeoutS}`, "timeout_s");
@@ -79,6 +83,7 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
     prompt,
     ...(bundle === undefined ? {} : { bundle }),
     ...(workspace === undefined ? {} : { workspace }),
+    ...(base === undefined ? {} : { base }),
     ...(timeout === undefined ? {} : { timeout_s: timeout }),
   };
 }

@@ -46,6 +46,8 @@ import type { LaunchRecords } from "./launch-records.js";
 import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
 import { inheritedEnvironment } from "../sandbox/environment.js";
 import type { Isolation } from "../sandbox/profile.js";
+import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
+import type { Worktree } from "../changes/worktrees.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -101,6 +103,8 @@ export interface RunnerOptions {
   /** bytes of each output stream of a run kept on disk (the rest is hashed and read, not stored) */
   readonly maxOutputBytes?: number;
   readonly hooks?: RunnerHooks;
+  /** git workspaces get a worktree per run and a change set (DESIGN.md "Change sets"); without it every workspace is a plain directory */
+  readonly worktrees?: RunWorktrees;
 }
 
 export interface InvokeInput {
@@ -150,6 +154,7 @@ export class Runner {
   readonly #isolation: Isolation;
   readonly #workspaceIsolation: Readonly<Record<string, Isolation>>;
   readonly #confinement: Confinement;
+  readonly #worktrees: RunWorktrees | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -196,6 +201,12 @@ export class Runner {
     this.#maxLineBytes = options.maxEventLineBytes ?? 8 * 1024 * 1024;
     this.#maxOutputBytes = options.maxOutputBytes ?? DEFAULT_LIMITS.runOutputBytes;
     this.#hooks = options.hooks ?? {};
+    this.#worktrees = options.worktrees;
+  }
+
+  /** The configured workspaces' directories (where a dead node's worktrees are looked up). */
+  get workspacePaths(): string[] {
+    return [...this.#workspaces.values()];
   }
 
   /** The end of what a run's agent printed on `stream`, as this node captured it (live while it runs). */
@@ -217,6 +228,10 @@ export class Runner {
     const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
     const workspace = this.#workspaceOf(request);
     const cwd = workspace.path;
+    // Before the claim: an unknown base, or a base for a plain directory, leaves the id free.
+    let worktree: PlannedWorktree | undefined;
+    if (this.#worktrees !== undefined) worktree = await this.#worktrees.plan(cwd, request.base);
+    else if (request.base !== undefined) throw new ValidationError("workspace-not-git", "this runner keeps no worktrees: a request cannot name a base", { status: 422, details: { field: "base" } });
     let signers: readonly BundleSigner[] = [];
     if (request.bundle !== undefined) {
       if (this.#materializer === undefined) {
@@ -246,7 +261,7 @@ export class Runner {
     const confinement = this.#confinement.plan({
       isolation,
       workspaceId: workspace.id,
-      workspace: cwd,
+      workspace: worktree === undefined ? cwd : (this.#worktrees as RunWorktrees).profilePath,
       readOnly: permission === "read-only",
       command: found,
       ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
@@ -258,10 +273,18 @@ export class Runner {
         ...runHomeEnvNames(request.provider),
       ]),
     });
-    const launch: RunLaunch = { permission, model, command: found, confinement, trusted: this.#trustedWorkspaces.has(workspace.id) };
+    const launch: RunLaunch = {
+      permission,
+      model,
+      command: found,
+      confinement,
+      trusted: this.#trustedWorkspaces.has(workspace.id),
+      ...(worktree === undefined ? {} : { worktree }),
+    };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       provider: request.provider,
       isolation: confinement.record,
+      ...(worktree === undefined ? {} : { base: worktree.base }),
       ...(request.bundle === undefined
         ? {}
         : {
@@ -289,13 +312,20 @@ export class Runner {
     return { id, path };
   }
 
-  async #run(handle: InvocationHandle, request: InvokeRequest, cwd: string, launch: RunLaunch): Promise<ExistingOutcome> {
+  async #run(handle: InvocationHandle, request: InvokeRequest, workspacePath: string, launch: RunLaunch): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
     let home: RunHome | undefined;
+    let worktree: Worktree | undefined;
+    let outcome: ExistingOutcome | undefined;
+    let cwd = workspacePath;
     try {
       try {
         if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
+        }
+        if (launch.worktree !== undefined) {
+          worktree = await (this.#worktrees as RunWorktrees).add(launch.worktree, handle.run_id);
+          cwd = worktree.path;
         }
         home = await this.#runHomes.create({
           run: handle.run_id,
@@ -308,9 +338,9 @@ export class Runner {
       } catch (error) {
         if (!isWardenError(error)) throw error;
         // The agent was never launched: a clean, recorded failure that says why.
-        return await handle.finish(notLaunched(error), { failed: true });
+        return (outcome = await handle.finish(notLaunched(error), { failed: true }));
       }
-      return await this.#launch(handle, request, cwd, launch, home, materialization);
+      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, worktree));
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
@@ -319,6 +349,8 @@ export class Runner {
       // evidence (the journal and the captured output are), and it may hold what the run read.
       if (home !== undefined) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
+      // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
+      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
   }
 
@@ -343,6 +375,7 @@ export class Runner {
     launch: RunLaunch,
     home: RunHome,
     materialization: Materialization | undefined,
+    worktree: Worktree | undefined,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
@@ -393,10 +426,24 @@ export class Runner {
         },
         confined,
       );
-      return await this.#conclude(handle, profile, followed);
+      const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
+      return await this.#conclude(handle, profile, changed);
     } finally {
       confined.remove();
     }
+  }
+
+  /**
+   * What the agent changed in its worktree, stored and journaled before the run's seal (its
+   * process tree is gone: nothing writes there any more). False when the journal could not take it.
+   */
+  async #recordChanges(handle: InvocationHandle, worktree: Worktree, launch: RunLaunch): Promise<boolean> {
+    const base = (launch.worktree as PlannedWorktree).base;
+    const { event } = await (this.#worktrees as RunWorktrees).record(worktree, base);
+    return handle.journal.append(event).then(
+      () => true,
+      () => false,
+    );
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
@@ -556,6 +603,8 @@ interface RunLaunch {
   readonly confinement: PlannedConfinement;
   /** the workspace's own provider configuration may run */
   readonly trusted: boolean;
+  /** a git workspace: the run gets its own worktree at this base */
+  readonly worktree?: PlannedWorktree;
 }
 
 /**

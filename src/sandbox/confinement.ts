@@ -131,7 +131,8 @@ export class Confinement {
     const egress = [...new Set([...(model === undefined ? [] : [model]), ...this.#egress, ...(this.#workspaceEgress[request.workspaceId] ?? [])])];
     const plan: SandboxPlan = {
       command: request.command,
-      workspace: fs.realpathSync(request.workspace),
+      // A run's own worktree is named with {run_id} (it does not exist before the run): its parent is real already.
+      workspace: request.workspace.includes("{run_id}") ? request.workspace : fs.realpathSync(request.workspace),
       workspaceAccess: request.readOnly ? "ro" : "rw",
       ...(request.bundle === undefined ? {} : { bundle: { path: request.bundle.path, access: request.bundle.writable ? "rw" : "ro" } }),
       home: join(this.#homesDir, "{run_id}"),

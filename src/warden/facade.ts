@@ -16,7 +16,7 @@ import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postg
 import type { Delivery } from "../delivery/service.js";
 import { Invocations, type ExistingOutcome } from "../invocations/index.js";
 import type { RunInspection } from "../journal/inspect.js";
-import type { Inspection } from "../invocations/types.js";
+import type { Inspection, ReconcileResult } from "../invocations/types.js";
 import type { PublicKeyRecord } from "../journal/types.js";
 import { isRunId } from "../journal/schema.js";
 import type { VerifyReport } from "../journal/verify.js";
@@ -29,6 +29,8 @@ import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName
 import { parseInvokeRequest, type InvokeRequest } from "../runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
 import { RunHomes } from "../providers/run-home.js";
+import { RunWorktrees } from "../changes/run-worktrees.js";
+import { RunChanges } from "./run-changes.js";
 import type { Isolation } from "../sandbox/profile.js";
 import { AgentGroups, type KilledGroup } from "./agent-groups.js";
 import { claimHome } from "./home-backend.js";
@@ -154,6 +156,8 @@ export class Warden {
   readonly materializer: Materializer;
   readonly runner: Runner;
   readonly journals: JournalTap;
+  /** change sets of runs in git workspaces (DESIGN.md "Change sets") */
+  readonly changes: RunChanges;
   /** the nodes sharing this node's state (the fleet on PostgreSQL; this node alone when embedded) */
   readonly fleet: Fleet;
   /** the node's transparency log, when it keeps one */
@@ -188,7 +192,9 @@ export class Warden {
     retention: Retention;
     log?: OpenedLog | undefined;
     scrub?: Scrub;
+    changes: RunChanges;
   }) {
+    this.changes = parts.changes;
     this.log = parts.log?.log;
     this.#logFailures = parts.log?.failures ?? (() => 0);
     this.reapedAgents = parts.reaped;
@@ -352,8 +358,21 @@ export class Warden {
    */
   async inspect(scope: string, id: string): Promise<Inspection> {
     const inspection = await this.invocations.inspect(scope, id);
-    const stops = agentStopsOf(this.home, inspection.snapshot.audit.run_id);
-    return stops.length === 0 ? inspection : { ...inspection, report: { ...inspection.report, agent_stopped: stops } };
+    const runId = inspection.snapshot.audit.run_id;
+    const stops = agentStopsOf(this.home, runId);
+    // An unresolved run's worktree is kept for its review: what it holds now, stored, with its digest.
+    const changes = inspection.report.status === "unresolved" ? await this.changes.ofWorktree(runId) : undefined;
+    return {
+      ...inspection,
+      report: { ...inspection.report, ...(stops.length === 0 ? {} : { agent_stopped: stops }), ...(changes === undefined ? {} : { changes }) },
+    };
+  }
+
+  /** Reconciles an unresolved invocation (invocations.reconcile), then removes its run's worktree: the review settled it. */
+  async reconcile(scope: string, id: string, review: unknown, operator: string): Promise<ReconcileResult> {
+    const result = await this.invocations.reconcile(scope, id, review, operator);
+    await this.changes.release(result.receipt.snapshot.audit.run_id).catch(() => undefined);
+    return result;
   }
 
   /** Verifies a run's journal with the node's keys (G5) and says whether it needs reconciliation. */
@@ -547,7 +566,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     };
     const userHooks = options.runnerHooks ?? {};
     const outputDir = join(backend.home, "outputs");
+    const worktrees = new RunWorktrees(backend.home);
     const runner = new Runner({
+      worktrees,
       invocations,
       materializer,
       workspaces,
@@ -578,12 +599,20 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
         },
       },
     });
+    const changes = new RunChanges({
+      worktrees,
+      workspacePaths: () => runner.workspacePaths,
+      readJournal: (runId) => journals.read(runId, backend.limits.journalBytes),
+      lookup: (scope, id) => invocations.lookup(scope, id),
+    });
+    // After the reaping: no agent writes in a worktree any more; an unresolved run's stays for its review.
+    await changes.sweep();
     const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
     retention.start(options.retentionIntervalMs);
     // The queue's slow check of every recorded run (see scrub.ts).
     const scrub = new Scrub(invocations);
     scrub.start();
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub });
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub, changes });
   } catch (error) {
     await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);

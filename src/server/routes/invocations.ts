@@ -131,7 +131,7 @@ export function invocationRoutes(ctx: RouteContext) {
         },
       },
       async (request, reply) => {
-        const result = await warden.invocations.reconcile(request.params.scope, request.params.id, request.body, callerOf(request).name);
+        const result = await warden.reconcile(request.params.scope, request.params.id, request.body, callerOf(request).name);
         return reply.code(result.replayed ? 200 : 201).send({ receipt: result.receipt });
       },
     );
