@@ -1,6 +1,6 @@
 /** Run journals, their verification and live events; the node's public keys; health. */
 import { Type, type Static } from "typebox";
-import { Count, List, Uuid } from "./common.js";
+import { Count, Digest, List, Uuid } from "./common.js";
 import { Finding, VerifyErrorView } from "./invocations.js";
 import { LogState } from "./log.js";
 
@@ -30,6 +30,17 @@ export type Verification = Static<typeof Verification>;
 export const PublicKey = Type.Object({ key_id: Type.String(), public_key: Type.String({ description: "standard base64 of the raw 32-byte Ed25519 key" }) });
 export const KeyList = Type.Object({ keys: List(PublicKey) });
 export type KeyList = Static<typeof KeyList>;
+
+/** `GET /v1/runs/{run_id}/changes`: the run's stored change set, checked against the digest its journal signs (DESIGN.md "Change sets"). */
+export const RunChangeSetBody = Type.Object({
+  run_id: Uuid,
+  change_set: Digest,
+  manifest: Type.Unknown({ description: "the change set's manifest; its RFC 8785 serialization hashes to change_set" }),
+});
+export const RunChangesBlobParams = Type.Object({ run_id: Uuid, digest: Digest }, { additionalProperties: false });
+export type RunChangesBlobParams = Static<typeof RunChangesBlobParams>;
+export const CHANGES_BLOB_CONTENT_TYPE = "application/octet-stream";
+export const ChangesBlobBody = Type.Unknown({ description: "application/octet-stream: the blob's bytes, checked against its digest as the node read them" });
 
 /** A DSSE envelope (DESIGN.md "Attestations"): the node's signed in-toto statement about a run's change set. */
 export const AttestationEnvelope = Type.Object(

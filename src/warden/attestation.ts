@@ -89,7 +89,7 @@ function providerOf(started: Fields, entries: readonly JournalEntry[]): { provid
   let version: string | undefined;
   for (const e of entries) {
     if (e.event.type !== "note") continue;
-    const session = (e.event.note as { agent_session?: { claude_code_version?: unknown; cli_version?: unknown } } | null)?.agent_session;
+    const session = (e.event as { agent_session?: { claude_code_version?: unknown; cli_version?: unknown } }).agent_session;
     const v = session?.claude_code_version ?? session?.cli_version;
     if (typeof v === "string") {
       version = v;

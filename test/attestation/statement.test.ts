@@ -36,7 +36,7 @@ function events(): JournalEvent[] {
       isolation: { profile: PROFILE, digest: ISOLATION },
       base: BASE,
     },
-    { type: "note", note: { agent_session: { provider: "claude", claude_code_version: "2.1.197", skills: [], plugins: [] } } },
+    { type: "note", agent_session: { provider: "claude", claude_code_version: "2.1.197", skills: [], plugins: [] } },
     { type: "run.changes", base: BASE, change_set: CHANGE_SET, no_changes: false, files_total: 3, files: [] },
     { type: "run.terminated", reason: "completed", result_hash: `sha256:${"cd".repeat(32)}` },
   ] as JournalEvent[];

@@ -1,6 +1,6 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
 import { ProblemResponse } from "../../api/problem.js";
-import { AttestationEnvelope, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
+import { AttestationEnvelope, CHANGES_BLOB_CONTENT_TYPE, ChangesBlobBody, RunChangeSetBody, RunChangesBlobParams, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { principalOf } from "../auth.js";
@@ -106,6 +106,29 @@ export function runRoutes(ctx: RouteContext) {
         },
       },
       async (request) => warden.runner.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
+    );
+
+    app.get(
+      "/v1/runs/:run_id/changes",
+      { schema: { operationId: "getRunChanges", summary: "The run's change set (its manifest), checked against the digest its journal signs", params: RunParams, response: { 200: RunChangeSetBody, "4xx": ProblemResponse } } },
+      async (request, reply) => reply.header("cache-control", "no-store").send(await warden.changes.read(request.params.run_id.toLowerCase())),
+    );
+
+    app.get(
+      "/v1/runs/:run_id/changes/blobs/:digest",
+      {
+        schema: {
+          operationId: "getRunChangesBlob",
+          summary: "One blob of the run's change set: a new file's bytes or the patch",
+          params: RunChangesBlobParams,
+          produces: [CHANGES_BLOB_CONTENT_TYPE],
+          response: { 200: ChangesBlobBody, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const bytes = await warden.changes.blob(request.params.run_id.toLowerCase(), request.params.digest as `sha256:${string}`);
+        return reply.type(CHANGES_BLOB_CONTENT_TYPE).header("cache-control", "no-store").send(bytes);
+      },
     );
 
     app.get(
