@@ -29,6 +29,7 @@ export const DEBIAN_PREREQUISITES = [
   },
   { why: "the console's browser tests (Playwright drives Debian's Chromium)", command: "/usr/bin/chromium", packages: ["chromium"] },
   { why: "signed bundles: signatures made and checked by the real OpenSSH", command: "ssh-keygen", packages: ["openssh-client"] },
+  { why: "git workspaces: a worktree per run and its change set (DESIGN.md \"Change sets\")", command: "/usr/bin/git", packages: ["git"] },
   {
     why: "transparency log interop: Go's golang.org/x/mod/sumdb checks warden's checkpoints and proofs",
     command: "go",

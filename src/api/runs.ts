@@ -31,17 +31,6 @@ export const PublicKey = Type.Object({ key_id: Type.String(), public_key: Type.S
 export const KeyList = Type.Object({ keys: List(PublicKey) });
 export type KeyList = Static<typeof KeyList>;
 
-/** `GET /v1/runs/{run_id}/changes`: the run's stored change set, checked against the digest its journal signs (DESIGN.md "Change sets"). */
-export const RunChangeSetBody = Type.Object({
-  run_id: Uuid,
-  change_set: Digest,
-  manifest: Type.Unknown({ description: "the change set's manifest; its RFC 8785 serialization hashes to change_set" }),
-});
-export const RunChangesBlobParams = Type.Object({ run_id: Uuid, digest: Digest }, { additionalProperties: false });
-export type RunChangesBlobParams = Static<typeof RunChangesBlobParams>;
-export const CHANGES_BLOB_CONTENT_TYPE = "application/octet-stream";
-export const ChangesBlobBody = Type.Unknown({ description: "application/octet-stream: the blob's bytes, checked against its digest as the node read them" });
-
 /** A DSSE envelope (DESIGN.md "Attestations"): the node's signed in-toto statement about a run's change set. */
 export const AttestationEnvelope = Type.Object(
   {
@@ -89,3 +78,38 @@ export const OutputTail = Type.Object({
   text: Type.String(),
 });
 export type OutputTail = Static<typeof OutputTail>;
+
+/** `GET /v1/runs/{run_id}/changes`: `?stat` (any value but `false` or `0`) answers the stat form. */
+export const ChangesQuery = Type.Object({ stat: Type.Optional(Type.String({ description: "present: the stat form (paths, statuses, line counts) instead of the manifest" })) }, { additionalProperties: false });
+export type ChangesQuery = Static<typeof ChangesQuery>;
+
+/** A run's change set: its digest (sha256 of the manifest's canonical bytes) and the manifest (DESIGN.md "Change sets"). */
+export const RunChangeSet = Type.Object({
+  run_id: Uuid,
+  change_set: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
+  manifest: Type.Unknown({ description: "the change-set manifest {v, base, files, patch}, checked against change_set" }),
+});
+export type RunChangeSet = Static<typeof RunChangeSet>;
+
+export const ChangeStatFile = Type.Object({
+  path: Type.String(),
+  old_path: Type.Union([Type.String(), Type.Null()]),
+  status: Type.Union([Type.Literal("added"), Type.Literal("modified"), Type.Literal("deleted"), Type.Literal("renamed")]),
+  binary: Type.Boolean(),
+  lines_added: Type.Union([Count, Type.Null()]),
+  lines_deleted: Type.Union([Count, Type.Null()]),
+});
+export const ChangeStat = Type.Object({
+  run_id: Uuid,
+  change_set: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
+  base: Type.String(),
+  files_total: Count,
+  files: List(ChangeStatFile),
+  lines_added: Count,
+  lines_deleted: Count,
+});
+export type ChangeStat = Static<typeof ChangeStat>;
+
+export const ChangeBlobParams = Type.Object({ run_id: Uuid, digest: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }) }, { additionalProperties: false });
+export type ChangeBlobParams = Static<typeof ChangeBlobParams>;
+export const ChangeBlobBody = Type.Unknown({ description: "application/octet-stream: the blob's bytes, checked against its digest" });

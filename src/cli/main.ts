@@ -42,6 +42,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
   { name: "apply", load: async () => (await import("./commands/apply.js")).registerApplyCommand },
   { name: "attest", load: async () => (await import("./commands/attest.js")).registerAttestCommand },
+  { name: "changes", load: async () => (await import("./commands/changes.js")).registerChangesCommand },
   { name: "journal", load: async () => (await import("./commands/journal.js")).registerJournalCommands },
   { name: "log", load: async () => (await import("./commands/log.js")).registerLogCommands },
   { name: "witness", load: async () => (await import("./commands/witness.js")).registerWitnessCommand },

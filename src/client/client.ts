@@ -28,6 +28,8 @@ import type {
   NodeSummary,
   ProviderPlans,
   OutputTail,
+  RunChangeSet,
+  ChangeStat,
   RetirementReply,
   RevisionView,
   ProviderName,
@@ -234,13 +236,18 @@ export class WardenClient implements StageApi {
     return (await this.#http.json<OutputTail>({ method: "GET", path: `/v1/runs/${seg(runId)}/output/${stream}${query}` })).body;
   }
 
-  /** A run's change set as the node stores it: `{run_id, change_set, manifest}` (DESIGN.md "Change sets"). */
-  async runChanges(runId: string): Promise<{ run_id: string; change_set: string; manifest: unknown }> {
-    return (await this.#http.json<{ run_id: string; change_set: string; manifest: unknown }>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes` })).body;
+  /** The run's change set (manifest and digest) as the node stored it; check it with src/changes/format.ts parseManifest. */
+  async runChanges(runId: string): Promise<RunChangeSet> {
+    return (await this.#http.json<RunChangeSet>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes` })).body;
   }
 
-  /** The bytes of one blob of a run's change set; the caller checks them against the digest. */
-  async runChangesBlob(runId: string, digest: string): Promise<Uint8Array> {
+  /** The stat form of the run's change set: paths, statuses, line counts. */
+  async runChangeStat(runId: string): Promise<ChangeStat> {
+    return (await this.#http.json<ChangeStat>({ method: "GET", path: `/v1/runs/${seg(runId)}/changes?stat` })).body;
+  }
+
+  /** One blob of the run's change set (a new file's bytes or the patch); check it against its digest. */
+  async runChangeBlob(runId: string, digest: string): Promise<Uint8Array> {
     const response = await this.#http.send({ method: "GET", path: `/v1/runs/${seg(runId)}/changes/blobs/${seg(digest)}`, accept: "application/octet-stream" });
     return new Uint8Array(await response.arrayBuffer());
   }

@@ -14,6 +14,7 @@ export {
   type ChunkInfo,
   type StageApi,
 } from "./push.js";
+export { DigestCache, type DigestCacheOptions } from "../delivery/compile/digest-cache.js";
 export type { RunEvent } from "./sse.js";
 export type { FetchFn, TransportOptions } from "./transport.js";
 export { createNodeFetch, type NodeFetch } from "./node-fetch.js";

@@ -9,6 +9,7 @@
 import { basename, resolve } from "node:path";
 import { digestHex } from "../core/digest.js";
 import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile/directory.js";
+import { DigestCache, sharedDigestCache } from "../delivery/compile/digest-cache.js";
 import { createManifest } from "../delivery/manifest.js";
 import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";
@@ -80,6 +81,11 @@ export interface PushOptions {
    */
   readonly sign?: SignWith;
   readonly signOptions?: SshSignOptions;
+  /**
+   * Digests of earlier compiles to reuse for files whose identity (device, inode, size, mtime,
+   * ctime) is unchanged; default the process-wide cache, `false` to hash every file.
+   */
+  readonly digestCache?: DigestCache | false;
 }
 
 export interface PushResult {
@@ -126,6 +132,8 @@ export async function compileForPush(dir: string, options: PushOptions = {}): Pr
     ...(options.scope !== undefined ? { scope: options.scope } : {}),
     ...(options.limits !== undefined ? { limits: options.limits } : {}),
     keepContents: true,
+    // Pushing one tree to many nodes, or again, hashes it once (see the cache's rules).
+    digestCache: options.digestCache === false ? undefined : (options.digestCache ?? sharedDigestCache()),
   });
   if (options.revision !== undefined) return compiled;
   const { manifest_digest: _, ...body } = compiled.manifest;

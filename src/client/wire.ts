@@ -30,6 +30,8 @@ export type {
   Fleet,
   FleetNode,
   OutputTail,
+  RunChangeSet,
+  ChangeStat,
   InvocationCounts,
   RunFailure,
   SessionView,

@@ -82,7 +82,7 @@ async function load(runId: string, signed: string): Promise<Loaded> {
   const manifest = served.manifest as ManifestView;
   if (digest !== signed) return { manifest, digestOk: false, digest, patch: { skipped: "the manifest does not match the signed digest" } };
   if (manifest.patch.size > PATCH_SHOWN_BYTES) return { manifest, digestOk: true, digest, patch: { skipped: `the patch is ${manifest.patch.size} bytes; see it with warden changes` } };
-  const bytes = await client.runChangesBlob(runId, manifest.patch.sha256);
+  const bytes = await client.runChangeBlob(runId, manifest.patch.sha256);
   if ((await sha256(bytes)) !== manifest.patch.sha256) return { manifest, digestOk: true, digest, patch: { skipped: "the patch the node served does not match its digest" } };
   return { manifest, digestOk: true, digest, patch: { sections: splitPatch(new TextDecoder().decode(bytes)) } };
 }

@@ -115,6 +115,10 @@ export interface ClaimTally {
   readonly problems: { readonly recorded: number; readonly reconciled: number };
 }
 
+export interface ClaimOptions {
+  readonly onWrite?: () => void;
+}
+
 export interface ClaimStore {
   /** The owner id this store writes on the claims it creates. */
   readonly ownerId: string;
@@ -124,8 +128,13 @@ export interface ClaimStore {
    * refuses it with LimitError `capacity-exhausted` when the store is full (nothing deleted).
    * Otherwise returns the existing row and writes nothing. Concurrent calls for one key resolve
    * with exactly one `created: true`.
+   *
+   * `options.onWrite`, when given, is called (at most once, synchronously) as the store starts
+   * writing a new claim — no row was found for the key — so work only a fresh claim needs (its
+   * journal's file) can proceed while the commit is on its way to disk. It is a hint: a store may
+   * never call it, and a call does not mean the claim will be created (a concurrent caller may win).
    */
-  claim(claim: NewClaim): Promise<ClaimAttempt>;
+  claim(claim: NewClaim, options?: ClaimOptions): Promise<ClaimAttempt>;
 
   /** The row for a key, without writing or taking any lock a live owner could notice. */
   get(key: ClaimKey): Promise<ClaimState | undefined>;

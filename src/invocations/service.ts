@@ -174,12 +174,37 @@ export class Invocations {
     const run_id = randomUUID();
     const created_at = this.#now().getTime();
     const identity = { ...key, request_hash, agent: started.agent, run_id, created_at };
-    const attempt = await this.#claims.claim({ ...identity, claim_hash: claimHashOf(identity) });
-    if (!attempt.created) return this.#outcomeOf(attempt.claim, request_hash);
+    // The run's journal file is created (and its name's directory fsync begun) while the claim
+    // commits, once the store finds no claim to answer instead: a file is no side effect of the
+    // run (G1 holds: the caller learns `fresh`, and the run's first effect waits for its write-ahead
+    // sync, only after the claim is durable). A claim another caller won leaves it discarded; a
+    // crash meanwhile, an empty journal no claim names.
+    let creating: Promise<JournalWriter> | undefined;
+    const create = (): Promise<JournalWriter> =>
+      JournalWriter.create({ store: this.#journals, key: signingKey, runId: run_id, limits: this.limits, now: this.#now });
+    let attempt: Awaited<ReturnType<ClaimStore["claim"]>>;
+    try {
+      attempt = await this.#claims.claim(
+        { ...identity, claim_hash: claimHashOf(identity) },
+        {
+          onWrite: () => {
+            creating ??= create();
+            creating.catch(() => undefined); // awaited below, or discarded
+          },
+        },
+      );
+    } catch (error) {
+      await discardJournal(creating);
+      throw error;
+    }
+    if (!attempt.created) {
+      await discardJournal(creating);
+      return this.#outcomeOf(attempt.claim, request_hash);
+    }
 
     let writer: JournalWriter | undefined;
     try {
-      writer = await JournalWriter.create({ store: this.#journals, key: signingKey, runId: run_id, limits: this.limits, now: this.#now });
+      writer = await (creating ?? create());
       // Written, not synced: the first effect's write-ahead sync (or finish, or the journal's close)
       // makes it durable. A crash before that leaves a claim without a started journal, which
       // reads unresolved like any claim whose owner died — never fresh again.
@@ -637,6 +662,16 @@ export class Invocations {
       ...(claim.result !== undefined ? { expired: claim.result.payload === undefined } : {}),
       ...(problem === undefined ? {} : { problem }),
     };
+  }
+}
+
+/** Removes the journal made for a claim that went to someone else (best effort: no claim names it). */
+async function discardJournal(creating: Promise<JournalWriter> | undefined): Promise<void> {
+  if (creating === undefined) return;
+  try {
+    await (await creating).discard();
+  } catch {
+    // Never created, or not removable: an empty journal of a run id nothing refers to.
   }
 }
 

@@ -127,6 +127,11 @@ export interface JournalAppender {
    */
   read?(maxBytes: number): Promise<Uint8Array | undefined>;
   close(): Promise<void>;
+  /**
+   * Optional: closes and removes a journal nothing was ever appended to (a run that turned out not
+   * to be this caller's). Without it, the empty journal is only closed: no claim names its run id.
+   */
+  discard?(): Promise<void>;
 }
 
 /**

@@ -295,6 +295,17 @@ export class JournalWriter {
   }
 
   /**
+   * Closes and removes the journal of a run that never started (its claim went to another
+   * caller): only a journal no line was accepted into. Later appends are refused.
+   */
+  async discard(): Promise<void> {
+    if (this.#acceptedSeq !== 0) throw new ConflictError("journal-not-empty", `journal of run ${this.runId} has entries; it is closed, never discarded`);
+    if (this.#closed) return;
+    this.#closed = true;
+    await (this.#appender.discard ?? this.#appender.close).call(this.#appender);
+  }
+
+  /**
    * Waits for accepted appends to settle, then closes the store's file, which makes every written
    * line durable. Later appends are refused.
    */

@@ -5,9 +5,10 @@
  */
 import { isDigest, type Digest } from "../core/digest.js";
 import { NotFoundError } from "../core/errors.js";
-import type { ChangeSetManifest } from "../changes/format.js";
+import type { ChangeSetManifest, ChangeStatus } from "../changes/format.js";
 import { manifestBlobs } from "../changes/format.js";
 import type { RunWorktrees } from "../changes/run-worktrees.js";
+import type { ChangeStore } from "../changes/store.js";
 import type { JournalEvent, RunChangesEvent, RunStartedEvent } from "../journal/types.js";
 import type { ExistingOutcome } from "../invocations/types.js";
 
@@ -28,7 +29,7 @@ export interface ChangeStat {
   readonly files: readonly {
     path: string;
     old_path: string | null;
-    status: string;
+    status: ChangeStatus;
     binary: boolean;
     lines_added: number | null;
     lines_deleted: number | null;
@@ -66,6 +67,11 @@ export class RunChanges {
 
   constructor(sources: RunChangesSources) {
     this.#s = sources;
+  }
+
+  /** Where change sets are stored (by digest): what a review's evidence names can be read back. */
+  get store(): ChangeStore {
+    return this.#s.worktrees.store;
   }
 
   async #events(runId: string): Promise<JournalEvent[]> {

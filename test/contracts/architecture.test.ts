@@ -67,3 +67,65 @@ test("neither backend imports the other, and witness/ imports no backend", () =>
   }
   assert.deepEqual(bad, []);
 });
+
+/** A file's room: its top folder under src/ (a backend is `backends/<name>`; `index` is src/index.ts). */
+function roomOf(file: string): string {
+  const parts = file.split("/");
+  if (parts.length === 1) return parts[0]!.replace(/\.tsx?$/, "");
+  return parts[0] === "backends" ? `backends/${parts[1]}` : parts[0]!;
+}
+
+/** DESIGN.md's ```layers block: one line per layer, bottom first. */
+function designLayers(): Map<string, number> {
+  const design = readFileSync(join(repo, "docs", "DESIGN.md"), "utf8");
+  const block = /^```layers\n([\s\S]*?)^```/m.exec(design);
+  assert.ok(block, "DESIGN.md has no ```layers block in its Architecture section");
+  const layers = new Map<string, number>();
+  block[1]!
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .forEach((line, level) => {
+      for (const room of line.trim().split(/\s+/)) {
+        assert.ok(!layers.has(room), `DESIGN.md's layers name ${room} twice`);
+        layers.set(room, level);
+      }
+    });
+  return layers;
+}
+
+test("every import points down DESIGN.md's layers, and every room is placed in them", () => {
+  const layers = designLayers();
+  const unplaced = new Set<string>();
+  const upward: string[] = [];
+  for (const [file, targets] of graph) {
+    const from = roomOf(file);
+    const level = layers.get(from);
+    if (level === undefined) {
+      unplaced.add(from);
+      continue;
+    }
+    for (const target of targets) {
+      const to = roomOf(target);
+      if (to === from) continue;
+      const targetLevel = layers.get(to);
+      if (targetLevel === undefined) unplaced.add(to);
+      else if (targetLevel >= level) upward.push(`${file} -> ${target} (${from} may not import ${to})`);
+    }
+  }
+  assert.deepEqual([...unplaced], [], "rooms under src/ missing from DESIGN.md's layers block");
+  assert.deepEqual(upward, [], `imports that do not point down:\n${upward.join("\n")}`);
+});
+
+test("no domain room imports the server, the CLI, or a database or HTTP library", () => {
+  const domain = new Set(["core", "signing", "journal", "tlog", "delivery", "sandbox", "invocations", "providers", "runner"]);
+  const bad: string[] = [];
+  for (const file of sourceFiles(SRC)) {
+    const name = relative(SRC, file);
+    if (!domain.has(roomOf(name))) continue;
+    for (const ref of ts.preProcessFile(readFileSync(file, "utf8"), true, true).importedFiles) {
+      const spec = ref.fileName;
+      if (/^(fastify|@fastify\/|pg$|better-sqlite3$)/.test(spec) || /\/(server|cli)\//.test(spec)) bad.push(`${name} -> ${spec}`);
+    }
+  }
+  assert.deepEqual(bad, []);
+});

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { readdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { ConflictError, LimitError, ValidationError } from "../../src/core/errors.js";
@@ -214,4 +215,40 @@ test("a handle dropped without finish or release is released once it is garbage"
   }
   assert.equal(status, "unresolved");
   assert.equal((await env.invocations.open(SCOPE, id, request, "agent")).status, "unresolved");
+});
+
+test("a fresh claim's journal is created while the claim commits, not after it (one fewer wait for a single caller)", async (t) => {
+  const env = await setup(t);
+  await env.invocations.publicKeys(); // key creation stays out of the figure
+  const events: string[] = [];
+  const claims = env.backend.claims;
+  const claim = claims.claim.bind(claims);
+  claims.claim = async (...args: Parameters<typeof claim>) => {
+    const attempt = await claim(...args);
+    events.push("claim durable");
+    return attempt;
+  };
+  const journals = env.backend.journals;
+  const create = journals.create.bind(journals);
+  journals.create = (runId: string) => {
+    events.push("journal create");
+    return create(runId);
+  };
+  const handle = fresh(await env.invocations.open(SCOPE, randomUUID(), request, "agent"));
+  assert.deepEqual(events, ["journal create", "claim durable"]);
+  assert.equal((await handle.finish({ ok: true })).status, "recorded");
+  // A replay creates nothing: the store answers it from its read, before any write.
+  events.length = 0;
+  assert.equal((await env.invocations.open(SCOPE, handle.id, request, "agent")).status, "recorded");
+  assert.deepEqual(events, ["claim durable"]);
+});
+
+test("callers that lose the race for a claim leave no journal behind", async (t) => {
+  const env = await setup(t);
+  const id = randomUUID();
+  const outcomes = await Promise.all(Array.from({ length: 16 }, () => env.invocations.open(SCOPE, id, request, "agent")));
+  const handle = fresh(outcomes.find((o) => o.status === "fresh")!);
+  const files = readdirSync(env.backend.journals.dir).filter((name) => name.endsWith(".ndjson"));
+  assert.deepEqual(files, [`${handle.run_id}.ndjson`]);
+  assert.equal((await handle.finish({ ok: true })).status, "recorded");
 });

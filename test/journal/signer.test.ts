@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { EmbeddedJournalStore } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
-import { SIGN_WORKER_URL, Signer } from "../../src/journal/signer.js";
+import { INLINE_PER_TURN, SIGN_WORKER_URL, Signer } from "../../src/journal/signer.js";
 import type { SigningKey } from "../../src/journal/types.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { JournalWriter } from "../../src/journal/writer.js";
@@ -39,7 +39,29 @@ describe("the signing worker", () => {
     [...first, ...rest].forEach((signature, i) => {
       assert.deepEqual(Buffer.from(signature), sign(null, messages[i]!, privateKey), `signature ${i}`);
     });
-    assert.equal(signer.signedInWorker, 200, "every signature came from the worker");
+    assert.equal(signer.signedInWorker + signer.signedInline, 200);
+    // Each burst found the worker idle: its first few lines were signed inline, the rest in the worker.
+    assert.ok(signer.signedInline <= 2 * INLINE_PER_TURN, `${signer.signedInline} signed inline`);
+    assert.ok(signer.signedInWorker >= 200 - 2 * INLINE_PER_TURN, `${signer.signedInWorker} signed in the worker`);
+  });
+
+  it("a lone caller's lines are signed inline while the worker is idle: no thread hand-off to wait for", async () => {
+    const signer = new Signer({ spawn: () => tsWorker(SIGN_WORKER_URL) });
+    after(() => signer.close());
+    const message = randomBytes(120);
+    // One caller, one line at a time, each in a turn of its own (as a single run's lines are).
+    for (let i = 0; i < 10; i++) {
+      assert.deepEqual(Buffer.from(await signer.sign(privateKey, message)), sign(null, message, privateKey));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    assert.equal(signer.signedInWorker, 0, "no line of a lone caller waited for the worker");
+    assert.equal(signer.signedInline, 10);
+    // A burst in one turn: the first INLINE_PER_TURN inline, the rest batched to the worker.
+    const burst = Array.from({ length: 3 * INLINE_PER_TURN }, (_, i) => randomBytes(10 + i));
+    const signatures = await Promise.all(burst.map((m) => signer.sign(privateKey, m)));
+    signatures.forEach((s, i) => assert.deepEqual(Buffer.from(s), sign(null, burst[i]!, privateKey), `burst signature ${i}`));
+    assert.equal(signer.signedInline, 10 + INLINE_PER_TURN);
+    assert.equal(signer.signedInWorker, 2 * INLINE_PER_TURN);
   });
 
   it("a journal written through it verifies", async () => {
@@ -57,7 +79,8 @@ describe("the signing worker", () => {
       assert.equal(report.ok, true, JSON.stringify(report.first_error));
       assert.equal(report.entries, cleanRunEvents().length);
     }
-    assert.ok(signer.signedInWorker >= writers.length * cleanRunEvents().length);
+    assert.ok(signer.signedInWorker + signer.signedInline >= writers.length * cleanRunEvents().length);
+    assert.ok(signer.signedInWorker > 0, "six concurrent writers kept the worker busy");
   });
 
   it("a worker that exits, or cannot start, leaves signing inline with the same signatures", async () => {

@@ -80,7 +80,7 @@ async function apply(ctx: CliContext, runArgument: string, flags: ApplyFlags): P
   }
   const manifest = format.parseManifest(bytes, changes.change_set);
   const root = resolve(ctx.io.cwd, flags.to ?? ".");
-  const applied = await applyChangeSet(manifest, { root, blob: (digest) => client.runChangesBlob(runId, digest) });
+  const applied = await applyChangeSet(manifest, { root, blob: (digest) => client.runChangeBlob(runId, digest) });
   if (flags.json === true) {
     printJson(ctx, { run_id: runId, change_set: changes.change_set, base: manifest.base, ...applied });
     return EXIT_OK;

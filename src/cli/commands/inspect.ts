@@ -83,6 +83,14 @@ function agentStoppedRows({ report }: Inspection): [string, string][] {
   return [["agent stopped", "no node recorded stopping it: check that the pid above is gone on its host"]];
 }
 
+/** An unresolved run's worktree, stored as a change set as it stands: its digest is evidence a review can cite. */
+function worktreeRows({ report }: Inspection): [string, string][] {
+  const changes = report.changes as { base?: string; change_set?: string; files_total?: number; error?: { code: string } } | undefined;
+  if (changes === undefined) return [];
+  if (changes.change_set === undefined) return [["worktree", `kept; its change set could not be made (${changes.error?.code ?? "unknown"})`]];
+  return [["worktree changes", `${changes.files_total ?? 0} file(s) against ${changes.base ?? "?"}, change set ${changes.change_set}`]];
+}
+
 async function inspect(ctx: CliContext, scope: string, id: string, flags: InspectFlags): Promise<number> {
   if (flags.evidence.length > 0 && flags.reviewTemplate !== true) throw new ValidationError("evidence-without-template", "--evidence goes with --review-template");
   // Evidence is hashed first: a file that cannot be read fails before anything is asked of the node.
@@ -118,6 +126,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
         ["agent process", journal.agent_process === undefined ? "not noted" : `pid ${journal.agent_process.pid} on ${journal.agent_process.host}`],
         ...agentStoppedRows(inspection),
+        ...worktreeRows(inspection),
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
         ["needs review", needsReview(inspection)],
       ]) +

@@ -17,6 +17,7 @@ interface InvokeFlags extends NodeFlags, OutputFlags {
   provider: ProviderName;
   bundle?: string;
   workspace?: string;
+  base?: string;
   timeout?: number;
   wait: number;
 }
@@ -35,6 +36,7 @@ export function registerInvokeCommand(program: Command, ctx: CliContext): void {
     .requiredOption("--provider <name>", PROVIDERS_TEXT, parseProvider)
     .option("--bundle <bundle>", "materialize this bundle for the agent: <id> (its latest revision) or <id>@<revision>")
     .option("--workspace <id>", "workspace the agent runs in (as configured on the node)")
+    .option("--base <ref>", "a git workspace's ref or commit the run starts from (default: its HEAD when the run is claimed)")
     .option("--timeout <s>", "seconds the agent may run (node default otherwise)", parsePositiveInt("--timeout"))
     .option("--wait <s>", "seconds to wait for the result before answering \"running\" (0: do not wait)", parseNonNegativeInt("--wait"), DEFAULT_WAIT_S)
     .option("--json", "print the invocation as JSON (status, run_id, result…)");
@@ -49,6 +51,7 @@ async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Prom
     prompt,
     ...(flags.bundle !== undefined ? { bundle: await resolveBundleRef(client, flags.bundle) } : {}),
     ...(flags.workspace !== undefined ? { workspace: flags.workspace } : {}),
+    ...(flags.base !== undefined ? { base: flags.base } : {}),
     ...(flags.timeout !== undefined ? { timeout_s: flags.timeout } : {}),
   };
   const reply = await invokeWaiting(() => client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {}), flags.wait);

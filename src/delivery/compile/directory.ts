@@ -25,6 +25,7 @@ import { validateRelativePath } from "../paths.js";
 import { checkContractAtBegin, checkContractContent, inferKind } from "../contract/check.js";
 import { walkDirectory, sourceError, sourceRefusal, type WalkedFile } from "./walk.js";
 import { readStable, readVerified } from "./read.js";
+import type { BundleEntry, DigestCache } from "./digest-cache.js";
 
 export interface CompiledFile {
   readonly component: Component;
@@ -62,6 +63,8 @@ export interface CompileOptions {
   readonly hooks?: CompileHooks;
   /** keep the bytes that were read, digested and validated (saves re-reading them for upload) */
   readonly keepContents?: boolean;
+  /** digests of earlier compiles, reused for files whose identity is unchanged (compile/digest-cache.ts) */
+  readonly digestCache?: DigestCache;
 }
 
 function checkOptions(options: CompileOptions): void {
@@ -119,13 +122,22 @@ interface ReadBundle {
  * Reads every walked file once, in manifest order, digesting blobs and the bundle as it goes. The
  * files are still read one after another (the next once this one is read), but the next read
  * overlaps with this one's bundle digest, and each blob's own digest runs on the I/O threads.
+ * With a digest cache, a file whose identity is unchanged since an earlier compile is read (its
+ * bytes are validated and uploaded) but not hashed; when all are, neither is the bundle.
  */
 async function readFiles(
   files: readonly WalkedFile[],
   kindOf: (path: string) => ComponentKind,
   scope: ComponentScope,
   hooks: CompileHooks = {},
+  cache?: DigestCache,
 ): Promise<ReadBundle> {
+  const readStartNs = cache?.now() ?? 0n;
+  const cached = files.map((f) => cache?.lookup(f.absolutePath, f.stat));
+  // The bundle digest of an unchanged listing is known; otherwise it is taken over the bytes.
+  const knownBundle = cached.every((d) => d !== undefined)
+    ? cache?.bundleDigest(files.map((f, i) => ({ relativePath: f.relativePath, byteLength: Number(f.stat.size), digest: cached[i]! })))
+    : undefined;
   const bundleDigest = new BundleDigestBuilder();
   const contents = new Map<string, Uint8Array>();
   const read = (f: WalkedFile): Promise<Buffer> => {
@@ -141,19 +153,26 @@ async function readFiles(
   for (const [i, f] of files.entries()) {
     const bytes = await next!;
     next = i + 1 < files.length ? read(files[i + 1]!) : undefined;
-    const digest = digestOffThread(bytes);
+    // readStable refused the file unless it kept the walked identity through the read.
+    const known = cached[i];
+    const digest = known === undefined ? digestOffThread(bytes) : Promise.resolve(known);
     digest.catch(() => undefined);
     digests.push(digest);
-    bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
+    if (knownBundle === undefined) bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
     contents.set(f.relativePath, bytes);
   }
   const compiled: CompiledFile[] = [];
+  const listing: BundleEntry[] = [];
   for (const [i, f] of files.entries()) {
     const blob = { digest: await digests[i]!, byte_len: contents.get(f.relativePath)!.byteLength };
     const component = { kind: kindOf(f.relativePath), scope, relative_path: f.relativePath, blob };
     compiled.push({ component, absolutePath: f.absolutePath });
+    listing.push({ relativePath: f.relativePath, byteLength: blob.byte_len, digest: blob.digest });
+    if (cached[i] === undefined) cache?.remember(f.absolutePath, f.stat, blob.digest, readStartNs);
   }
-  return { compiled, contents, bundleDigest: bundleDigest.digest() };
+  const digest = knownBundle ?? bundleDigest.digest();
+  if (knownBundle === undefined) cache?.rememberBundle(listing, digest);
+  return { compiled, contents, bundleDigest: digest };
 }
 
 /**
@@ -173,7 +192,7 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
   checkOverridesExist(overrides, files);
   const kindOf = (path: string): ComponentKind => overrides.get(path) ?? inferKind(path);
   const scope = options.scope ?? "session";
-  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options.hooks);
+  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options.hooks, options.digestCache);
 
   const components = compiled.map((c) => c.component);
   const { bundleId: bundle_id, revision } = options;

@@ -1,6 +1,9 @@
 /** Run journals (raw, verified, live) and the node's public keys. */
+import { Type } from "typebox";
 import { ProblemResponse } from "../../api/problem.js";
-import { AttestationEnvelope, CHANGES_BLOB_CONTENT_TYPE, ChangesBlobBody, RunChangeSetBody, RunChangesBlobParams, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
+import { ChangeBlobBody, ChangeBlobParams, ChangeStat, ChangesQuery, RunChangeSet } from "../../api/runs.js";
+import type { Digest } from "../../core/digest.js";
+import { AttestationEnvelope, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { principalOf } from "../auth.js";
@@ -110,24 +113,36 @@ export function runRoutes(ctx: RouteContext) {
 
     app.get(
       "/v1/runs/:run_id/changes",
-      { schema: { operationId: "getRunChanges", summary: "The run's change set (its manifest), checked against the digest its journal signs", params: RunParams, response: { 200: RunChangeSetBody, "4xx": ProblemResponse } } },
-      async (request, reply) => reply.header("cache-control", "no-store").send(await warden.changes.read(request.params.run_id.toLowerCase())),
+      {
+        schema: {
+          operationId: "getRunChanges",
+          summary: "What the run changed in its git worktree: the change set's manifest and digest, or (?stat) its files and line counts",
+          params: RunParams,
+          querystring: ChangesQuery,
+          response: { 200: Type.Union([RunChangeSet, ChangeStat]), "4xx": ProblemResponse },
+        },
+      },
+      async (request) => {
+        const runId = request.params.run_id.toLowerCase();
+        const stat = request.query.stat;
+        return stat !== undefined && stat !== "false" && stat !== "0" ? warden.changes.stat(runId) : warden.changes.read(runId);
+      },
     );
 
     app.get(
       "/v1/runs/:run_id/changes/blobs/:digest",
       {
         schema: {
-          operationId: "getRunChangesBlob",
-          summary: "One blob of the run's change set: a new file's bytes or the patch",
-          params: RunChangesBlobParams,
-          produces: [CHANGES_BLOB_CONTENT_TYPE],
-          response: { 200: ChangesBlobBody, "4xx": ProblemResponse },
+          operationId: "getRunChangeBlob",
+          summary: "One blob of the run's change set (a new file's bytes, or the patch), checked against its digest",
+          params: ChangeBlobParams,
+          produces: ["application/octet-stream"],
+          response: { 200: ChangeBlobBody, "4xx": ProblemResponse },
         },
       },
       async (request, reply) => {
-        const bytes = await warden.changes.blob(request.params.run_id.toLowerCase(), request.params.digest as `sha256:${string}`);
-        return reply.type(CHANGES_BLOB_CONTENT_TYPE).header("cache-control", "no-store").send(bytes);
+        const bytes = await warden.changes.blob(request.params.run_id.toLowerCase(), request.params.digest as Digest);
+        return reply.type("application/octet-stream").header("cache-control", "no-store").send(bytes);
       },
     );
 

@@ -14,6 +14,7 @@ import type { Digest } from "../../../core/digest.js";
 import type {
   ClaimAttempt,
   ClaimKey,
+  ClaimOptions,
   ClaimListFilter,
   ClaimRecord,
   ClaimState,
@@ -190,12 +191,16 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#writes instanceof ClaimWriteChannel && this.#writes.offloaded;
   }
 
-  async claim(claim: NewClaim): Promise<ClaimAttempt> {
+  async claim(claim: NewClaim, options: ClaimOptions = {}): Promise<ClaimAttempt> {
     this.#assertOpen();
     // Existing claims (replays, retries) are answered from a read: no write lock, no fsync.
     const existing = this.#read(claim.scope, claim.id);
     if (existing !== undefined) return { created: false, claim: existing };
-    const written = await this.#writes.claim(claim);
+    const writing = this.#writes.claim(claim);
+    // The write is queued (its commit may already be on the way): what a fresh claim needs next
+    // can start beside it.
+    options.onWrite?.();
+    const written = await writing;
     return { created: written.created, claim: this.#state(written.row) } as ClaimAttempt;
   }
 

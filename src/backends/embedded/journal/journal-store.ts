@@ -190,6 +190,22 @@ class FileJournalAppender implements JournalAppender {
     return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
   }
 
+  /**
+   * Closes and unlinks a journal nothing was appended to. No fsync: a name that survives a crash
+   * is an empty journal no claim names.
+   */
+  async discard(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#written !== 0 || this.#queue.length > 0 || this.#flushing !== undefined) {
+      throw new ConflictError("journal-not-empty", `journal of run ${this.#runId} has lines; it is closed, never discarded`);
+    }
+    this.#closed = true;
+    closeSync(this.#fd);
+    await fsp.unlink(this.#path).catch((error: unknown) => {
+      if (errnoCode(error) !== "ENOENT") throw error;
+    });
+  }
+
   /** Waits for queued lines, makes every written line durable, and closes the file. */
   async close(): Promise<void> {
     if (this.#closed) return;
