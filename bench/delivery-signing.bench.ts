@@ -60,7 +60,7 @@ export default async function (): Promise<void> {
       await delivery.putChunk(begun.stage_id, m.digest, 0, file.content);
     }
     await delivery.commit(begun.stage_id, [signature]);
-    const stored = (await delivery.show("bench-signed")).revisions[0]!;
+    const stored = (await delivery.catalog.show("bench-signed")).revisions[0]!;
 
     // The policy check alone, as getManifest runs it (warm: file unchanged, signature verified once).
     const entrySignatures = [{ signature: stored.signatures[0]!.signature!, fingerprint: stored.signatures[0]!.fingerprint, key_type: "ssh-ed25519", principals: [], signed_at: Date.now() }];
@@ -90,7 +90,7 @@ export default async function (): Promise<void> {
     }
 
     // Materializations (each runs the check through getManifest), and the same without a policy.
-    const materializer = new Materializer({ root: join(home, "mat"), source: delivery });
+    const materializer = new Materializer({ root: join(home, "mat"), source: delivery.reads });
     const matMs: number[] = [];
     for (let i = 0; i < MATERIALIZATIONS; i++) {
       const session = `s${String(i).padStart(4, "0")}`;

@@ -129,7 +129,9 @@ export const UPLOAD_OFFSET_HEADER = "upload-offset";
 export const CHUNK_CONTENT_TYPE = "application/octet-stream";
 
 export const ChunkHeaders = Type.Object({
-  "upload-offset": Type.String({ pattern: "^(0|[1-9][0-9]{0,15})$", description: "byte offset of this chunk in the blob" }),
+  // At most 15 digits: every such offset is a safe integer, so this pattern is the one check an
+  // offset gets over HTTP (no blob comes near 10^15 bytes).
+  "upload-offset": Type.String({ pattern: "^(0|[1-9][0-9]{0,14})$", description: "byte offset of this chunk in the blob" }),
 });
 export type ChunkHeaders = Static<typeof ChunkHeaders>;
 

@@ -16,3 +16,5 @@ export * from "./delivery-errors.js";
 export * from "./chunk-upload.js";
 export * from "./commit-verify.js";
 export * from "./service.js";
+export * from "./bundle-catalog.js";
+export * from "./blob-reads.js";

@@ -8,7 +8,9 @@ import { ValidationError } from "../core/errors.js";
 import { DEFAULT_LIMITS, isCount, isTime, type Limits } from "../core/limits.js";
 import { readVerifiedBlob, type ByteSource } from "./blob-store.js";
 import { bundleViews, revisionView, type BundleView, type CatalogEntry, type RevisionView } from "./catalog.js";
-import { TrustPolicy, type SignerView } from "../signing/policy.js";
+import type { TrustPolicy } from "../signing/policy.js";
+import { BlobReads, NO_RULES } from "./blob-reads.js";
+import { BundleCatalog, type DeliveryAttest } from "./bundle-catalog.js";
 import { withSigners } from "./manifest-record.js";
 import type { StoredSignature } from "./signature-record.js";
 import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
@@ -53,11 +55,6 @@ export interface DeliveryBackend extends DeliveryStores {
   close(): Promise<void>;
 }
 
-/** Who hears of durable commits and later signatures (the transparency log); resolves once told. */
-export interface DeliveryAttest {
-  commit(entry: CatalogEntry): Promise<unknown>;
-  signed(entry: CatalogEntry, signature: StoredSignature): Promise<unknown>;
-}
 
 export interface DeliveryOptions {
   readonly limits?: Limits;
@@ -65,6 +62,12 @@ export interface DeliveryOptions {
   readonly clock?: () => number;
   /** The node's trust policy for bundle signatures (none: signatures are verified, nothing required). */
   readonly trust?: TrustPolicy;
+  /**
+   * Told of each commit after it is durable, and of each signature added to a committed revision
+   * after it is stored; again when a commit or signature is answered from the catalog (a crash
+   * between the two then heals on the client's retry). The node's transparency log; none: no one.
+   */
+  readonly attest?: DeliveryAttest;
 }
 
 export interface StagingBegun {
@@ -113,15 +116,20 @@ export interface StageStatus {
  * gc must not delete a blob begin just counted as present.
  */
 const STORE_KEY = "store";
-/** Without a configured policy, signatures are still verified; nothing is required. */
-const NO_RULES = new TrustPolicy({ rules: [] });
 const stageKey = (stageId: string): string => `stage:${stageId}`;
 const blobKey = (stageId: string, digest: Digest): string => `blob:${stageId}:${digest}`;
 /** A stage whose stored record is damaged (see abort). */
 const DAMAGED = Symbol("damaged stage record");
 
+/**
+ * Uploads (begin, chunks, status, commit, abort, expiry, the stages in flight) and the store's
+ * upkeep (start-up recovery, gc), with the two other services over the same stores: `catalog`
+ * (what publishers and operators see of committed bundles) and `reads` (what materialization reads).
+ */
 export class Delivery {
   readonly limits: Limits;
+  readonly catalog: BundleCatalog;
+  readonly reads: BlobReads;
   readonly #backend: DeliveryBackend;
   readonly #clock: () => number;
   readonly #locks = new LockTable();
@@ -129,17 +137,8 @@ export class Delivery {
   readonly #trust: TrustPolicy | undefined;
   #recovery: RecoveryReport | undefined;
 
-  /** Told of each commit, and each signature added later, once durable (the transparency log); see attestTo. */
-  #attest: DeliveryAttest | undefined;
-
-  /**
-   * Has `attest` told of each commit after it is durable, and of each signature added to a
-   * committed revision after it is stored; again when a commit or signature is answered from the
-   * catalog (a crash between the two then heals on the client's retry).
-   */
-  attestTo(attest: DeliveryAttest): void {
-    this.#attest = attest;
-  }
+  /** Told of each commit, and each signature added later, once durable (DeliveryOptions.attest). */
+  readonly #attest: DeliveryAttest | undefined;
 
   constructor(backend: DeliveryBackend, options: DeliveryOptions = {}) {
     this.#backend = backend;
@@ -147,6 +146,9 @@ export class Delivery {
     this.#clock = options.clock ?? Date.now;
     this.#chunks = new ChunkUpload(backend, this.limits);
     this.#trust = options.trust;
+    this.#attest = options.attest;
+    this.catalog = new BundleCatalog({ catalog: backend.catalog, clock: this.#clock, trust: this.#trust, attest: this.#attest });
+    this.reads = new BlobReads({ catalog: backend.catalog, blobs: backend.blobs, limits: this.limits, trust: this.#trust });
   }
 
   /** Builds the service and runs start-up recovery (expiry, interrupted publications, GC). */
@@ -370,43 +372,6 @@ export class Delivery {
   }
 
   /**
-   * Adds a signature to a committed revision (a second signer, a release manager): verified over
-   * the revision's statement and, under a rule, by a signer the policy trusts. The same key again
-   * keeps the stored signature. Answers the revision as `show` lists it.
-   */
-  async addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
-    return guard(async () => {
-      const { catalog } = this.#backend;
-      const entry = await catalog.get(bundleId, revision);
-      if (entry === undefined) throw revisionNotFound(bundleId, revision);
-      const added = (this.#trust ?? NO_RULES).acceptAdditional(entry.receipt, entry.signatures, signature, this.#clock());
-      if (added !== undefined) await catalog.addSignature(bundleId, revision, { ...added, at_commit: false });
-      const now = await catalog.get(bundleId, revision);
-      if (now === undefined) throw revisionNotFound(bundleId, revision);
-      // The stored signature of that key (this one, or the one it signed with before).
-      const stored = added === undefined ? undefined : now.signatures.find((s) => s.fingerprint === added.fingerprint);
-      if (stored !== undefined && !stored.at_commit) await this.#attest?.signed(now, stored);
-      return revisionView(now);
-    });
-  }
-
-  /** Revisions committed, or signed later, at or after `at` (ms): the transparency log's catch-up. */
-  async changedSince(at: number): Promise<readonly CatalogEntry[]> {
-    return guard(() => this.#backend.catalog.changedSince(at));
-  }
-
-  /**
-   * The signers of a committed, live revision as the trust policy sees them now; refuses one the
-   * policy no longer allows to run (`bundle-signer-revoked`, `bundle-signature-required`).
-   */
-  async signersOf(bundleId: string, revision: string): Promise<readonly SignerView[]> {
-    return guard(async () => {
-      const entry = await this.#liveEntry(bundleId, revision);
-      return (this.#trust ?? NO_RULES).checkAtUse(entry.receipt, entry.signatures);
-    });
-  }
-
-  /**
    * Verifies a complete stage and publishes the blobs it received. Their partials are made durable
    * (most already were, in the background, as each completed) while the verification reads them,
    * and nothing is published before both are done. Publications go in parallel.
@@ -502,77 +467,12 @@ export class Delivery {
     });
   }
 
-  async list(): Promise<BundleView[]> {
-    return guard(async () => {
-      return bundleViews(await this.#backend.catalog.list());
-    });
-  }
-
-  async show(bundleId: string): Promise<BundleView> {
-    return guard(async () => {
-      const [view] = bundleViews(await this.#backend.catalog.list(bundleId));
-      if (view === undefined) throw bundleNotFound(bundleId);
-      return view;
-    });
-  }
-
-  /** The manifest a committed revision was delivered with (retired ones too: they stay listed). */
-  async manifest(bundleId: string, revision: string): Promise<Manifest> {
-    return guard(async () => {
-      const entry = await this.#backend.catalog.get(bundleId, revision);
-      if (entry === undefined) throw revisionNotFound(bundleId, revision);
-      const manifest = await this.#backend.catalog.manifestOf(entry.manifest_digest);
-      if (manifest === undefined) throw revisionNotFound(bundleId, revision);
-      return manifest;
-    });
-  }
-
-  /** Hides a revision from new sessions; its blobs become collectable by `gc`. */
-  async retire(bundleId: string, revision: string): Promise<void> {
-    return guard(async () => {
-      if (!(await this.#backend.catalog.retire(bundleId, revision, this.#clock()))) throw revisionNotFound(bundleId, revision);
-    });
-  }
-
   /** Deletes every blob no live revision and no active stage references; returns how many. */
   async gc(): Promise<number> {
     return guard(async () => {
       await this.#sweepExpired();
       return this.#storeWide(() => collectUnreferencedBlobs(this.#backend));
     });
-  }
-
-  /**
-   * The manifest of a committed, live revision that the trust policy allows to run now
-   * (materialization refuses retired ones, and revoked signers').
-   */
-  async getManifest(bundleId: string, revision: string): Promise<Manifest> {
-    return guard(async () => {
-      const entry = await this.#liveEntry(bundleId, revision);
-      this.#trust?.checkAtUse(entry.receipt, entry.signatures);
-      const manifest = await this.#backend.catalog.manifestOf(entry.manifest_digest);
-      if (manifest === undefined) throw revisionNotFound(bundleId, revision);
-      return manifest;
-    });
-  }
-
-  async #liveEntry(bundleId: string, revision: string): Promise<CatalogEntry> {
-    const entry = await this.#backend.catalog.get(bundleId, revision);
-    if (entry === undefined) throw revisionNotFound(bundleId, revision);
-    if (entry.retired_at !== null) throw revisionRetired(bundleId, revision);
-    return entry;
-  }
-
-  /** A blob's bytes, verified (digest and length) before any is returned (G8). */
-  async openBlob(ref: BlobRef): Promise<Uint8Array> {
-    return guard(async () => {
-      return readVerifiedBlob(this.#backend.blobs, ref, this.limits.fileBytes);
-    });
-  }
-
-  /** A blob as a stream that throws `blob-tampered` at its end if the bytes do not verify. */
-  openBlobStream(ref: BlobRef): AsyncIterable<Uint8Array> {
-    return guardStream(this.#backend.blobs.stream(ref));
   }
 
   /** A stage that exists and has not expired (expired ones are removed by the next sweep). */

@@ -130,7 +130,7 @@ export interface ClaimStore {
    * with exactly one `created: true`.
    *
    * `options.onWrite`, when given, is called (at most once, synchronously) as the store starts
-   * writing a new claim — no row was found for the key — so work only a fresh claim needs (its
+   * writing a claim for a key its caller found no row for, so work only a fresh claim needs (its
    * journal's file) can proceed while the commit is on its way to disk. It is a hint: a store may
    * never call it, and a call does not mean the claim will be created (a concurrent caller may win).
    */

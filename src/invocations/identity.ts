@@ -7,7 +7,7 @@ import { canonicalJson } from "../core/canonical.js";
 import { sha256Digest, type Digest } from "../core/digest.js";
 import { LimitError, ValidationError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
-import { isUuid } from "../journal/schema.js";
+import { isRunId, isUuid } from "../journal/schema.js";
 
 // C0 controls and DEL: identities end up in logs, headers and file listings.
 const CONTROL_RE = /[\u0000-\u001f\u007f]/;
@@ -36,6 +36,9 @@ export function checkScope(scope: unknown, limits: Pick<Limits, "scopeBytes">): 
 /** An invocation id is a UUID (the Idempotency-Key), in canonical lowercase form. */
 export function checkInvocationId(id: unknown): string {
   if (typeof id !== "string") throw new ValidationError("invocation-id-invalid", "invocation id must be a UUID string");
+  // An id that came through a door (parseInvocation) is canonical already: checked, not lowercased again.
+  const canonical: boolean = isRunId(id);
+  if (canonical) return id;
   const lower = id.toLowerCase();
   if (!isUuid(lower)) throw new ValidationError("invocation-id-invalid", "invocation id must be a UUID");
   return lower;

@@ -168,6 +168,12 @@ export class Invocations {
     const key = this.#key(scope, id);
     const request_hash = requestHashOf(request, this.limits);
     const started = this.#runStarted(key, request_hash, checkName(agent, "agent"), options);
+    // Existing claims (replays, retries) are answered from a read: no write lock, no fsync. The
+    // facade has just read the id itself (one read per new id), and says so.
+    if (options.lookedUp !== true) {
+      const existing = await this.#noting(key, () => this.#claims.get(key));
+      if (existing !== undefined) return this.#outcomeOf(existing, request_hash);
+    }
     // Everything that could fail before the run is settled first: a claim is never burnt by a
     // missing key or a malformed option.
     const signingKey = await this.#activeKey();

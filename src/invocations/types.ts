@@ -71,6 +71,12 @@ export interface OpenOptions {
   readonly isolation?: JsonValue;
   /** journaled in run.started: the commit a git workspace's run starts from (DESIGN.md "Change sets") */
   readonly base?: string;
+  /**
+   * The caller read `(scope, id)` as absent just before (the facade's replay check): the claim's
+   * insert is then the first statement. Otherwise `open` reads the id first, so that a replay
+   * writes nothing.
+   */
+  readonly lookedUp?: boolean;
 }
 
 export interface EffectSpec {

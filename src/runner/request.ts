@@ -3,7 +3,9 @@
  * timeout_s?}`), checked completely before a claim is opened for it, so a request that could
  * never run does not burn its idempotency id.
  */
+import type { JsonValue } from "../core/canonical.js";
 import { ValidationError } from "../core/errors.js";
+import { checkInvocationId } from "../invocations/identity.js";
 import { isPlainObject } from "../delivery/plain-object.js";
 import { isProviderName, type BundleRef, type ProviderName } from "../providers/types.js";
 
@@ -86,4 +88,24 @@ export function parseInvokeRequest(input: unknown, bounds: RequestBounds): Invok
     ...(base === undefined ? {} : { base }),
     ...(timeout === undefined ? {} : { timeout_s: timeout }),
   };
+}
+
+/** A request's identity as the claim store hashes it (its canonical JSON is the request identity). */
+export function requestJson(request: InvokeRequest): JsonValue {
+  return JSON.parse(JSON.stringify(request)) as JsonValue;
+}
+
+/**
+ * An invocation as it travels from the door it came in by (the HTTP route, the library's
+ * `Warden.start`) to its claim: parsed once, its id in canonical (lowercase) form.
+ */
+export interface ParsedInvocation {
+  readonly scope: string;
+  readonly id: string;
+  readonly request: InvokeRequest;
+}
+
+/** Parses an invocation's id and request once, at its door; everything after takes the result. */
+export function parseInvocation(scope: string, id: unknown, input: unknown, bounds: RequestBounds): ParsedInvocation {
+  return { scope, id: checkInvocationId(id), request: parseInvokeRequest(input, bounds) };
 }

@@ -37,7 +37,7 @@ import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
 import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
-import { parseInvokeRequest, type InvokeRequest } from "./request.js";
+import { parseInvocation, requestJson, type InvokeRequest, type ParsedInvocation, type RequestBounds } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
 import { AGENT_TAG_VAR } from "./orphans.js";
@@ -107,10 +107,17 @@ export interface RunnerOptions {
   readonly worktrees?: RunWorktrees;
 }
 
+/** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
 export interface InvokeInput {
   readonly scope: string;
   readonly id: string;
   readonly request: unknown;
+}
+
+/** What `start` takes: an invocation parsed at its door (request.ts parseInvocation). */
+export interface StartInput extends ParsedInvocation {
+  /** the caller read the id as absent just before (Warden.start): the claim is attempted without reading it again */
+  readonly lookedUp?: boolean;
 }
 
 /** What the runner records for a run: the replayed result of its invocation. */
@@ -209,6 +216,11 @@ export class Runner {
     return [...this.#workspaces.values()];
   }
 
+  /** The bounds a request is parsed against (request.ts): the node's, so every door checks alike. */
+  get bounds(): RequestBounds {
+    return { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS };
+  }
+
   /** The end of what a run's agent printed on `stream`, as this node captured it (live while it runs). */
   outputTail(runId: string, stream: OutputStream, maxBytes: number): Promise<OutputTail> {
     return readOutputTail(this.#outputDir, runId, stream, maxBytes);
@@ -216,7 +228,7 @@ export class Runner {
 
   /** Runs the invocation to its end (or answers its existing state without launching anything). */
   async invoke(input: InvokeInput): Promise<ExistingOutcome> {
-    const started = await this.start(input);
+    const started = await this.start(parseInvocation(input.scope, input.id, input.request, this.bounds));
     return started.status === "started" ? started.done : started;
   }
 
@@ -224,8 +236,8 @@ export class Runner {
    * Claims the invocation and, when this caller owns it, starts the run in the background:
    * `done` settles with its outcome. Any existing state is answered at once, nothing launched.
    */
-  async start(input: InvokeInput): Promise<StartOutcome> {
-    const request = parseInvokeRequest(input.request, { maxPromptBytes: this.#maxPromptBytes, maxTimeoutS: this.#maxTimeoutS });
+  async start(input: StartInput): Promise<StartOutcome> {
+    const request = input.request;
     const workspace = this.#workspaceOf(request);
     const cwd = workspace.path;
     // Before the claim: an unknown base, or a base for a plain directory, leaves the id free.
@@ -282,6 +294,7 @@ export class Runner {
       ...(worktree === undefined ? {} : { worktree }),
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
+      ...(input.lookedUp === true ? { lookedUp: true } : {}),
       provider: request.provider,
       isolation: confinement.record,
       ...(worktree === undefined ? {} : { base: worktree.base }),
@@ -639,9 +652,6 @@ function checkWorkspaces(workspaces: Readonly<Record<string, string>>): Readonly
   return out;
 }
 
-function requestJson(request: InvokeRequest): JsonValue {
-  return JSON.parse(JSON.stringify(request)) as JsonValue;
-}
 
 function notLaunched(error: WardenError): RunResult {
   return { exit_code: null, output_sha256: EMPTY_SHA256, output_tail: "", error: { code: error.code, message: error.message } };

@@ -134,7 +134,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     metrics: createNodeMetrics({
       activeStages: () => ctx.stages.size,
       activeRuns: () => warden.activeRuns,
-      journalAppends: () => warden.journals.appends,
+      journalAppends: () => warden.journalAppends,
       ...(warden.log === undefined ? {} : { log: { snapshot: () => warden.log!.snapshot(), failures: () => warden.logFailures } }),
     }),
     stages: new Set(),

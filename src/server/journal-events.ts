@@ -59,7 +59,7 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
   };
   const heartbeat = setInterval(() => write(": keep-alive\n\n"), HEARTBEAT_MS);
   heartbeat.unref();
-  const unsubscribe = warden.journals.subscribe(runId, () => void pump());
+  const unsubscribe = warden.subscribeJournal(runId, () => void pump());
   let poll: NodeJS.Timeout | undefined;
   const cleanup = (): void => {
     clearInterval(heartbeat);
@@ -81,8 +81,8 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
       do {
         again = false;
         // Liveness first: if no writer is open now, the read below sees every line there will be.
-        const live = warden.journals.isLive(runId);
-        const read = await warden.journals.readFrom(runId, sentBytes, warden.limits.journalBytes);
+        const live = warden.journalIsLive(runId);
+        const read = await warden.readJournalFrom(runId, sentBytes);
         if (read === undefined) return end("not-found");
         const bytes = Buffer.from(read.buffer, read.byteOffset, read.byteLength);
         if (sentBytes === 0 && invocation === undefined) invocation = invocationOf(bytes);
@@ -111,7 +111,7 @@ export function journalEventStream(warden: Warden, runId: string, afterSeq: numb
   /** True while another process owns the run: its claim (named by the journal's first line) reads in_progress. */
   async function runningElsewhere(): Promise<boolean> {
     if (invocation === undefined || invocation === null) return false;
-    return (await warden.invocations.lookup(invocation.scope, invocation.id))?.status === "in_progress";
+    return (await warden.lookup(invocation.scope, invocation.id))?.status === "in_progress";
   }
 
   /** Sends one line; true when it is the run's last entry. */

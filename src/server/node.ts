@@ -51,7 +51,7 @@ export async function startNode(config: ServeConfig, options: StartNodeOptions =
     const address = app.server.address() as AddressInfo;
     const url = urlOf({ host: config.listen.host, port: address.port });
     // Listed with the fleet's nodes; a node the database cannot hear now still serves (its row lacks the URL).
-    await warden.fleet.announce({ url, version: serverOptions.version ?? packageVersion() }).catch((error: unknown) => app?.log.warn({ err: error }, "could not record this node's URL in the fleet's list"));
+    await warden.announce({ url, version: serverOptions.version ?? packageVersion() }).catch((error: unknown) => app?.log.warn({ err: error }, "could not record this node's URL in the fleet's list"));
     await writeNodeFile(config.home, { url, pid: process.pid });
     const served = app;
     let closing: Promise<void> | undefined;

@@ -13,8 +13,14 @@ import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.j
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
-import type { Delivery } from "../delivery/service.js";
+import type { BeginResult, ChunkAccepted, Delivery, StageStatus, UploadProgress } from "../delivery/service.js";
+import type { ByteSource } from "../delivery/blob-store.js";
+import type { BundleView, RevisionView } from "../delivery/catalog.js";
+import type { CommitReceipt, Manifest } from "../delivery/manifest-types.js";
 import { Invocations, type ExistingOutcome } from "../invocations/index.js";
+import type { InvocationCounts } from "../invocations/service.js";
+import type { ListPage, ListQuery } from "../invocations/types.js";
+import { checkInvocationId } from "../invocations/identity.js";
 import type { RunInspection } from "../journal/inspect.js";
 import type { Inspection, ReconcileResult } from "../invocations/types.js";
 import type { PublicKeyRecord } from "../journal/types.js";
@@ -26,8 +32,9 @@ import { Materializer, type PlannedTreeFile } from "../providers/materializer.js
 import { TrustPolicy, type SigningConfig } from "../signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "../providers/profiles.js";
 import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "../providers/types.js";
-import { parseInvokeRequest, type InvokeRequest } from "../runner/request.js";
+import { parseInvocation, parseInvokeRequest, requestJson, type InvokeRequest } from "../runner/request.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import type { OutputStream, OutputTail } from "../runner/output-files.js";
 import { RunHomes } from "../providers/run-home.js";
 import { RunWorktrees } from "../changes/run-worktrees.js";
 import { RunChanges } from "./run-changes.js";
@@ -151,15 +158,19 @@ export type MaterializationPlan =
 export class Warden {
   readonly home: string;
   readonly limits: Limits;
-  readonly delivery: Delivery;
+  /**
+   * The node's claims and journals as a library (`invocations.run`, `open`, `lookup`, `list`):
+   * the one service a library user calls directly. The HTTP server goes through the methods below.
+   */
   readonly invocations: Invocations;
-  readonly materializer: Materializer;
-  readonly runner: Runner;
-  readonly journals: JournalTap;
+  readonly #delivery: Delivery;
+  readonly #materializer: Materializer;
+  readonly #runner: Runner;
+  readonly #journals: JournalTap;
   /** change sets of runs in git workspaces (DESIGN.md "Change sets") */
   readonly changes: RunChanges;
   /** the nodes sharing this node's state (the fleet on PostgreSQL; this node alone when embedded) */
-  readonly fleet: Fleet;
+  readonly #fleet: Fleet;
   /** the node's transparency log, when it keeps one */
   readonly log: TransparencyLog | undefined;
   readonly #logFailures: () => number;
@@ -200,14 +211,14 @@ export class Warden {
     this.reapedAgents = parts.reaped;
     this.#backend = parts.backend;
     const { owner, nodes } = parts.backend;
-    this.fleet = new Fleet(owner === undefined || nodes === undefined ? undefined : { registry: nodes, selfId: () => owner.id });
+    this.#fleet = new Fleet(owner === undefined || nodes === undefined ? undefined : { registry: nodes, selfId: () => owner.id });
     this.home = parts.backend.home;
     this.limits = parts.backend.limits;
-    this.delivery = parts.delivery;
+    this.#delivery = parts.delivery;
     this.invocations = parts.invocations;
-    this.materializer = parts.materializer;
-    this.runner = parts.runner;
-    this.journals = parts.journals;
+    this.#materializer = parts.materializer;
+    this.#runner = parts.runner;
+    this.#journals = parts.journals;
     this.#agents = parts.agents;
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
@@ -242,7 +253,7 @@ export class Warden {
     return this.#active.size;
   }
 
-  /** Parses an invocation request exactly as the runner will (every rule, its own code). */
+  /** Parses an invocation request as every door does (every rule, its own code). */
   parseRequest(input: unknown): InvokeRequest {
     return parseInvokeRequest(input, this.#bounds);
   }
@@ -250,11 +261,12 @@ export class Warden {
   /**
    * Starts `(scope, id)` for `request` unless it exists. A known invocation is answered by a
    * read only (no claim attempt, no write): that is the replay path. A different request under
-   * the same id is a ConflictError `idempotency-conflict` (422).
+   * the same id is a ConflictError `idempotency-conflict` (422). The id and the request are
+   * parsed here, once; from here on they travel parsed.
    */
   async start(scope: string, id: string, input: unknown): Promise<InvocationStart> {
-    const request = this.parseRequest(input);
-    const existing = await this.lookup(scope, id, request);
+    const invocation = parseInvocation(scope, id, input, this.#bounds);
+    const existing = await this.#lookup(invocation.scope, invocation.id, requestJson(invocation.request));
     if (existing !== undefined) return existing;
     if (this.closing) throw shuttingDown();
     // Checked before anything is claimed: a refused call leaves its id free for a later retry (G11).
@@ -263,25 +275,149 @@ export class Warden {
     this.#starting++;
     let started: Awaited<ReturnType<Runner["start"]>>;
     try {
-      started = await this.runner.start({ scope, id, request: input });
+      // The id was read as absent just now: the claim is attempted without reading it again.
+      started = await this.#runner.start({ ...invocation, lookedUp: true });
     } finally {
       this.#starting--;
     }
-    if (started.status !== "started") return this.#withRunId(scope, id, started);
-    const key = activeKey(scope, id.toLowerCase());
+    if (started.status !== "started") return this.#withRunId(invocation.scope, invocation.id, started);
+    const key = activeKey(invocation.scope, invocation.id);
     const done = started.done.finally(() => {
       this.#active.delete(key);
       this.#agents.prune();
     });
     done.catch(() => undefined);
-    this.#active.set(key, { run_id: started.run_id, scope, id: id.toLowerCase(), done });
+    this.#active.set(key, { run_id: started.run_id, scope: invocation.scope, id: invocation.id, done });
     return { status: "started", run_id: started.run_id, done: started.done };
   }
 
   /** The state of `(scope, id)` without creating anything; with `request`, conflicts are refused. */
   async lookup(scope: string, id: string, request?: InvokeRequest): Promise<KnownOutcome | undefined> {
-    const outcome = await this.invocations.lookup(scope, id, request === undefined ? undefined : requestJson(request));
+    return this.#lookup(scope, checkInvocationId(id), request === undefined ? undefined : requestJson(request));
+  }
+
+  async #lookup(scope: string, id: string, request: JsonValue | undefined): Promise<KnownOutcome | undefined> {
+    const outcome = await this.invocations.lookup(scope, id, request);
     return outcome === undefined ? undefined : this.#withRunId(scope, id, outcome);
+  }
+
+  /** A page of invocations (Invocations.list). */
+  listInvocations(query?: ListQuery): Promise<ListPage> {
+    return this.invocations.list(query);
+  }
+
+  /** Invocations by status. */
+  invocationCounts(): Promise<InvocationCounts> {
+    return this.invocations.counts();
+  }
+
+  /** The end of what a run's agent printed on `stream`, as this node captured it (live while it runs). */
+  outputTail(runId: string, stream: OutputStream, maxBytes: number): Promise<OutputTail> {
+    return this.#runner.outputTail(runId, stream, maxBytes);
+  }
+
+  /** Calls `onAppend` after each line appended to a run's journal by this process; answers the unsubscribe. */
+  subscribeJournal(runId: string, onAppend: () => void): () => void {
+    return this.#journals.subscribe(runId, onAppend);
+  }
+
+  /** True while this process has the run's journal open for writing. */
+  journalIsLive(runId: string): boolean {
+    return this.#journals.isLive(runId);
+  }
+
+  /** A run's journal from byte `from` (within the journal limit); undefined when there is none. */
+  readJournalFrom(runId: string, from: number): Promise<Uint8Array | undefined> {
+    return this.#journals.readFrom(runId, from, this.limits.journalBytes);
+  }
+
+  /**
+   * The journal store as runs write it, for tests that write a journal as a run would (the live
+   * stream's); the server reads journals through the methods above.
+   * @internal
+   */
+  get journalTap(): JournalTap {
+    return this.#journals;
+  }
+
+  /** Runs `(scope, id)` to its end (`start`, then the run's outcome), or answers its existing state. */
+  async invoke(scope: string, id: string, input: unknown): Promise<KnownOutcome> {
+    const started = await this.start(scope, id, input);
+    return started.status === "started" ? started.done : started;
+  }
+
+  /** Journal lines this process has appended (a metric). */
+  get journalAppends(): number {
+    return this.#journals.appends;
+  }
+
+  /** The nodes sharing this node's state (the fleet on PostgreSQL; this node alone when embedded). */
+  fleetView(): ReturnType<Fleet["view"]> {
+    return this.#fleet.view();
+  }
+
+  /** Records where this node serves, in the fleet's list. */
+  announce(node: Parameters<Fleet["announce"]>[0]): Promise<void> {
+    return this.#fleet.announce(node);
+  }
+
+  /** Begins (or resumes) the upload of a bundle manifest, parsed by the delivery module's own parser. */
+  beginStage(manifest: unknown): Promise<BeginResult> {
+    return this.#delivery.begin(manifest);
+  }
+
+  /** Appends one chunk of a blob at `offset` (the route's schema has checked it; Delivery checks it for every other caller). */
+  putChunk(stageId: string, digest: string, offset: number, body: ByteSource): Promise<ChunkAccepted> {
+    return this.#delivery.putChunk(stageId, digest, offset, body);
+  }
+
+  /** Where each missing blob of a stage resumes. */
+  stageStatus(stageId: string): Promise<StageStatus> {
+    return this.#delivery.status(stageId);
+  }
+
+  /** Commits a fully uploaded stage with the publisher's signatures, if any. */
+  commitStage(stageId: string, signatures: readonly string[] = []): Promise<CommitReceipt> {
+    return this.#delivery.commit(stageId, signatures);
+  }
+
+  /** Aborts a stage and drops its partial blobs. */
+  abortStage(stageId: string): Promise<void> {
+    return this.#delivery.abort(stageId);
+  }
+
+  /** Stages being uploaded now, with the bytes received of those declared. */
+  uploads(): Promise<UploadProgress[]> {
+    return this.#delivery.uploads();
+  }
+
+  /** Committed bundles with their revisions and receipts. */
+  listBundles(): Promise<BundleView[]> {
+    return this.#delivery.catalog.list();
+  }
+
+  /** One bundle's revisions with receipts. */
+  showBundle(bundleId: string): Promise<BundleView> {
+    return this.#delivery.catalog.show(bundleId);
+  }
+
+  /** The manifest a revision was committed with. */
+  revisionManifest(bundleId: string, revision: string): Promise<Manifest> {
+    return this.#delivery.catalog.manifest(bundleId, revision);
+  }
+
+  /** Adds a signature to a committed revision (a second signer, a release manager). */
+  addSignature(bundleId: string, revision: string, signature: string): Promise<RevisionView> {
+    return this.#delivery.catalog.addSignature(bundleId, revision, signature);
+  }
+
+  /**
+   * Retires a revision and deletes the blobs nothing live references any more: retiring is how an
+   * operator makes room, so what only it held goes now, not at a restart. Answers how many went.
+   */
+  async retireRevision(bundleId: string, revision: string): Promise<number> {
+    await this.#delivery.catalog.retire(bundleId, revision);
+    return this.#delivery.gc();
   }
 
   /**
@@ -301,7 +437,7 @@ export class Warden {
     const session = randomUUID();
     this.#apiSessions.add(session);
     try {
-      return await this.materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session });
+      return await this.#materializer.materialize({ provider, bundle: { bundle_id: bundleId, revision }, session });
     } catch (error) {
       this.#apiSessions.delete(session);
       throw error;
@@ -314,12 +450,12 @@ export class Warden {
    * would answer. The revision not being there is the caller's error, not a provider's refusal.
    */
   async materializationPlans(bundleId: string, revision: string): Promise<MaterializationPlan[]> {
-    await this.delivery.manifest(bundleId, revision);
+    await this.#delivery.catalog.manifest(bundleId, revision);
     const bundle = { bundle_id: bundleId, revision };
     return Promise.all(
       PROVIDER_NAMES.map(async (provider): Promise<MaterializationPlan> => {
         try {
-          return { provider, materializes: true, files: [...(await this.materializer.plan(provider, bundle))] };
+          return { provider, materializes: true, files: [...(await this.#materializer.plan(provider, bundle))] };
         } catch (error) {
           // A refusal is the provider's answer; a damaged store or a bug is the request's failure.
           if (!isWardenError(error) || error.status >= 500) throw error;
@@ -337,7 +473,7 @@ export class Warden {
       throw new NotFoundError("materialization-not-found", `no materialized tree ${session} is kept on this node`, { details: { session } });
     }
     try {
-      await this.materializer.cleanup(session);
+      await this.#materializer.cleanup(session);
     } catch (error) {
       this.#apiSessions.add(session);
       throw error;
@@ -346,7 +482,7 @@ export class Warden {
 
   /** The raw signed journal of a run. */
   async readJournal(runId: string): Promise<Uint8Array> {
-    const bytes = await this.journals.read(checkRunId(runId), this.limits.journalBytes);
+    const bytes = await this.#journals.read(checkRunId(runId), this.limits.journalBytes);
     if (bytes === undefined) throw new NotFoundError("run-not-found", `no journal for run ${runId}`, { details: { run_id: runId } });
     return bytes;
   }
@@ -407,7 +543,7 @@ export class Warden {
       maxBytes: this.limits.journalBytes,
       keys,
       signingKey,
-      bundle: (bundleId, revision) => this.delivery.manifest(bundleId, revision),
+      bundle: (bundleId, revision) => this.revisionManifest(bundleId, revision),
       log: this.log,
     });
   }
@@ -441,7 +577,7 @@ export class Warden {
     try {
       // After the runs: their seals are in the log's last checkpoint.
       await this.log?.close().catch(() => undefined);
-      await this.delivery.close();
+      await this.#delivery.close();
     } finally {
       await this.#backend.close();
     }
@@ -517,15 +653,11 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const trust = options.signing === undefined ? undefined : new TrustPolicy(options.signing);
     // A rule whose allowed_signers file cannot be used stops the node now, not at the first push.
     trust?.preload();
-    const trusted = trust === undefined ? {} : { trust };
-    delivery =
-      "openDelivery" in backend
-        ? await backend.openDelivery(trusted)
-        : (await openEmbeddedDelivery(backend.home, { limits: backend.limits, ...trusted })).delivery;
     const journals = new JournalTap(backend.journals);
     // The node publishes a key from its first start, so clients can verify before any run.
     await backend.keys.active();
     // On a shared database the log is the fleet's: every node appends to it and signs its checkpoints.
+    // Opened before the services that tell it what they made durable, which receive it built.
     log =
       options.log === false
         ? undefined
@@ -533,7 +665,11 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
           ? await openLog(backend.log, backend.keys, options.log ?? {})
           : await openEmbeddedLog(backend.home, backend.keys, options.log ?? {});
     const attest = log?.attest;
-    if (attest !== undefined) delivery.attestTo(deliveryAttest(attest));
+    const deliveryOptions = { ...(trust === undefined ? {} : { trust }), ...(attest === undefined ? {} : { attest: deliveryAttest(attest) }) };
+    delivery =
+      "openDelivery" in backend
+        ? await backend.openDelivery(deliveryOptions)
+        : (await openEmbeddedDelivery(backend.home, { limits: backend.limits, ...deliveryOptions })).delivery;
     const invocations = new Invocations({
       claims: backend.claims,
       journals,
@@ -542,7 +678,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(attest === undefined ? {} : { attest }),
     });
     const profiles = resolveProfiles(options.providers ?? {});
-    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery, profiles, limits: backend.limits });
+    const materializer = new Materializer({ root: join(backend.home, "materializations"), source: delivery.reads, profiles, limits: backend.limits });
     await materializer.sweep();
     // Before retention prunes anything and before new work: facts a crash kept out of the log.
     // A failure there is counted (warden_log_append_failures_total) and tried again at the next start.
@@ -634,10 +770,6 @@ function workspacesOf(home: string, options: WardenOptions): { workspaces: Recor
   for (const [id, dir] of Object.entries(configured)) refuseHomeOverlap(home, id, dir);
   const chosen = options.defaultWorkspace ?? (ids.length === 1 ? ids[0] : configured.default !== undefined ? "default" : undefined);
   return chosen === undefined ? { workspaces: { ...configured } } : { workspaces: { ...configured }, defaultWorkspace: chosen };
-}
-
-function requestJson(request: InvokeRequest): JsonValue {
-  return JSON.parse(JSON.stringify(request)) as JsonValue;
 }
 
 function activeKey(scope: string, id: string): string {

@@ -48,7 +48,7 @@ export async function catchUpLog(log: TransparencyLog, sources: CatchUpSources, 
       () => catchUpRuns(sources.claims, from, append),
       () => catchUpReceipts(sources.claims, append),
       async () => {
-        for (const entry of await sources.delivery.changedSince(from)) {
+        for (const entry of await sources.delivery.catalog.changedSince(from)) {
           await delivery.commit(entry);
           await Promise.all(entry.signatures.filter((s) => !s.at_commit).map((s) => delivery.signed(entry, s)));
         }

@@ -15,7 +15,7 @@ import type { Attest, Statement } from "../tlog/statements.js";
 import type { LogStore } from "../tlog/store.js";
 import type { CommitReceipt } from "../delivery/manifest-types.js";
 import type { CatalogEntry } from "../delivery/catalog.js";
-import type { DeliveryAttest } from "../delivery/service.js";
+import type { DeliveryAttest } from "../delivery/bundle-catalog.js";
 import type { StoredSignature } from "../delivery/signature-record.js";
 import { signerView } from "../signing/policy.js";
 

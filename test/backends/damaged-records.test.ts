@@ -116,16 +116,16 @@ for (const backend of backendsUnderTest()) {
       await state.editRows("commits", { stage_id: movedStage }, { bundle_id: `${moved.manifest.bundle_id}-x` });
       const second = await state.open();
       for (const read of [
-        () => second.delivery.getManifest(edited.manifest.bundle_id, "r9"),
-        () => second.delivery.show(edited.manifest.bundle_id),
+        () => second.delivery.reads.getManifest(edited.manifest.bundle_id, "r9"),
+        () => second.delivery.catalog.show(edited.manifest.bundle_id),
         () => second.delivery.begin(edited.manifest),
         () => second.delivery.status(editedStage),
-        () => second.delivery.getManifest(`${moved.manifest.bundle_id}-x`, "r1"),
+        () => second.delivery.reads.getManifest(`${moved.manifest.bundle_id}-x`, "r1"),
         () => second.delivery.begin(moved.manifest),
       ]) {
         assert.equal((await rejectsWith(read(), "delivery-record-corrupt")).status, 500);
       }
-      assert.deepEqual(await second.delivery.getManifest(intact.manifest.bundle_id, "r1"), intact.manifest);
+      assert.deepEqual(await second.delivery.reads.getManifest(intact.manifest.bundle_id, "r1"), intact.manifest);
     });
 
     // 9e15 ms is past what a Date holds; 2^60 is past what a JavaScript number holds exactly.
@@ -138,12 +138,12 @@ for (const backend of backendsUnderTest()) {
         const intact = uniqueBundle([2_000]);
         await commitWhole(node.delivery, intact);
         await state.editRows("commits", { stage_id: stageId }, { committed_at: time });
-        for (const read of [() => node.delivery.show(edited.manifest.bundle_id), () => node.delivery.list(), () => node.delivery.status(stageId)]) {
+        for (const read of [() => node.delivery.catalog.show(edited.manifest.bundle_id), () => node.delivery.catalog.list(), () => node.delivery.status(stageId)]) {
           const refused = await rejectsWith(read(), "delivery-record-corrupt");
           assert.equal(refused.status, 500);
           assert.equal(refused.details.bundle_id, edited.manifest.bundle_id);
         }
-        assert.equal((await node.delivery.show(intact.manifest.bundle_id)).revisions.length, 1);
+        assert.equal((await node.delivery.catalog.show(intact.manifest.bundle_id)).revisions.length, 1);
       });
     }
 
@@ -173,7 +173,7 @@ for (const backend of backendsUnderTest()) {
       const refused = await rejectsWith(first.delivery.gc(), "delivery-record-corrupt");
       assert.equal(refused.details.revision, "r1");
       assert.equal(refused.details.digest, ref.digest);
-      assert.deepEqual(new Uint8Array(await first.delivery.openBlob(ref)), new Uint8Array(built.blobs.get(ref.digest)!));
+      assert.deepEqual(new Uint8Array(await first.delivery.reads.openBlob(ref)), new Uint8Array(built.blobs.get(ref.digest)!));
       await first.close();
       // Start-up collects unreferenced blobs too: it refuses, naming the revision, and deletes nothing.
       const atStart = await rejectsWith(state.open(), "delivery-record-corrupt");

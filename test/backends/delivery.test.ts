@@ -37,11 +37,11 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(again.committed && again.receipt, receipt);
       assert.equal(again.stage_id, begun.stage_id);
       assert.deepEqual((await delivery.status(begun.stage_id)).receipt, receipt);
-      assert.deepEqual(await delivery.getManifest(built.manifest.bundle_id, "r1"), built.manifest);
+      assert.deepEqual(await delivery.reads.getManifest(built.manifest.bundle_id, "r1"), built.manifest);
       for (const c of built.manifest.components) {
-        assert.deepEqual(new Uint8Array(await delivery.openBlob(c.blob)), new Uint8Array(built.blobs.get(c.blob.digest)!));
+        assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(c.blob)), new Uint8Array(built.blobs.get(c.blob.digest)!));
       }
-      const shown = await delivery.show(built.manifest.bundle_id);
+      const shown = await delivery.catalog.show(built.manifest.bundle_id);
       assert.deepEqual(shown.revisions.map((r) => [r.revision, r.receipt]), [["r1", receipt]]);
     });
 
@@ -121,14 +121,14 @@ for (const backend of backendsUnderTest()) {
         copy[100]! ^= 0xff;
         return copy;
       });
-      await rejectsWith(delivery.openBlob(target), "blob-tampered");
+      await rejectsWith(delivery.reads.openBlob(target), "blob-tampered");
       // The next bundle that needs the blob finds it damaged and asks for it.
       const next = skillManifest(`${built.manifest.bundle_id}-next`, "r1", [{ path: "data/again.bin", content: built.blobs.get(target.digest)! }]);
       const begun = await delivery.begin(next.manifest);
       assert.ok(begun.missing.some((m) => m.digest === target.digest && m.offset === 0));
       await uploadMissing(delivery, begun, next.blobs);
       await delivery.commit(begun.stage_id);
-      assert.deepEqual(new Uint8Array(await delivery.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
+      assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
     });
 
     for (const [what, edit] of [
@@ -144,12 +144,12 @@ for (const backend of backendsUnderTest()) {
         const target = begun.missing.find((m) => m.byte_len === 12_000)!;
         await state.editPartial(begun.stage_id, target.digest as Digest, edit);
         await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
-        assert.deepEqual(await delivery.list().then((l) => l.filter((b) => b.bundle_id === built.manifest.bundle_id)), []);
+        assert.deepEqual(await delivery.catalog.list().then((l) => l.filter((b) => b.bundle_id === built.manifest.bundle_id)), []);
         assert.deepEqual((await delivery.status(begun.stage_id)).missing.map((m) => [m.digest, m.offset]), [[target.digest, 0]]);
-        await rejectsWith(delivery.openBlob(target), "blob-not-found");
+        await rejectsWith(delivery.reads.openBlob(target), "blob-not-found");
         await uploadMissing(delivery, await delivery.begin(built.manifest), built.blobs);
         assert.equal((await delivery.commit(begun.stage_id)).bundle_id, built.manifest.bundle_id);
-        assert.deepEqual(new Uint8Array(await delivery.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
+        assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(target)), new Uint8Array(built.blobs.get(target.digest)!));
       });
     }
 
@@ -198,7 +198,7 @@ for (const backend of backendsUnderTest()) {
       assert.equal(atCommit.status, 409);
       assert.equal(atCommit.details.committed_manifest_digest, one.manifest.manifest_digest);
       await rejectsWith(delivery.begin(two.manifest), "revision-conflict");
-      const listed = (await delivery.list()).filter((b) => b.bundle_id === bundleId);
+      const listed = (await delivery.catalog.list()).filter((b) => b.bundle_id === bundleId);
       assert.deepEqual(listed.map((b) => b.revisions.map((r) => r.manifest_digest)), [[one.manifest.manifest_digest]]);
       assert.equal((await delivery.begin(one.manifest)).committed, true, "the first commit still answers its receipt");
     });
@@ -228,8 +228,8 @@ for (const backend of backendsUnderTest()) {
         // A node started afterwards has nothing cached: it reads what is stored now.
         const second = await state.open();
         for (const read of [
-          () => second.delivery.show(committed.manifest.bundle_id),
-          () => second.delivery.getManifest(committed.manifest.bundle_id, "r1"),
+          () => second.delivery.catalog.show(committed.manifest.bundle_id),
+          () => second.delivery.reads.getManifest(committed.manifest.bundle_id, "r1"),
           () => second.delivery.status(stageId),
           () => second.delivery.begin(committed.manifest),
         ]) {

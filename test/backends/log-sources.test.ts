@@ -55,8 +55,8 @@ for (const backend of backendsUnderTest()) {
       const second = uniqueBundle([500]);
       await commitWhole(node.delivery, second);
       now = BASE + 30_000;
-      await node.delivery.addSignature(first.manifest.bundle_id, "r1", sshSignWith(signer.path, bundleStatement(first.manifest)));
-      const changed = async (from: number) => (await node.delivery.changedSince(from)).map((e) => e.bundle_id);
+      await node.delivery.catalog.addSignature(first.manifest.bundle_id, "r1", sshSignWith(signer.path, bundleStatement(first.manifest)));
+      const changed = async (from: number) => (await node.delivery.catalog.changedSince(from)).map((e) => e.bundle_id);
       assert.deepEqual(await changed(BASE + 10_000), [first.manifest.bundle_id, second.manifest.bundle_id]);
       assert.deepEqual(await changed(BASE + 20_000), [first.manifest.bundle_id, second.manifest.bundle_id], "the first by its later signature");
       assert.deepEqual(await changed(BASE + 30_000), [first.manifest.bundle_id]);

@@ -84,7 +84,7 @@ test("gc on one node waits for a begin on another, and keeps the stored blob tha
   assert.equal(begunFirst.committed, false);
   await uploadMissing(deliveryB, begunFirst, first.blobs);
   await deliveryB.commit(begunFirst.stage_id);
-  await deliveryB.retire("lock-bundle", "r1");
+  await deliveryB.catalog.retire("lock-bundle", "r1");
   const sharedDigest = first.manifest.components.find((c) => c.relative_path === shared.path)!.blob.digest;
   assert.ok(await nodeB.delivery.blobs.has(sharedDigest), "stored, and now referenced by no live revision");
 

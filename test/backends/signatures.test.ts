@@ -58,50 +58,50 @@ for (const backend of backendsUnderTest()) {
       await rejectsWith(delivery.commit(begun.stage_id, [sshSignWith(alice.path, statement, "git")]), "bundle-signature-invalid");
       await rejectsWith(delivery.commit(begun.stage_id, ["-----BEGIN SSH SIGNATURE-----\nAAAA"]), "bundle-signature-malformed");
       // Nothing was stored: the revision is not in the catalog, the stage is still open.
-      await rejectsWith(delivery.show(m.bundle_id), "bundle-not-found");
+      await rejectsWith(delivery.catalog.show(m.bundle_id), "bundle-not-found");
       assert.equal((await delivery.status(begun.stage_id)).committed, undefined);
 
       const signature = sshSignWith(alice.path, statement);
       const receipt = await delivery.commit(begun.stage_id, [signature]);
       assert.deepEqual(receipt.signers?.map((s) => [s.principals, s.fingerprint]), [[["alice@example.com"], alice.fingerprint]]);
       assert.deepEqual(await delivery.commit(begun.stage_id), receipt, "a replayed commit answers the same receipt");
-      const shown = (await delivery.show(m.bundle_id)).revisions[0]!;
+      const shown = (await delivery.catalog.show(m.bundle_id)).revisions[0]!;
       assert.equal(shown.signatures.length, 1);
       // The stored signature is the one OpenSSH checks.
       assert.ok(opensshVerifies(allowed, "alice@example.com", statement, shown.signatures[0]!.signature!, dir).ok);
 
       // A second signer later; the same key again adds nothing; an untrusted one is refused.
-      const withBob = await delivery.addSignature(m.bundle_id, m.revision, sshSignWith(bob.path, statement));
+      const withBob = await delivery.catalog.addSignature(m.bundle_id, m.revision, sshSignWith(bob.path, statement));
       assert.deepEqual(withBob.signatures.map((s) => s.fingerprint), [alice.fingerprint, bob.fingerprint]);
       assert.deepEqual(withBob.receipt, receipt, "the receipt keeps the commit's signers");
-      assert.equal((await delivery.addSignature(m.bundle_id, m.revision, sshSignWith(alice.path, statement))).signatures.length, 2);
-      await rejectsWith(delivery.addSignature(m.bundle_id, m.revision, sshSignWith(mallory.path, statement)), "bundle-signer-untrusted");
-      await rejectsWith(delivery.addSignature(m.bundle_id, "nope", signature), "revision-not-found");
+      assert.equal((await delivery.catalog.addSignature(m.bundle_id, m.revision, sshSignWith(alice.path, statement))).signatures.length, 2);
+      await rejectsWith(delivery.catalog.addSignature(m.bundle_id, m.revision, sshSignWith(mallory.path, statement)), "bundle-signer-untrusted");
+      await rejectsWith(delivery.catalog.addSignature(m.bundle_id, "nope", signature), "revision-not-found");
 
-      assert.equal((await delivery.getManifest(m.bundle_id, m.revision)).manifest_digest, m.manifest_digest);
-      assert.deepEqual((await delivery.signersOf(m.bundle_id, m.revision)).map((s) => s.principals), [["alice@example.com"], ["bob@example.com"]]);
+      assert.equal((await delivery.reads.getManifest(m.bundle_id, m.revision)).manifest_digest, m.manifest_digest);
+      assert.deepEqual((await delivery.reads.signersOf(m.bundle_id, m.revision)).map((s) => s.principals), [["alice@example.com"], ["bob@example.com"]]);
       // alice's key leaves the file: bob's signature does not meet "any of alice", the revision stops.
       writeSigners([["bob@example.com", bob]]);
-      await rejectsWith(delivery.getManifest(m.bundle_id, m.revision), "bundle-signer-revoked");
-      await rejectsWith(delivery.signersOf(m.bundle_id, m.revision), "bundle-signer-revoked");
-      assert.equal((await delivery.show(m.bundle_id)).revisions.length, 1, "nothing deleted");
+      await rejectsWith(delivery.reads.getManifest(m.bundle_id, m.revision), "bundle-signer-revoked");
+      await rejectsWith(delivery.reads.signersOf(m.bundle_id, m.revision), "bundle-signer-revoked");
+      assert.equal((await delivery.catalog.show(m.bundle_id)).revisions.length, 1, "nothing deleted");
       writeSigners([
         ["alice@example.com", alice],
         ["bob@example.com", bob],
       ]);
-      await delivery.getManifest(m.bundle_id, m.revision);
+      await delivery.reads.getManifest(m.bundle_id, m.revision);
 
       // Stored signatures outlive a restart, and a tampered one is refused at use.
       await first.close();
       const reopened = await state.open({ trust: policy() });
-      const again = (await reopened.delivery.show(m.bundle_id)).revisions[0]!;
+      const again = (await reopened.delivery.catalog.show(m.bundle_id)).revisions[0]!;
       assert.deepEqual(again.receipt, receipt);
       assert.deepEqual(again.signatures.map((s) => s.fingerprint), [alice.fingerprint, bob.fingerprint]);
       const other = sshSignWith(alice.path, bundleStatement({ ...m, revision: "other" }));
       assert.equal(await state.editRows("commit_signatures", { fingerprint: alice.fingerprint, manifest_digest: m.manifest_digest }, { signature: other }), 1);
       await reopened.close();
       const fresh = await state.open({ trust: policy() });
-      await rejectsWith(fresh.delivery.getManifest(m.bundle_id, m.revision), "bundle-signature-invalid");
+      await rejectsWith(fresh.delivery.reads.getManifest(m.bundle_id, m.revision), "bundle-signature-invalid");
     });
 
     test("without a rule: signatures are verified and stored, nothing is required", async (t) => {

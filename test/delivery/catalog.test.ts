@@ -55,17 +55,17 @@ test("list and show: bundles with their revisions and receipts; a new revision i
   now += 1000;
   await push(delivery, r2);
   await push(delivery, other);
-  const listed = await delivery.list();
+  const listed = await delivery.catalog.list();
   assert.deepEqual(listed.map((b) => b.bundle_id), ["alpha", "tools"]);
-  const tools = await delivery.show("tools");
+  const tools = await delivery.catalog.show("tools");
   assert.deepEqual(tools, listed[1]);
   assert.deepEqual(tools.revisions.map((r) => r.revision), ["r1", "r2"]);
   assert.equal(tools.revisions[0]!.committed_at, "2030-01-01T00:00:00.000Z");
   assert.equal(tools.revisions[1]!.receipt.manifest_digest, r2.manifest.manifest_digest);
   assert.equal(tools.revisions[1]!.retired, false);
-  await rejectsWith(delivery.show("nope"), "bundle-not-found");
-  assert.deepEqual(await delivery.getManifest("tools", "r2"), r2.manifest);
-  await rejectsWith(delivery.getManifest("tools", "r9"), "revision-not-found");
+  await rejectsWith(delivery.catalog.show("nope"), "bundle-not-found");
+  assert.deepEqual(await delivery.reads.getManifest("tools", "r2"), r2.manifest);
+  await rejectsWith(delivery.reads.getManifest("tools", "r9"), "revision-not-found");
 });
 
 test("retire hides a revision from new sessions and lets gc reclaim only what nothing else needs", async (t) => {
@@ -80,13 +80,13 @@ test("retire hides a revision from new sessions and lets gc reclaim only what no
   const staged = await delivery.begin(staging.manifest);
   assert.deepEqual(staged.missing, []);
 
-  await delivery.retire("tools", "r1");
-  await delivery.retire("tools", "r1");
-  await rejectsWith(delivery.retire("tools", "r7"), "revision-not-found");
-  const retired = await rejectsWith(delivery.getManifest("tools", "r1"), "revision-retired");
+  await delivery.catalog.retire("tools", "r1");
+  await delivery.catalog.retire("tools", "r1");
+  await rejectsWith(delivery.catalog.retire("tools", "r7"), "revision-not-found");
+  const retired = await rejectsWith(delivery.reads.getManifest("tools", "r1"), "revision-retired");
   assert.equal(retired.status, 409);
   await rejectsWith(delivery.begin(r1.manifest), "revision-retired");
-  const view = await delivery.show("tools");
+  const view = await delivery.catalog.show("tools");
   assert.equal(view.revisions[0]!.retired, true);
   assert.ok(view.revisions[0]!.retired_at !== undefined);
 
@@ -104,27 +104,27 @@ test("openBlob returns verified bytes; tampered or missing bytes are never retur
   const built = skillManifest();
   await push(delivery, built);
   const component = built.manifest.components[2]!;
-  assert.deepEqual(new Uint8Array(await delivery.openBlob(component.blob)), built.blobs.get(component.blob.digest));
+  assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(component.blob)), built.blobs.get(component.blob.digest));
 
   const blobPath = opened.layout.blobPath(component.blob.digest);
   const original = fs.readFileSync(blobPath);
   const flipped = Buffer.from(original);
   flipped[5]! ^= 1;
   fs.writeFileSync(blobPath, flipped);
-  const tampered = await rejectsWith(delivery.openBlob(component.blob), "blob-tampered");
+  const tampered = await rejectsWith(delivery.reads.openBlob(component.blob), "blob-tampered");
   assert.equal(tampered.status, 422);
   const streamed: Uint8Array[] = [];
   await rejectsWith(
     (async () => {
-      for await (const piece of delivery.openBlobStream(component.blob)) streamed.push(piece);
+      for await (const piece of delivery.reads.openBlobStream(component.blob)) streamed.push(piece);
     })(),
     "blob-tampered",
   );
   fs.writeFileSync(blobPath, Buffer.concat([original, Buffer.from("x")]));
-  await rejectsWith(delivery.openBlob(component.blob), "blob-tampered");
+  await rejectsWith(delivery.reads.openBlob(component.blob), "blob-tampered");
   fs.rmSync(blobPath);
-  await rejectsWith(delivery.openBlob(component.blob), "blob-not-found");
+  await rejectsWith(delivery.reads.openBlob(component.blob), "blob-not-found");
   fs.writeFileSync(blobPath, original, { mode: 0o644 });
   fs.chmodSync(blobPath, 0o644);
-  await rejectsWith(delivery.openBlob(component.blob), "unsafe-storage-mode");
+  await rejectsWith(delivery.reads.openBlob(component.blob), "unsafe-storage-mode");
 });

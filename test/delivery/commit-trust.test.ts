@@ -53,11 +53,11 @@ test("a partial changed in place after its last chunk (same size, mtime put back
   flipInPlace(layout.partialPath(begun.stage_id, payload.digest), 123_456);
   const refused = await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
   assert.equal(refused.details.digest, payload.digest);
-  assert.deepEqual(await delivery.list().then((l) => l.filter((b) => b.bundle_id === "trust-commit")), []);
+  assert.deepEqual(await delivery.catalog.list().then((l) => l.filter((b) => b.bundle_id === "trust-commit")), []);
   assert.deepEqual((await delivery.status(begun.stage_id)).missing.map((m) => [m.digest, m.offset]), [[payload.digest, 0]]);
   await uploadMissing(delivery, await delivery.begin(built.manifest), built.blobs);
   assert.equal((await delivery.commit(begun.stage_id)).bundle_id, "trust-commit");
-  assert.deepEqual(new Uint8Array(await delivery.openBlob(payload)), built.blobs.get(payload.digest));
+  assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(payload)), built.blobs.get(payload.digest));
 });
 
 test("a restarted node re-hashes what it received before: a partial changed while it was down is asked for again", async (t) => {
@@ -82,7 +82,7 @@ test("a restarted node re-hashes what it received before: a partial changed whil
   const second = await openStore(t, home);
   assert.deepEqual((await second.delivery.status(begun.stage_id)).missing.map((m) => [m.digest, m.offset]), [[payload.digest, 0]]);
   await rejectsWith(second.delivery.commit(begun.stage_id), "stage-incomplete");
-  await rejectsWith(second.delivery.openBlob(payload), "blob-not-found");
+  await rejectsWith(second.delivery.reads.openBlob(payload), "blob-not-found");
 });
 
 test("a stage whose blobs arrive in any order, one after another or interleaved, commits without reading its partials back", async (t) => {
@@ -166,6 +166,6 @@ test("a partial changed after its last chunk makes the commit read everything ba
 
 async function assertIntact(delivery: Delivery, built: BuiltManifest): Promise<void> {
   for (const c of built.manifest.components) {
-    assert.deepEqual(new Uint8Array(await delivery.openBlob(c.blob)), built.blobs.get(c.blob.digest));
+    assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(c.blob)), built.blobs.get(c.blob.digest));
   }
 }

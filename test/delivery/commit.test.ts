@@ -73,7 +73,7 @@ test("an incomplete stage is refused (409) and stays open", async (t) => {
   const error = await rejectsWith(delivery.commit(begun.stage_id), "stage-incomplete");
   assert.equal(error.status, 409);
   assert.equal(error.details.missing_blobs, begun.missing.length);
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
   await uploadMissing(delivery, await delivery.begin(manifest), blobs);
   await delivery.commit(begun.stage_id);
 });
@@ -96,7 +96,7 @@ test("tampered bytes and a tampered bundle digest are refused (422) and nothing 
   assert.equal(error.status, 422);
   assert.equal(error.details.expected, body.bundle_digest);
   assert.equal(error.details.actual, wrong.manifest.bundle_digest);
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
 });
 
 test("a stored blob found tampered at commit is refused, dropped, and asked for again", async (t) => {
@@ -136,7 +136,7 @@ test("a received partial changed between its last chunk and commit is refused, d
   fs.writeFileSync(partial, bytes);
   await rejectsWith(delivery.commit(begun.stage_id), "blob-tampered");
   assert.equal(fs.existsSync(opened.layout.blobPath(victim.digest)), false, "the changed bytes are not left published");
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
   assert.deepEqual((await delivery.status(begun.stage_id)).missing, [{ digest: victim.digest, byte_len: victim.byte_len, offset: 0 }]);
   await uploadMissing(delivery, await delivery.begin(manifest), blobs);
   await delivery.commit(begun.stage_id);
@@ -156,7 +156,7 @@ test("the bundle contract is checked on the bytes at commit", async (t) => {
   const stage = await delivery.begin(elf.manifest);
   await uploadMissing(delivery, stage, elf.blobs);
   await rejectsWith(delivery.commit(stage.stage_id), "contract-executable-content");
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
 });
 
 test("bad manifests are refused at begin with their own codes and nothing is stored", async (t) => {
@@ -180,7 +180,7 @@ test("bad manifests are refused at begin with their own codes and nothing is sto
   const script = buildManifest([{ path: "tools/run.sh", content: "echo hi\n" }], "script");
   await rejectsWith(delivery.begin(script.manifest), "contract-executable-extension");
   assert.deepEqual(treeOf(opened.layout.root).filter((p) => !p.startsWith("catalog.sqlite")), before);
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
 });
 
 test("an empty file needs no upload and commits", async (t) => {
@@ -191,7 +191,7 @@ test("an empty file needs no upload and commits", async (t) => {
   await uploadMissing(delivery, begun, blobs);
   const receipt = await delivery.commit(begun.stage_id);
   assert.ok(receipt.blobs.some((b) => b.byte_len === 0));
-  assert.equal((await delivery.openBlob({ digest: sha256Digest(""), byte_len: 0 })).byteLength, 0);
+  assert.equal((await delivery.reads.openBlob({ digest: sha256Digest(""), byte_len: 0 })).byteLength, 0);
 });
 
 for (const [point, what] of [
@@ -200,12 +200,12 @@ for (const [point, what] of [
 ] as const) {
   test(`a failed fsync of ${what} before commit leaves no commit, also after reopen; the retry commits`, async (t) => {
     const { home, first, manifest, begun } = await failedCommit(t, point);
-    assert.deepEqual(await first.delivery.list(), []);
+    assert.deepEqual(await first.delivery.catalog.list(), []);
     assert.equal((await first.delivery.begin(manifest)).committed, false);
     await first.delivery.close();
 
     const second = await openStore(t, home);
-    assert.deepEqual(await second.delivery.list(), []);
+    assert.deepEqual(await second.delivery.catalog.list(), []);
     const resumed = await second.delivery.begin(manifest);
     assert.equal(resumed.stage_id, begun.stage_id);
     assert.deepEqual(resumed.missing, [], "the blobs stayed stored for the stage");
@@ -223,7 +223,7 @@ test("a failure right after linking a blob at commit undoes that link; the retry
   await uploadMissing(delivery, begun, blobs);
   fault.arm();
   await rejectsWith(delivery.commit(begun.stage_id), "delivery-storage-failed");
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
   const unlinked = begun.missing.filter((m) => !fs.existsSync(opened.layout.blobPath(m.digest)));
   assert.equal(unlinked.length, 1, "exactly the blob whose link failed is not published");
   const partial = opened.layout.partialPath(begun.stage_id, unlinked[0]!.digest);
@@ -241,7 +241,7 @@ test("a failure after the commit record is durable: the retry and a restart answ
   await first.delivery.close();
 
   const second = await openStore(t, home);
-  assert.equal((await second.delivery.list()).length, 1);
+  assert.equal((await second.delivery.catalog.list()).length, 1);
   assert.deepEqual(await second.delivery.commit(begun.stage_id), receipt);
 });
 
@@ -306,7 +306,7 @@ test("a new store is laid out with its 256 shards; a store without them (older l
   assert.deepEqual(fs.readdirSync(second.layout.blobsDir).sort(), [...used].sort());
 
   // Shards this process already checked, removed by hand, are made again for the blobs put in them.
-  await second.delivery.retire("review-tools", "r1");
+  await second.delivery.catalog.retire("review-tools", "r1");
   assert.equal(await second.delivery.gc(), blobs.size);
   for (const shard of used) fs.rmdirSync(`${second.layout.blobsDir}/${shard}`);
   const next = await second.delivery.begin(skillManifest("review-tools", "r2").manifest);

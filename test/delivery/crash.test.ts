@@ -93,7 +93,7 @@ async function crashAndRecover(child: WarmChild, run: Run): Promise<Outcome> {
     try {
       const leftovers = treeOf(layout.root).filter((p) => /(^|\/)\.tmp-/.test(p));
       assert.deepEqual(leftovers, [], "recovery removed every temp file");
-      const listed = await delivery.list();
+      const listed = await delivery.catalog.list();
       const committedBefore = listed.length === 1;
       if (committedBefore) await assertBundleIntact(delivery, manifest, blobs);
       else assert.deepEqual(listed, [], "an uncommitted bundle is not visible at all");

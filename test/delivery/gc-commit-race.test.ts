@@ -15,7 +15,7 @@ test("a commit between gc's two reads keeps its blobs and gc succeeds", async (t
   const first = await delivery.begin(old.manifest);
   await uploadMissing(delivery, first, old.blobs);
   await delivery.commit(first.stage_id);
-  await delivery.retire("old", "r1");
+  await delivery.catalog.retire("old", "r1");
   const next = skillManifest("next", "r1", [{ path: "docs/shared.md", content: shared }]);
   const staged = await delivery.begin(next.manifest);
   await uploadMissing(delivery, staged, next.blobs);
@@ -46,5 +46,5 @@ test("a commit between gc's two reads keeps its blobs and gc succeeds", async (t
 
   assert.equal(await delivery.gc(), 0, "the shared blob is the new revision's");
   assert.equal(pending, undefined, "the commit ran inside gc");
-  for (const component of next.manifest.components) await delivery.openBlob(component.blob);
+  for (const component of next.manifest.components) await delivery.reads.openBlob(component.blob);
 });

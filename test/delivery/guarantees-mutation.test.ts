@@ -25,7 +25,7 @@ test("G9: concurrent commits of one stage both answer the same receipt", async (
   const [first, second] = await Promise.all([delivery.commit(begun.stage_id), delivery.commit(begun.stage_id)]);
   assert.deepEqual(second, first);
   assert.deepEqual(await delivery.commit(begun.stage_id), first);
-  assert.equal((await delivery.list()).length, 1);
+  assert.equal((await delivery.catalog.list()).length, 1);
 });
 
 test("G7: promote makes a partial durable before linking it: a failed fdatasync publishes nothing", async (t) => {

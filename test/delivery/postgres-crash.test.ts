@@ -156,7 +156,7 @@ async function crashAndRecover(child: WarmChild, url: string, run: Run): Promise
     try {
       const delivery = await Delivery.open(backend.delivery, { limits: backend.limits });
       await assertDatabaseConsistent(db, "after start-up");
-      const listed = await delivery.list();
+      const listed = await delivery.catalog.list();
       const committedBefore = listed.length === 1;
       if (committedBefore) {
         await assertBundleIntact(delivery, manifest, blobs);

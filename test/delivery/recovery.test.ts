@@ -55,10 +55,10 @@ test("one opener at a time: a second instance on the same home is refused until 
   const second = await rejectsWith(openEmbeddedDelivery(home), "delivery-store-locked");
   assert.equal(second.status, 503);
   const elsewhere = await openStore(t, tempHome(t, "lock-other"));
-  assert.deepEqual(await elsewhere.delivery.list(), []);
+  assert.deepEqual(await elsewhere.delivery.catalog.list(), []);
   await first.delivery.close();
   const third = await openStore(t, home);
-  assert.deepEqual(await third.delivery.list(), []);
+  assert.deepEqual(await third.delivery.catalog.list(), []);
 });
 
 test("a temp file left by an interrupted publish is removed on reopen", async (t) => {
@@ -167,7 +167,7 @@ test("foreign files, loose modes, foreign owners and hard links anywhere refuse 
   }
 
   const opened = await openStore(t, home);
-  assert.equal((await opened.delivery.list()).length, 1);
+  assert.equal((await opened.delivery.catalog.list()).length, 1);
 });
 
 test("a temp or partial hard-linked to a file other than its own blob refuses start-up, and nothing changes", async (t) => {
@@ -198,7 +198,7 @@ test("an unreferenced blob is collected on reopen; referenced ones stay", async 
   assert.equal(fs.existsSync(layout.blobPath(ref.digest)), false);
   assert.equal(treeOf(layout.blobsDir).filter((p) => !p.endsWith("/")).length, before - 1);
   const { manifest, blobs } = skillManifest();
-  for (const c of manifest.components) assert.deepEqual(new Uint8Array(await opened.delivery.openBlob(c.blob)), blobs.get(c.blob.digest));
+  for (const c of manifest.components) assert.deepEqual(new Uint8Array(await opened.delivery.reads.openBlob(c.blob)), blobs.get(c.blob.digest));
 });
 
 test("an oversized stage directory is refused before any stage in it is read", async (t) => {

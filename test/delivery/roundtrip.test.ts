@@ -41,13 +41,13 @@ test("compile → begin → upload → commit → reopen of a bundle with skills
   await first.delivery.close();
 
   const second = await openStore(t, home);
-  const [bundle] = await second.delivery.list();
+  const [bundle] = await second.delivery.catalog.list();
   assert.equal(bundle?.bundle_id, "review-tools");
   assert.deepEqual(bundle?.revisions[0]?.receipt, receipt);
-  const manifest = await second.delivery.getManifest("review-tools", "r1");
+  const manifest = await second.delivery.reads.getManifest("review-tools", "r1");
   assert.deepEqual(manifest, compiled.manifest);
   for (const file of compiled.files) {
-    const stored = await second.delivery.openBlob(file.component.blob);
+    const stored = await second.delivery.reads.openBlob(file.component.blob);
     assert.deepEqual(new Uint8Array(stored), new Uint8Array(await readCompiledFile(file)), file.component.relative_path);
   }
   const again = await second.delivery.begin(compiled.manifest);

@@ -336,7 +336,7 @@ test("a failed fdatasync at commit publishes nothing, commits nothing and asks f
   assert.ok(fault.fired());
   assert.equal(fs.existsSync(opened.layout.blobPath(digest)), false, "bytes not known durable are not published");
   assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, digest)), false, "nor kept");
-  assert.deepEqual(await delivery.list(), []);
+  assert.deepEqual(await delivery.catalog.list(), []);
   assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 0);
   await rejectsWith(delivery.commit(begun.stage_id), "stage-incomplete");
   await uploadMissing(delivery, await delivery.begin(manifest), blobs);

@@ -80,7 +80,7 @@ test("a crash mid-chunk keeps the bytes it wrote: the blob resumes at the partia
   // The running hash is rebuilt from the partial: the final digest check passes.
   assert.equal(await uploadMissing(second.delivery, resumed, blobs, 40_000), 65_000, "only the bytes the partial lacks travel");
   await second.delivery.commit(stageId);
-  assert.deepEqual(new Uint8Array(await second.delivery.openBlob({ digest, byte_len: data.byteLength })), data);
+  assert.deepEqual(new Uint8Array(await second.delivery.reads.openBlob({ digest, byte_len: data.byteLength })), data);
 });
 
 test("bytes in a partial that are not the blob's are caught when it completes: 422, the blob restarts at 0", async (t) => {
@@ -97,7 +97,7 @@ test("bytes in a partial that are not the blob's are caught when it completes: 4
   assert.equal(fs.existsSync(second.layout.blobPath(digest)), false, "nothing was published");
   await uploadMissing(second.delivery, await second.delivery.begin(manifest), blobs);
   await second.delivery.commit(stageId);
-  assert.deepEqual(new Uint8Array(await second.delivery.openBlob({ digest, byte_len: data.byteLength })), data);
+  assert.deepEqual(new Uint8Array(await second.delivery.reads.openBlob({ digest, byte_len: data.byteLength })), data);
 });
 
 test("a partial longer than its blob is dropped on reopen: the blob restarts at 0", async (t) => {

@@ -66,7 +66,7 @@ export function bytesOf(seed: number, length: number): Uint8Array {
  * number of blob bytes sent, so tests can prove only missing bytes travelled.
  */
 export async function uploadMissing(
-  delivery: Delivery,
+  delivery: Pick<Delivery, "putChunk">,
   begun: { readonly stage_id: string; readonly missing: readonly MissingBlob[] },
   blobs: ReadonlyMap<Digest, Uint8Array>,
   chunkBytes = 64 * 1024,
@@ -124,10 +124,10 @@ export function dataFilesOf(opened: EmbeddedDelivery): string[] {
 
 /** Verifies a committed bundle end to end through the materializer's entry points. */
 export async function assertBundleIntact(delivery: Delivery, manifest: Manifest, blobs: ReadonlyMap<Digest, Uint8Array>): Promise<void> {
-  const stored = await delivery.getManifest(manifest.bundle_id, manifest.revision);
+  const stored = await delivery.reads.getManifest(manifest.bundle_id, manifest.revision);
   assert.deepEqual(stored, manifest);
   for (const c of manifest.components) {
-    const bytes = await delivery.openBlob(c.blob);
+    const bytes = await delivery.reads.openBlob(c.blob);
     assert.deepEqual(new Uint8Array(bytes), new Uint8Array(blobs.get(c.blob.digest)!));
   }
 }

@@ -5,7 +5,7 @@ import { readdirSync } from "node:fs";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { ConflictError, LimitError, ValidationError } from "../../src/core/errors.js";
-import { EffectFailed } from "../../src/invocations/index.js";
+import { EffectFailed, Invocations } from "../../src/invocations/index.js";
 import { freshHandle as fresh, SCOPE, setup, stateDigest } from "./fixtures/env.js";
 
 const request = { task: "useful work" };
@@ -237,10 +237,10 @@ test("a fresh claim's journal is created while the claim commits, not after it (
   const handle = fresh(await env.invocations.open(SCOPE, randomUUID(), request, "agent"));
   assert.deepEqual(events, ["journal create", "claim durable"]);
   assert.equal((await handle.finish({ ok: true })).status, "recorded");
-  // A replay creates nothing: the store answers it from its read, before any write.
+  // A replay creates nothing: open answers it from its read, before any claim or journal.
   events.length = 0;
   assert.equal((await env.invocations.open(SCOPE, handle.id, request, "agent")).status, "recorded");
-  assert.deepEqual(events, ["claim durable"]);
+  assert.deepEqual(events, []);
 });
 
 test("callers that lose the race for a claim leave no journal behind", async (t) => {
@@ -251,4 +251,56 @@ test("callers that lose the race for a claim leave no journal behind", async (t)
   const files = readdirSync(env.backend.journals.dir).filter((name) => name.endsWith(".ndjson"));
   assert.deepEqual(files, [`${handle.run_id}.ndjson`]);
   assert.equal((await handle.finish({ ok: true })).status, "recorded");
+});
+
+test("a new id is read once before it is claimed: by open, or by the caller that says it looked it up", async (t) => {
+  const env = await setup(t);
+  // The real store, with its row reads counted (a Proxy: the store's private fields need `this` to be the store).
+  let reads = 0;
+  const store = env.backend.claims;
+  const claims = new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (typeof value !== "function") return value;
+      const method = value as (...args: unknown[]) => unknown;
+      return (...args: unknown[]) => {
+        if (prop === "get") reads++;
+        return method.apply(target, args);
+      };
+    },
+  });
+  const invocations = new Invocations({ claims, journals: env.backend.journals, keys: env.backend.keys, limits: env.backend.limits });
+  t.after(() => invocations.close());
+
+  const opened = await invocations.open(SCOPE, randomUUID(), request, "agent");
+  assert.equal(reads, 1, "open reads a new id once, then claims it");
+  await fresh(opened).finish({ ok: true });
+
+  // The facade's path: Warden.start has just read the id as absent (its replay check).
+  reads = 0;
+  const id = randomUUID();
+  assert.equal(await invocations.lookup(SCOPE, id, request), undefined);
+  const claimed = await invocations.open(SCOPE, id, request, "agent", { lookedUp: true });
+  assert.equal(reads, 1, "the caller's lookup is the only read of the new id");
+  await fresh(claimed).finish({ ok: true });
+
+  // A replay is still answered from a read alone: no claim attempt, nothing written.
+  reads = 0;
+  const commits = store.commits;
+  const replayed = await invocations.open(SCOPE, id, request, "agent");
+  assert.equal(replayed.status, "recorded");
+  assert.equal(reads, 1);
+  assert.equal(store.commits, commits);
+});
+
+test("told the id was looked up, the claim store inserts first: an id claimed meanwhile is answered from the write", async (t) => {
+  const env = await setup(t);
+  const id = randomUUID();
+  await fresh(await env.invocations.open(SCOPE, id, request, "agent")).finish({ ok: true });
+  const store = env.backend.claims;
+  const commits = store.commits;
+  // Another caller recorded it between this caller's lookup and its claim.
+  const raced = await env.invocations.open(SCOPE, id, request, "agent", { lookedUp: true });
+  assert.equal(raced.status, "recorded");
+  assert.equal(store.commits, commits + 1, "the write transaction (not a read before it) found the row");
 });

@@ -69,7 +69,7 @@ export async function openRunnerEnv(root: string, options: RunnerEnvOptions = {}
   const { delivery } = await openEmbeddedDelivery(home, options.trust === undefined ? {} : { trust: options.trust });
   const invocations = new Invocations({ claims: backend.claims, journals: backend.journals, keys: backend.keys, limits: backend.limits });
   const matRoot = path.join(home, "materializations");
-  const materializer = new Materializer({ root: matRoot, source: delivery });
+  const materializer = new Materializer({ root: matRoot, source: delivery.reads });
   await materializer.sweep();
   const outputDir = path.join(home, "outputs");
   const cmd = (name: "claude" | "codex" | "kimi"): string => options.commands?.[name] ?? path.join(AGENTS, `${name}.mjs`);

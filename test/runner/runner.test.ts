@@ -309,7 +309,7 @@ describe("runner with fixture agents", () => {
 
   it("start answers the run id at once; a concurrent caller sees in_progress", async () => {
     const id = randomUUID();
-    const request = { provider: "claude", prompt: "wait #hang", timeout_s: 1 };
+    const request = { provider: "claude" as const, prompt: "wait #hang", timeout_s: 1 };
     const started = await env.runner.start({ scope: SCOPE, id, request });
     assert.equal(started.status, "started");
     const other = await env.runner.start({ scope: SCOPE, id, request });

@@ -66,7 +66,7 @@ describe("security: the environment and descriptors an agent inherits", () => {
 
   it("holds none of the node's credentials and no descriptor of its state", async () => {
     const out = path.join(root, "ws", "probe");
-    const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: out, workspace: "main" } });
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: out, workspace: "main" });
     assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
     const env = fs.readFileSync(`${out}.env`, "utf8");
     assert.match(env, /^WARDEN_AGENT_OF=/m, "the probe ran with the node's agent environment");

@@ -31,7 +31,7 @@ test("without bubblewrap, confined runs are refused before the claim and nothing
     const id = randomUUID();
     const journalsBefore = fs.readdirSync(path.join(home, "journals"), { recursive: true }).length;
     await assert.rejects(
-      warden.runner.invoke({ scope: "test", id, request: { provider: "kimi", prompt: JSON.stringify({ hang: false, write: [path.join(ws, "ran")] }) } }),
+      warden.invoke("test", id, { provider: "kimi", prompt: JSON.stringify({ hang: false, write: [path.join(ws, "ran")] }) }),
       (e: { code?: string; status?: number; message?: string }) =>
         e.code === "sandbox-unavailable" && e.status === 503 && /apt-get install bubblewrap/.test(e.message ?? ""),
     );

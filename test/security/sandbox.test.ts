@@ -140,7 +140,7 @@ describe("security: a hostile agent in the sandbox", () => {
       ptrace: process.pid,
       proc: process.pid,
     };
-    const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: JSON.stringify(plan), workspace: "main" } });
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify(plan), workspace: "main" });
     assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
     const result = (outcome as unknown as { result: { exit_code: number; output_tail: string } }).result;
     assert.equal(result.exit_code, 0, result.output_tail);
@@ -193,7 +193,7 @@ describe("security: a hostile agent in the sandbox", () => {
     for (const e of network) assert.ok(entries.indexOf(e) < processFinished);
     assert.equal((await warden.verifyRun(runId)).requires_reconciliation, false);
     // The node, which the agent tried to stop and trace, still serves a run.
-    const next = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: "{}", workspace: "main" } });
+    const next = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: "{}", workspace: "main" });
     assert.equal(next.status, "recorded", JSON.stringify(next));
 
     // `journal verify` prints the confinement it recorded.
@@ -213,7 +213,7 @@ describe("security: a hostile agent in the sandbox", () => {
     });
     let runId: string;
     try {
-      const outcome = await plain.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "kimi", prompt: "{}", workspace: "main" } });
+      const outcome = await plain.invoke("test", randomUUID(), { provider: "kimi", prompt: "{}", workspace: "main" });
       assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
       runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
       fs.writeFileSync(path.join(root, "none.jsonl"), await plain.readJournal(runId));
@@ -226,9 +226,9 @@ describe("security: a hostile agent in the sandbox", () => {
   });
 
   it("an agent killed by a signal inside the sandbox leaves its run unresolved, as unconfined", async () => {
-    const outcome = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "claude", prompt: "work #kill", workspace: "main" } });
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "claude", prompt: "work #kill", workspace: "main" });
     assert.equal(outcome.status, "unresolved", JSON.stringify(outcome));
-    const done = await warden.runner.invoke({ scope: "test", id: randomUUID(), request: { provider: "claude", prompt: "work", workspace: "main" } });
+    const done = await warden.invoke("test", randomUUID(), { provider: "claude", prompt: "work", workspace: "main" });
     assert.equal(done.status, "recorded", JSON.stringify(done));
   });
 

@@ -154,6 +154,13 @@ describe("bad input over HTTP", () => {
       code: "upload-offset-invalid",
     },
     {
+      // Digits only, but past 2^53: not an offset a number can hold (16 digits are over the schema's 15).
+      name: "an Upload-Offset beyond a safe integer",
+      request: () => ({ method: "PATCH", url: `/v1/stages/${stageId}/blobs/${pendingDigest}`, headers: { ...chunkHeaders(0), "upload-offset": "9007199254740993" }, payload: Buffer.from("x") }),
+      status: 400,
+      code: "upload-offset-invalid",
+    },
+    {
       name: "a chunk sent as JSON",
       request: () => ({ method: "PATCH", url: `/v1/stages/${stageId}/blobs/${pendingDigest}`, headers: { ...chunkHeaders(5), "content-type": "application/json" }, payload: "{}" }),
       status: 415,

@@ -27,7 +27,7 @@ describe("a run's live event stream", () => {
       await node.app.listen({ host: "127.0.0.1", port: 0 });
       const port = (node.app.server.address() as AddressInfo).port;
       const runId = randomUUID();
-      const journal = await node.warden.journals.create(runId);
+      const journal = await node.warden.journalTap.create(runId);
       const line = (seq: number, type: string): Buffer =>
         Buffer.from(`${JSON.stringify({ entry: { seq, event: { type, pad: "x".repeat(400) } } })}\n`);
       await journal.append(line(0, "run.started"));

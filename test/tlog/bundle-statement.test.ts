@@ -52,15 +52,15 @@ test("a signature added after the commit is its own leaf, with the armored signa
     const signer = makeKey(keys, "release", "ed25519");
     const built = uniqueBundle([1_000]);
     const m = built.manifest;
-    const begun = await warden.delivery.begin(m);
-    await uploadMissing(warden.delivery, begun, built.blobs);
-    await warden.delivery.commit(begun.stage_id);
+    const begun = await warden.beginStage(m);
+    await uploadMissing(warden, begun, built.blobs);
+    await warden.commitStage(begun.stage_id);
     const signature = sshSignWith(signer.path, signingStatement(m));
-    const view = await warden.delivery.addSignature(m.bundle_id, m.revision, signature);
+    const view = await warden.addSignature(m.bundle_id, m.revision, signature);
     const stored = view.signatures.find((s) => s.fingerprint === signer.fingerprint)!;
     // The same key again keeps the stored signature and logs nothing new.
     const size = (await warden.log!.status()).size;
-    await warden.delivery.addSignature(m.bundle_id, m.revision, sshSignWith(signer.path, signingStatement(m)));
+    await warden.addSignature(m.bundle_id, m.revision, sshSignWith(signer.path, signingStatement(m)));
     assert.equal((await warden.log!.status()).size, size);
 
     const checkpoint = parseCheckpointText(parseNote((await warden.log!.checkpoint()).note).text);

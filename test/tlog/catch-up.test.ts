@@ -125,9 +125,9 @@ describe("transparency log catch-up after kill -9", () => {
     try {
       const first = await openWarden({ home, log: { origin: ORIGIN } });
       const built = uniqueBundle([500]);
-      const begun = await first.delivery.begin(built.manifest);
-      await uploadMissing(first.delivery, begun, built.blobs);
-      await first.delivery.commit(begun.stage_id);
+      const begun = await first.beginStage(built.manifest);
+      await uploadMissing(first, begun, built.blobs);
+      await first.commitStage(begun.stage_id);
       const watermark = await first.log!.watermark();
       await first.close();
       // A bad disk or a hand edit: the commit's stored manifest no longer parses.

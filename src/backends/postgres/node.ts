@@ -7,6 +7,7 @@
 import type { TrustPolicy } from "../../signing/policy.js";
 import type { Limits } from "../../core/limits.js";
 import { Delivery } from "../../delivery/service.js";
+import type { DeliveryAttest } from "../../delivery/bundle-catalog.js";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -26,7 +27,7 @@ export interface PostgresNodeOptions {
 export interface PostgresNodeBackend extends PostgresBackend {
   readonly home: string;
   /** The Delivery service on the shared stores, after its start-up recovery. */
-  openDelivery(options?: { clock?: () => number; trust?: TrustPolicy }): Promise<Delivery>;
+  openDelivery(options?: { clock?: () => number; trust?: TrustPolicy; attest?: DeliveryAttest }): Promise<Delivery>;
 }
 
 export async function openPostgresNodeBackend(
@@ -44,6 +45,7 @@ export async function openPostgresNodeBackend(
         limits: backend.limits,
         ...(delivery.clock === undefined ? {} : { clock: delivery.clock }),
         ...(delivery.trust === undefined ? {} : { trust: delivery.trust }),
+        ...(delivery.attest === undefined ? {} : { attest: delivery.attest }),
       }),
   };
 }

@@ -22,19 +22,19 @@ export function bundleRoutes(ctx: RouteContext) {
 
   return async function bundlesPlugin(app: App): Promise<void> {
     app.get("/v1/bundles", { schema: { operationId: "listBundles", summary: "Committed bundles with their revisions and receipts", response: { 200: BundleList, "4xx": ProblemResponse } } }, async () => ({
-      bundles: await warden.delivery.list(),
+      bundles: await warden.listBundles(),
     }));
 
     app.get(
       "/v1/bundles/:bundle_id",
       { schema: { operationId: "getBundle", summary: "One bundle's revisions with receipts", params: BundleParams, response: { 200: BundleView, "4xx": ProblemResponse } } },
-      async (request) => warden.delivery.show(request.params.bundle_id),
+      async (request) => warden.showBundle(request.params.bundle_id),
     );
 
     app.get(
       "/v1/bundles/:bundle_id/:revision/manifest",
       { schema: { operationId: "getRevisionManifest", summary: "The manifest a revision was committed with: every file's path, kind, scope, digest and size", params: RevisionParams, response: { 200: Manifest, "4xx": ProblemResponse } } },
-      async (request) => warden.delivery.manifest(request.params.bundle_id, request.params.revision),
+      async (request) => warden.revisionManifest(request.params.bundle_id, request.params.revision),
     );
 
     app.get(
@@ -79,7 +79,7 @@ export function bundleRoutes(ctx: RouteContext) {
           response: { 200: RevisionView, "4xx": ProblemResponse },
         },
       },
-      async (request) => warden.delivery.addSignature(request.params.bundle_id, request.params.revision, request.body.signature),
+      async (request) => warden.addSignature(request.params.bundle_id, request.params.revision, request.body.signature),
     );
 
     app.post(
@@ -93,9 +93,7 @@ export function bundleRoutes(ctx: RouteContext) {
       },
       async (request) => {
         const { bundle_id, revision } = request.params;
-        await warden.delivery.retire(bundle_id, revision);
-        // Retiring is how an operator makes room: the blobs only it held go now, not at a restart.
-        const collected = await warden.delivery.gc();
+        const collected = await warden.retireRevision(bundle_id, revision);
         return { bundle_id, revision, retired: true as const, collected_blobs: collected };
       },
     );

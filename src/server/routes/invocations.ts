@@ -96,7 +96,7 @@ export function invocationRoutes(ctx: RouteContext) {
     app.get(
       "/v1/invocations",
       { schema: { operationId: "listInvocations", summary: "Page through invocations", querystring: InvocationListQuery, response: { 200: InvocationList, "4xx": ProblemResponse } } },
-      async (request) => warden.invocations.list(request.query),
+      async (request) => warden.listInvocations(request.query),
     );
 
     app.get(

@@ -25,11 +25,11 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       version,
       backend: warden.backendKind,
       ready: !warden.closing && warden.storageReady,
-      fleet: fleetView(await warden.fleet.view()),
+      fleet: fleetView(await warden.fleetView()),
       keys: await warden.publicKeys(),
-      counts: await warden.invocations.counts(),
+      counts: await warden.invocationCounts(),
       active_runs: warden.activeRuns,
-      uploads: await warden.delivery.uploads(),
+      uploads: await warden.uploads(),
       recent_failures: await Promise.all(ctx.recentFailures.map(current)),
     }));
   };

@@ -108,7 +108,7 @@ export function runRoutes(ctx: RouteContext) {
           response: { 200: OutputTail, "4xx": ProblemResponse },
         },
       },
-      async (request) => warden.runner.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
+      async (request) => warden.outputTail(request.params.run_id.toLowerCase(), request.params.stream, request.query.tail ?? DEFAULT_OUTPUT_TAIL),
     );
 
     app.get(

@@ -37,7 +37,6 @@ const manifestValidator: FastifySchemaCompiler<TSchema> = (route) =>
 
 export function stageRoutes(ctx: RouteContext) {
   const { warden, metrics, stages } = ctx;
-  const delivery = warden.delivery;
 
   return async function stagesPlugin(app: App): Promise<void> {
     app.post(
@@ -51,7 +50,7 @@ export function stageRoutes(ctx: RouteContext) {
         },
       },
       async (request, reply) => {
-        const begun = await delivery.begin(request.body);
+        const begun = await warden.beginStage(request.body);
         if (begun.committed) {
           return reply.code(200).send({
             stage_id: begun.stage_id,
@@ -70,14 +69,14 @@ export function stageRoutes(ctx: RouteContext) {
     app.get(
       "/v1/stages",
       { schema: { operationId: "listStages", summary: "Stages being uploaded now, with the bytes received of those declared", response: { 200: UploadList, "4xx": ProblemResponse } } },
-      async () => ({ stages: await delivery.uploads() }),
+      async () => ({ stages: await warden.uploads() }),
     );
 
     app.get(
       "/v1/stages/:stage_id",
       { schema: { operationId: "getStage", summary: "Where each missing blob resumes", params: StageParams, response: { 200: StageStatus, "4xx": ProblemResponse } } },
       async (request) => {
-        return delivery.status(request.params.stage_id);
+        return warden.stageStatus(request.params.stage_id);
       },
     );
 
@@ -92,7 +91,7 @@ export function stageRoutes(ctx: RouteContext) {
         },
       },
       async (request) => {
-        const receipt = await delivery.commit(request.params.stage_id, commitSignatures(request.body));
+        const receipt = await warden.commitStage(request.params.stage_id, commitSignatures(request.body));
         if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "committed" });
         return { receipt };
       },
@@ -102,7 +101,7 @@ export function stageRoutes(ctx: RouteContext) {
       "/v1/stages/:stage_id",
       { schema: { operationId: "abortStage", summary: "Abort a stage and drop its partial blobs", params: StageParams, response: { 204: NoContent, "4xx": ProblemResponse } } },
       async (request, reply) => {
-        await delivery.abort(request.params.stage_id);
+        await warden.abortStage(request.params.stage_id);
         if (stages.delete(request.params.stage_id)) metrics.stages.inc({ event: "aborted" });
         return reply.code(204).send(null);
       },
@@ -157,10 +156,10 @@ function chunkRoute(ctx: RouteContext) {
             details: { limit: chunkBytes },
           });
         }
+        // The header's schema admits only decimal safe integers: its `upload-offset-invalid` is the one check.
         const offset = Number(request.headers["upload-offset"]);
-        if (!Number.isSafeInteger(offset)) throw new ValidationError("upload-offset-invalid", "Upload-Offset must be a non-negative integer");
         const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as Readable, (n) => metrics.bytesReceived.inc({}, n));
-        const accepted = await warden.delivery.putChunk(request.params.stage_id, request.params.digest, offset, body).catch(async (error: unknown) => {
+        const accepted = await warden.putChunk(request.params.stage_id, request.params.digest, offset, body).catch(async (error: unknown) => {
           await finishRefusedBody(request.raw, reply, Number.isSafeInteger(declared));
           throw error;
         });

@@ -6,4 +6,4 @@ import { fileURLToPath } from "node:url";
 const [home, workspace, id, prompt] = process.argv.slice(2) as [string, string, string, string];
 const HOSTILE = fileURLToPath(new URL("../../fixtures/agents/hostile.mjs", import.meta.url));
 const warden = await openWarden({ home, workspaces: { main: workspace }, providers: { kimi: { command: HOSTILE, promptArgs: ["--", "{prompt}"] } } });
-await warden.runner.invoke({ scope: "test", id, request: { provider: "kimi", prompt } });
+await warden.invoke("test", id, { provider: "kimi", prompt });

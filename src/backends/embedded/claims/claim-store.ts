@@ -191,14 +191,17 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#writes instanceof ClaimWriteChannel && this.#writes.offloaded;
   }
 
+  /**
+   * No read first, as on PostgreSQL: callers look an id up before they claim it (Invocations.open,
+   * or the facade's replay path), so a replay never gets here. A key created meanwhile is answered
+   * from the writer's read inside its transaction; the first creator wins.
+   */
   async claim(claim: NewClaim, options: ClaimOptions = {}): Promise<ClaimAttempt> {
     this.#assertOpen();
-    // Existing claims (replays, retries) are answered from a read: no write lock, no fsync.
-    const existing = this.#read(claim.scope, claim.id);
-    if (existing !== undefined) return { created: false, claim: existing };
     const writing = this.#writes.claim(claim);
     // The write is queued (its commit may already be on the way): what a fresh claim needs next
-    // can start beside it.
+    // can start beside it. A claim another caller won discards it (it is named by this attempt's
+    // own run id, never the winner's).
     options.onWrite?.();
     const written = await writing;
     return { created: written.created, claim: this.#state(written.row) } as ClaimAttempt;

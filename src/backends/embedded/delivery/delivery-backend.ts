@@ -8,6 +8,7 @@ import type { TrustPolicy } from "../../../signing/policy.js";
 import { StorageError } from "../../../core/errors.js";
 import { resolveLimits, type Limits } from "../../../core/limits.js";
 import { Delivery } from "../../../delivery/service.js";
+import type { DeliveryAttest } from "../../../delivery/bundle-catalog.js";
 import { FileLock } from "../../../storage/lock.js";
 import { ensurePrivateDirSync } from "../../../storage/secure-fs.js";
 import { auditDeliveryTree } from "./delivery-audit.js";
@@ -25,6 +26,7 @@ export interface EmbeddedDeliveryOptions {
   readonly clock?: () => number;
   readonly faults?: DeliveryFaults;
   readonly trust?: TrustPolicy;
+  readonly attest?: DeliveryAttest;
 }
 
 export interface EmbeddedDelivery {
@@ -72,6 +74,7 @@ export async function openEmbeddedDelivery(home: string, options: EmbeddedDelive
       limits,
       ...(clock === undefined ? {} : { clock }),
       ...(options.trust === undefined ? {} : { trust: options.trust }),
+      ...(options.attest === undefined ? {} : { attest: options.attest }),
     });
     return { delivery, layout, repairs };
   } catch (error) {
