@@ -21,6 +21,12 @@ export const CONFINEMENT_PREREQUISITES = [
 export const DEBIAN_PREREQUISITES = [
   ...CONFINEMENT_PREREQUISITES,
   { why: "the hostile agent's ptrace(2) attempt on the node (security tests; ctypes, as node has no ptrace)", command: "/usr/bin/python3", packages: ["python3"] },
+  {
+    why: "attestations: securesystemslib (not warden's code) checks the node's DSSE signature with the key of /v1/keys",
+    command: "/usr/bin/python3",
+    packages: ["python3-securesystemslib"],
+    files: ["/usr/lib/python3/dist-packages/securesystemslib/signer/_key.py"],
+  },
   { why: "the console's browser tests (Playwright drives Debian's Chromium)", command: "/usr/bin/chromium", packages: ["chromium"] },
   { why: "signed bundles: signatures made and checked by the real OpenSSH", command: "ssh-keygen", packages: ["openssh-client"] },
   { why: "git workspaces: a worktree per run and its change set (DESIGN.md \"Change sets\")", command: "/usr/bin/git", packages: ["git"] },

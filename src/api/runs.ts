@@ -1,6 +1,6 @@
 /** Run journals, their verification and live events; the node's public keys; health. */
 import { Type, type Static } from "typebox";
-import { Count, List, Uuid } from "./common.js";
+import { Count, Digest, List, Uuid } from "./common.js";
 import { Finding, VerifyErrorView } from "./invocations.js";
 import { LogState } from "./log.js";
 
@@ -30,6 +30,25 @@ export type Verification = Static<typeof Verification>;
 export const PublicKey = Type.Object({ key_id: Type.String(), public_key: Type.String({ description: "standard base64 of the raw 32-byte Ed25519 key" }) });
 export const KeyList = Type.Object({ keys: List(PublicKey) });
 export type KeyList = Static<typeof KeyList>;
+
+/** A DSSE envelope (DESIGN.md "Attestations"): the node's signed in-toto statement about a run's change set. */
+export const AttestationEnvelope = Type.Object(
+  {
+    payload: Type.String({ description: "standard base64 of the statement's RFC 8785 bytes" }),
+    payloadType: Type.String({ description: "application/vnd.in-toto+json" }),
+    signatures: List(
+      Type.Object(
+        {
+          keyid: Type.String({ description: "the node key's key_id (GET /v1/keys)" }),
+          sig: Type.String({ description: "standard base64 of the Ed25519 signature of PAE(payloadType, payload)" }),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type AttestationEnvelope = Static<typeof AttestationEnvelope>;
 
 export const Health = Type.Object({ status: Type.Literal("ok") });
 export const Readiness = Type.Object({ status: Type.Literal("ready"), log: Type.Optional(LogState) });

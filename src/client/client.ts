@@ -9,6 +9,7 @@ import type { PushOptions, PushResult, StageApi } from "./push.js";
 import { readEvents, type RunEvent } from "./sse.js";
 import { Transport, type TransportOptions } from "./transport.js";
 import type {
+  AttestationEnvelope,
   BeginStageReply,
   BundleList,
   BundleView,
@@ -249,6 +250,11 @@ export class WardenClient implements StageApi {
   async runChangeBlob(runId: string, digest: string): Promise<Uint8Array> {
     const response = await this.#http.send({ method: "GET", path: `/v1/runs/${seg(runId)}/changes/blobs/${seg(digest)}`, accept: "application/octet-stream" });
     return new Uint8Array(await response.arrayBuffer());
+  }
+
+  /** The node's signed in-toto statement about a run's change set, as a DSSE envelope (DESIGN.md "Attestations"). */
+  async runAttestation(runId: string): Promise<AttestationEnvelope> {
+    return (await this.#http.json<AttestationEnvelope>({ method: "GET", path: `/v1/runs/${seg(runId)}/attestation` })).body;
   }
 
   async keys(): Promise<KeyList["keys"]> {

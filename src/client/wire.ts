@@ -9,6 +9,7 @@ import type { ProviderName } from "../providers/types.js";
 export type { ProviderName } from "../providers/types.js";
 
 export type {
+  AttestationEnvelope,
   BundleList,
   BundleView,
   ClaimSnapshot,

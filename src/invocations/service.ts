@@ -452,6 +452,11 @@ export class Invocations {
     return event;
   }
 
+  /** The node's active signing key (what signs its journals and receipts; also its attestations). */
+  signingKey(): Promise<SigningKey> {
+    return this.#activeKey();
+  }
+
   async #activeKey(): Promise<SigningKey> {
     if (this.#signingKey === undefined) {
       const loading = this.#keys.active();

@@ -471,6 +471,14 @@ export class TransparencyLog {
     return this.#leafProof(`reconciled:${runId}`, `no reconciliation of run ${runId} is in the transparency log`, runId);
   }
 
+  /** The leaf logged under `key` (e.g. `run:<run_id>`) and its index, checkpointed or not yet; undefined when none is. */
+  async leaf(key: string): Promise<{ readonly index: number; readonly leaf: Buffer } | undefined> {
+    const index = await this.#store.indexOf(key);
+    if (index === undefined) return undefined;
+    const [leaf] = await this.#store.leaves(index, index + 1);
+    return leaf === undefined ? undefined : { index, leaf };
+  }
+
   async #leafProof(key: string, missing: string, runId: string): Promise<RunProof> {
     const index = await this.#store.indexOf(key);
     if (index === undefined) throw new NotFoundError("log-leaf-not-found", missing, { details: { run_id: runId } });

@@ -52,6 +52,7 @@ import { Scrub } from "./scrub.js";
 import { Fleet, type SharedNodes } from "./fleet.js";
 import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./transparency.js";
 import { catchUpLog } from "./log-catchup.js";
+import { attestRun, type RunAttestation } from "./attestation.js";
 import type { TransparencyLog } from "../tlog/log.js";
 
 export interface WardenOptions {
@@ -539,6 +540,23 @@ export class Warden {
       incomplete_tail: result.incomplete_tail,
       findings: result.inspection.reasons,
     };
+  }
+
+  /**
+   * The node's signed in-toto statement about run `runId`'s change set (DESIGN.md "Attestations"):
+   * from its verified journal, the bundle's commit and the run's log leaf.
+   */
+  async attestRun(runId: string): Promise<RunAttestation> {
+    const journal = await this.readJournal(runId);
+    const [keys, signingKey] = await Promise.all([this.invocations.publicKeys(true), this.invocations.signingKey()]);
+    return attestRun(runId, {
+      journal,
+      maxBytes: this.limits.journalBytes,
+      keys,
+      signingKey,
+      bundle: (bundleId, revision) => this.revisionManifest(bundleId, revision),
+      log: this.log,
+    });
   }
 
   /** The node's public keys, oldest first (journal and receipt verification). */

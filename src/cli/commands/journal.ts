@@ -15,7 +15,7 @@ import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
 import { fetchRunJournal, isRunIdArgument, summarizeReceipt, type ReconciliationSummary, type RemoteJournal } from "../remote-journal.js";
 
-interface VerifyFlags {
+export interface VerifyFlags {
   key?: string;
   home?: string;
   url?: string;
@@ -43,7 +43,8 @@ export function registerJournalCommands(program: Command, ctx: CliContext): void
     .action((file: string, flags: VerifyFlags) => runCommand(ctx, flags, () => verifyCommand(ctx, file, flags)));
 }
 
-async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () => Promise<readonly PublicKeyRecord[]>): Promise<readonly PublicKeyRecord[]> {
+/** The keys a verification trusts: `--key`, else the node's published ones (`nodeKeys`, `--url`), else the home's. */
+export async function trustedKeys(ctx: CliContext, flags: VerifyFlags, nodeKeys?: () => Promise<readonly PublicKeyRecord[]>): Promise<readonly PublicKeyRecord[]> {
   if (flags.key !== undefined) {
     const path = resolve(ctx.io.cwd, flags.key);
     const text = (await readInputFile(path, KEY_FILE_MAX_BYTES)).toString("utf8").trim();
@@ -127,7 +128,7 @@ function runIdOf(bytes: Uint8Array): string {
  * A reconciled run (`receipt`) was never recorded, so it has no seal unless the node has one: its
  * seal is checked where the node has one, and the receipt's `run.reconciled` leaf always.
  */
-async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, flags: VerifyFlags, receipt?: ReconciliationReceipt): Promise<boolean> {
+export async function loggedCommand(ctx: CliContext, bytes: Uint8Array, runId: string, flags: VerifyFlags, receipt?: ReconciliationReceipt): Promise<boolean> {
   const { parsePolicy } = await import("../../tlog/policy.js");
   const { parseRunProof, verifyLoggedReconciliation, verifyLoggedRun } = await import("../../tlog/verify.js");
   const read = async (file: string, max: number): Promise<string> => (await readInputFile(resolve(ctx.io.cwd, file), max)).toString("utf8");

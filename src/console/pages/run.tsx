@@ -11,6 +11,7 @@ import { href, Link } from "../router.js";
 import { verifyJournal, type JournalCheck } from "../verify.js";
 import { ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
 import { ReceiptView } from "../receipt.js";
+import { Changes, type RunChangesView } from "../changes.js";
 import { explainTermination, explainUnresolved } from "../../invocations/explain.js";
 
 interface JournalEntry {
@@ -248,6 +249,7 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
             Run <code>{runId}</code>
           </p>
           <VerificationBadge runId={runId} check={check.result} error={check.error} />
+          <Changes runId={runId} event={timeline.entries.find((e) => e.event.type === "run.changes")?.event as RunChangesView | undefined} />
           <Timeline entries={timeline.entries} live={timeline.live} reconnects={timeline.reconnects} />
           <AgentOutput runId={runId} live={timeline.live || view.status === "in_progress"} ended={ended} result={view.result} />
         </>

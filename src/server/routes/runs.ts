@@ -3,7 +3,7 @@ import { Type } from "typebox";
 import { ProblemResponse } from "../../api/problem.js";
 import { ChangeBlobBody, ChangeBlobParams, ChangeStat, ChangesQuery, RunChangeSet } from "../../api/runs.js";
 import type { Digest } from "../../core/digest.js";
-import { EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
+import { AttestationEnvelope, EVENTS_CONTENT_TYPE, EventStreamBody, JOURNAL_CONTENT_TYPE, JournalBody, KeyList, OutputParams, OutputQuery, OutputTail, RunParams, Verification } from "../../api/runs.js";
 import { LimitError } from "../../core/errors.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
 import { principalOf } from "../auth.js";
@@ -143,6 +143,22 @@ export function runRoutes(ctx: RouteContext) {
       async (request, reply) => {
         const bytes = await warden.changes.blob(request.params.run_id.toLowerCase(), request.params.digest as Digest);
         return reply.type("application/octet-stream").header("cache-control", "no-store").send(bytes);
+      },
+    );
+
+    app.get(
+      "/v1/runs/:run_id/attestation",
+      {
+        schema: {
+          operationId: "getRunAttestation",
+          summary: "The node's signed in-toto statement about the run's change set (a DSSE envelope)",
+          params: RunParams,
+          response: { 200: AttestationEnvelope, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const { envelope } = await warden.attestRun(request.params.run_id.toLowerCase());
+        return reply.header("cache-control", "no-store").send(envelope);
       },
     );
 
