@@ -172,7 +172,11 @@ export class ScriptedModelServer {
         return;
       }
     }
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    // No `connection` header of our own: Node answers keep-alive or close as the request asked.
+    // Claude Code confined asks through warden's egress proxy, which sends `Connection: close`; a
+    // `keep-alive` here told the CLI to reuse the socket the server was closing, and its next
+    // request failed ("API Error: 400 status code (no body)").
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     const sent = turn.drop === true ? events.slice(0, DROP_AFTER_EVENTS) : events;
     for (const e of sent) res.write(sseFrame(e));
     if (turn.drop === true) {
