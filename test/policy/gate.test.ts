@@ -27,7 +27,7 @@ let n = 0;
 async function gateWith(append: (event: PolicyDecisionEvent) => Promise<boolean>): Promise<DecisionGate> {
   return DecisionGate.listen(join(dir, `g${n++}.sock`), {
     policy: POLICY,
-    workspace: "/work/space",
+    workspace: "/srv/workspace",
     principal: { scope: "api:op", name: "op", role: "operator" },
     context: { workspace: "main", run: "r1", provider: "claude", bundle_id: "", revision: "", signers: [] },
     journal: { append },
@@ -46,7 +46,7 @@ function ask(socket: string, body: string): Promise<{ decision: string; reason?:
 }
 
 const call = (id: string, tool: string, input: Record<string, unknown>): string =>
-  JSON.stringify({ hook_event_name: "PreToolUse", session_id: "s", cwd: "/work/space", tool_name: tool, tool_input: input, tool_use_id: id });
+  JSON.stringify({ hook_event_name: "PreToolUse", session_id: "s", cwd: "/srv/workspace", tool_name: tool, tool_input: input, tool_use_id: id });
 
 describe("a run's decision socket", () => {
   it("answers allow only once the decision is durable, and journals what decided it", async () => {
