@@ -4,7 +4,7 @@
 // the typed client (src/client) and the wire types (src/api); the client's Node-only parts (its
 // node:http fetch, pushing a directory from disk) are swapped for browser stand-ins here.
 import { build } from "esbuild";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -33,7 +33,12 @@ const browserSwaps = {
   },
 };
 
-rmSync(out, { recursive: true, force: true });
+// Built beside the served tree, then moved in file by file (a rename replaces a file whole): a node
+// serving the console while another build runs (test files build it concurrently) never finds it
+// missing or half written. The names are content hashes, so concurrent builds agree on them.
+const staging = join(repo, "dist", `.console-build-${process.pid}`);
+rmSync(staging, { recursive: true, force: true });
+mkdirSync(join(staging, "assets"), { recursive: true });
 mkdirSync(join(out, "assets"), { recursive: true });
 const result = await build({
   entryPoints: { console: join(repo, "src", "console", "main.tsx") },
@@ -42,7 +47,7 @@ const result = await build({
   format: "esm",
   target: ["chrome120", "firefox120", "safari17"],
   platform: "browser",
-  outdir: join(out, "assets"),
+  outdir: join(staging, "assets"),
   entryNames: "[name]-[hash]",
   jsx: "automatic",
   jsxImportSource: "preact",
@@ -57,7 +62,7 @@ const js = files.find((f) => f.endsWith(".js"));
 const css = files.find((f) => f.endsWith(".css"));
 if (js === undefined || css === undefined) throw new Error(`the console build wrote no JS or CSS: ${files.join(", ")}`);
 writeFileSync(
-  join(out, "index.html"),
+  join(staging, "index.html"),
   `<!doctype html>
 <html lang="en">
 <head>
@@ -73,6 +78,11 @@ writeFileSync(
 </html>
 `,
 );
+for (const f of [js, css]) renameSync(join(staging, "assets", f), join(out, "assets", f));
+renameSync(join(staging, "index.html"), join(out, "index.html"));
+rmSync(staging, { recursive: true, force: true });
+// Assets of earlier sources: no index.html names them any more.
+for (const f of readdirSync(join(out, "assets"))) if (f !== js && f !== css) rmSync(join(out, "assets", f), { force: true });
 let gzipped = 0;
 for (const f of [join(out, "index.html"), join(out, "assets", js), join(out, "assets", css)]) gzipped += gzipSync(readFileSync(f), { level: 9 }).byteLength;
 console.log(`console: ${js}, ${css}: ${(gzipped / 1024).toFixed(1)} KiB gzipped`);
