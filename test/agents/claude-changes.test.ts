@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer } from "../../src/scripted-model/index.js";
-import { httpCall, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 import { treeDifferences, treeOf } from "../changes/trees.js";
 
@@ -73,11 +73,7 @@ describe("real claude in a git workspace: the change set is what its tools did",
     const code = await main(["node", "warden", ...args], io);
     return { code, signal: null, stdout, stderr };
   };
-  const journal = async (runId: string): Promise<Entry[]> => {
-    const reply = await fetch(`${node!.url}/v1/runs/${runId}/journal`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    assert.equal(reply.status, 200);
-    return (await reply.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Entry);
-  };
+  const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
   /** A clean checkout of the base, as an operator makes one to apply a run's change set to. */
   const checkout = (name: string): string => {
     const dir = join(root, name);

@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
-import { httpCall, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "policy-agents-operator-token-0123456789abcdef";
@@ -75,16 +75,8 @@ describe("real claude under a Cedar tool policy", { skip }, () => {
   };
   const invoke = (workspace: string, prompt: string, json = true): Promise<CliRun> =>
     warden(["invoke", "--id", randomUUID(), "--provider", "claude", "--workspace", workspace, "--wait", String(RUN_WAIT_S), ...(json ? ["--json"] : []), "--", prompt]);
-  const journal = async (runId: string): Promise<Entry[]> => {
-    const reply = await fetch(`${node!.url}/v1/runs/${runId}/journal`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    assert.equal(reply.status, 200);
-    return (await reply.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Entry);
-  };
-  const verified = async (runId: string): Promise<void> => {
-    const v = await httpCall(node!.url, TOKEN, "GET", `/v1/runs/${runId}/verification`);
-    assert.equal(v.status, 200);
-    assert.equal(v.body.ok, true, JSON.stringify(v.body));
-  };
+  const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
+  const verified = (runId: string): Promise<void> => assertRunVerified(node!.url, TOKEN, runId);
   /** Each tool call's decision and effect, by seq. */
   const calls = (entries: Entry[]): { id: string; decision?: Entry["entry"]; started?: Entry["entry"]; finished?: Entry["entry"] }[] => {
     const ids = [...new Set(entries.flatMap((e) => (e.entry.event.type === "policy.decision" ? [e.entry.event.call_id!] : e.entry.event.kind === "tool" ? [e.entry.event.effect_id!] : [])))];

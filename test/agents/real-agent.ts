@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
-import { httpCall, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { isAlive } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
@@ -104,16 +104,8 @@ export function describeRealAgent(provider: RealProvider): void {
     };
     const invoke = (id: string, prompt: string, extra: readonly string[] = []): Promise<CliRun> =>
       warden(["invoke", "--id", id, "--provider", provider, "--wait", String(RUN_WAIT_S), ...extra, "--json", "--", prompt]);
-    const journal = async (runId: string): Promise<JournalEntry[]> => {
-      const reply = await fetch(`${node!.url}/v1/runs/${runId}/journal`, { headers: { authorization: `Bearer ${TOKEN}` } });
-      assert.equal(reply.status, 200);
-      return (await reply.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as JournalEntry);
-    };
-    const verified = async (runId: string): Promise<void> => {
-      const v = await httpCall(node!.url, TOKEN, "GET", `/v1/runs/${runId}/verification`);
-      assert.equal(v.status, 200);
-      assert.equal(v.body.ok, true, JSON.stringify(v.body));
-    };
+    const journal = (runId: string): Promise<JournalEntry[]> => runJournal<JournalEntry>(node!.url, TOKEN, runId);
+    const verified = (runId: string): Promise<void> => assertRunVerified(node!.url, TOKEN, runId);
     const tools = (entries: JournalEntry[]): { name: string; outcome: string | undefined; detail: Record<string, unknown> | undefined }[] =>
       entries
         .filter((e) => e.entry.event.type === "effect.started" && e.entry.event.kind === "tool")

@@ -13,7 +13,7 @@ import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer, SCRIPTED_USAGE, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { canonicalDigest } from "../../src/core/canonical.js";
-import { httpCall, repo, startNode, type HttpReply, type NodeProcess } from "../support/node.js";
+import { httpCall, repo, startNode, type HttpReply, type NodeProcess, runJournal } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
@@ -55,11 +55,7 @@ describe("budgets with the real claude", { skip: existsSync(CLI) ? false : `${CL
     startNode({ home, config: config(), env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted", HOME: join(root, "agent-home") }, timeoutMs: 60_000 });
   const invoke = (key: string, body: Record<string, unknown>): Promise<HttpReply> =>
     httpCall(node!.url, TOKEN, "POST", "/v1/invocations", { headers: { "idempotency-key": key, prefer: "wait=120" }, body });
-  const journal = async (runId: string): Promise<Entry[]> => {
-    const reply = await fetch(`${node!.url}/v1/runs/${runId}/journal`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    assert.equal(reply.status, 200);
-    return (await reply.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Entry);
-  };
+  const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
 
   before(async () => {
     for (const d of [workspace, other, join(root, "agent-home")]) mkdirSync(d, { recursive: true });

@@ -3,6 +3,7 @@
  * loopback port with a temp home, and the real `warden` CLI. Nothing is simulated: the node is
  * the same entry point users run (src/cli/run.ts through tsx).
  */
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -238,4 +239,18 @@ export async function httpCall(url: string, defaultToken: string, method: string
 function fixtureWatching(env: Record<string, string> | undefined): Record<string, unknown> {
   const names = Object.keys(env ?? {}).filter((n) => n.startsWith("WARDEN_FIXTURE_"));
   return names.length === 0 ? {} : { isolation: "none", agentEnv: names };
+}
+
+/** A run's journal as the node serves it (`GET /v1/runs/{id}/journal`), one parsed entry per line. */
+export async function runJournal<Entry>(url: string, token: string, runId: string): Promise<Entry[]> {
+  const reply = await fetch(`${url}/v1/runs/${runId}/journal`, { headers: { authorization: `Bearer ${token}` } });
+  assert.equal(reply.status, 200, `GET /v1/runs/${runId}/journal`);
+  return (await reply.text()).split("\n").filter(Boolean).map((l) => JSON.parse(l) as Entry);
+}
+
+/** Fails unless the node's own verification of the run (`GET /v1/runs/{id}/verification`) is ok. */
+export async function assertRunVerified(url: string, token: string, runId: string): Promise<void> {
+  const v = await httpCall(url, token, "GET", `/v1/runs/${runId}/verification`);
+  assert.equal(v.status, 200);
+  assert.equal(v.body.ok, true, JSON.stringify(v.body));
 }
