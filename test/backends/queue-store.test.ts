@@ -113,15 +113,26 @@ for (const backend of backendsUnderTest()) {
         await queue.enqueue(row);
         assert.equal((await queue.lease(leaseOf({ max: 1 }))).leased.length, 1);
         // Alternate who is asked first: each order must give one winner.
-        const start = startClaim(node, row).then(
-          (a) => a.created,
-          (e: unknown) => {
-            if (isWardenError(e) && e.code === "queue-lease-lost") return false;
-            throw e;
-          },
-        );
-        const cancel = queue.cancel(row, "ops", Date.now());
-        const [started, after] = i % 2 === 0 ? await Promise.all([start, cancel]) : (await Promise.all([cancel, start])).reverse() as [boolean, Awaited<typeof cancel>];
+        const startNow = (): Promise<boolean> =>
+          startClaim(node, row).then(
+            (a) => a.created,
+            (e: unknown) => {
+              if (isWardenError(e) && e.code === "queue-lease-lost") return false;
+              throw e;
+            },
+          );
+        const cancelNow = () => queue.cancel(row, "ops", Date.now());
+        let started: boolean;
+        let after: Awaited<ReturnType<typeof cancelNow>>;
+        if (i % 2 === 0) {
+          const s = startNow();
+          const c = cancelNow();
+          [started, after] = await Promise.all([s, c]);
+        } else {
+          const c = cancelNow();
+          const s = startNow();
+          [after, started] = await Promise.all([c, s]);
+        }
         const claim = await node.claims.get(row);
         const stored = await queue.getQueued(row);
         if (started) {
@@ -129,6 +140,7 @@ for (const backend of backendsUnderTest()) {
           assert.notEqual(claim, undefined);
           assert.equal(stored?.state, "started", "a started row is never cancelled");
           assert.equal(stored?.cancelled_by, "ops", "the cancel is noted for the runner to stop the run");
+          assert.equal(after?.state, "started", "the cancel came second: it saw the run started, never cancelled it");
         } else {
           wins.cancel++;
           assert.equal(claim, undefined, "a cancelled row never gets a claim");
