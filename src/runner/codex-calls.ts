@@ -6,8 +6,8 @@
  * tie them. Codex runs the hook before it starts the call, so every allowed call's decision is
  * known when its item starts: the item takes the call id of the oldest allowed, not yet paired
  * decision of its kind (`Bash` → command_execution, `apply_patch` → file_change, `mcp__s__t` →
- * `mcp:s/t`), preferring the one whose command is the item's (Codex prints `<shell> -lc
- * '<command>'`). An item no decision pairs with keeps its own id, and verification names it.
+ * `mcp:s/t`); a command item only that of a decision for its very command (Codex prints `<shell>
+ * -lc '<command>'`). An item no decision pairs with keeps its own id, and verification names it.
  *
  * A call the policy did not allow never becomes an item (Codex prints nothing of it): its
  * effect is journaled from the decision, started and finished refused, as Claude Code's are.
@@ -60,7 +60,10 @@ export class CodexCalls {
     if (event.type !== "start") return event;
     const ofKind = this.#pending.filter((p) => p.kind === event.name);
     const unwrapped = event.command === undefined ? undefined : shellCommandOf(event.command);
-    const match = ofKind.find((p) => unwrapped !== undefined && p.command === unwrapped) ?? ofKind[0];
+    // A command Codex printed as `<shell> -c <command>` pairs only with a decision for that very
+    // command: an allow the agent registered on the socket for a harmless command cannot cover a
+    // call its hook never asked about.
+    const match = unwrapped !== undefined ? ofKind.find((p) => p.command === unwrapped) : ofKind[0];
     if (match === undefined) return event;
     this.#pending.splice(this.#pending.indexOf(match), 1);
     this.#paired.set(event.id, match.callId);

@@ -73,7 +73,7 @@ describe("codex items paired with the hook's calls", () => {
   const idOf = (e: ParsedEvent): string | undefined => (e.type === "start" || e.type === "finish" ? e.id : undefined);
   const start = (item: string, command: string): ParsedEvent => ({ type: "start", id: `codex:${item}`, name: "command_execution", fingerprint: "sha256:x", command: `/bin/bash -lc '${command}'` });
 
-  it("an item takes the id of the allowed call with its command, else the oldest of its kind; its finish follows; an unpaired item keeps its own", () => {
+  it("an item takes the id of the allowed call with its command; its finish follows; an unpaired item keeps its own", () => {
     const calls = new CodexCalls();
     assert.deepEqual(calls.decided(call("call_1", "Bash", "make"), true), []);
     assert.deepEqual(calls.decided(call("call_2", "Bash", "make test"), true), []);
@@ -83,8 +83,11 @@ describe("codex items paired with the hook's calls", () => {
     assert.deepEqual(calls.paired({ type: "finish", id: "codex:item_7", outcome: "succeeded" }), { type: "finish", id: "codex:call_2", outcome: "succeeded" });
     // No decision left: an item the hook never saw keeps its own id (and verification names it).
     assert.equal(idOf(calls.paired(start("item_9", "curl evil"))), "codex:item_9");
+    // An allow for a harmless command (an agent can register one on its socket) covers no other.
     calls.decided(call("call_3", "Bash", "ls"), true);
-    assert.equal(idOf(calls.paired(start("item_10", "l'\\''s"))), "codex:call_3", "the oldest of its kind when no command matches");
+    assert.equal(idOf(calls.paired(start("item_10", "git push"))), "codex:item_10");
+    // A line that is not `<shell> -c <command>` takes the oldest of its kind.
+    assert.equal(idOf(calls.paired({ type: "start", id: "codex:item_12", name: "command_execution", fingerprint: "sha256:x", command: "ls -la" })), "codex:call_3");
     // An MCP item pairs only with an MCP decision.
     calls.decided(call("call_4", "Bash", "ls"), true);
     assert.equal(idOf(calls.paired({ type: "start", id: "codex:item_11", name: "mcp:repo/deploy", fingerprint: "sha256:x" })), "codex:item_11");
