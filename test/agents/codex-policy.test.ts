@@ -90,7 +90,13 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
   const invoke = (workspace: string, prompt: string, json = true): Promise<CliRun> =>
     warden(["invoke", "--id", randomUUID(), "--provider", "codex", "--workspace", workspace, "--wait", String(RUN_WAIT_S), ...(json ? ["--json"] : []), "--", prompt]);
   const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
-  const verified = (runId: string): Promise<void> => assertRunVerified(node!.url, TOKEN, runId);
+  /** The node's own verification, and `warden journal verify` fetching the journal and checking it here. */
+  const verified = async (runId: string): Promise<void> => {
+    await assertRunVerified(node!.url, TOKEN, runId);
+    const cli = await warden(["journal", "verify", runId, "--json"]);
+    assert.equal(cli.code, 0, cli.stdout + cli.stderr);
+    assert.equal((JSON.parse(cli.stdout) as { ok: boolean }).ok, true, cli.stdout);
+  };
   /** Each tool call's decision and effect, by the call id both carry. */
   const calls = (entries: Entry[]): { id: string; decision?: Entry["entry"]; started?: Entry["entry"]; finished?: Entry["entry"] }[] => {
     const ids = [...new Set(entries.flatMap((e) => (e.entry.event.type === "policy.decision" ? [e.entry.event.call_id!] : e.entry.event.kind === "tool" ? [e.entry.event.effect_id!] : [])))];
@@ -117,7 +123,8 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
         // Codex's own permission lets every command run in these: what stops one is the policy.
         workspacePermissions: { governed: "full", own: "workspace", open: "full" },
         policies: { governed: "repo.cedar", own: "repo.cedar" },
-        providers: { codex: { command: cli, model: { baseUrl: `${model.url}/v1`, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+        // kimi: configured, never launched (it has no pre-tool hook, so a policy refuses its runs).
+        providers: { codex: { command: cli, model: { baseUrl: `${model.url}/v1`, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } }, kimi: { command: "/bin/false" } },
         logLevel: "warn",
       },
       env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
@@ -229,5 +236,12 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
       [`codex:call_scripted_${from + 1}`, "deny", "failed"],
     ]);
     await verified(view.run_id);
+  });
+
+  it("kimi, which has no pre-tool hook, is still refused before its claim in a governed workspace", async () => {
+    const id = randomUUID();
+    const run = await warden(["invoke", "--id", id, "--provider", "kimi", "--workspace", "governed", "--wait", "10", "--", "anything"]);
+    assert.notEqual(run.code, 0, run.stdout);
+    assert.match(run.stderr, /^warden: .*kimi.*\(tool-policy-provider-unsupported\)$/m);
   });
 });
