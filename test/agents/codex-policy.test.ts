@@ -18,10 +18,9 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
+import { wardenInProcess } from "../support/cli.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "codex-policy-operator-token-0123456789abcdef";
@@ -80,13 +79,7 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
   };
   const remoteHead = (workspace: string): string => git(workspace, "--git-dir", join(workspace, "remote.git"), "for-each-ref", "--format=%(objectname)", "refs/heads/main");
 
-  const warden = async (args: readonly string[]): Promise<CliRun> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, signal: null, stdout, stderr };
-  };
+  const warden = (args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root });
   const invoke = (workspace: string, prompt: string, json = true): Promise<CliRun> =>
     warden(["invoke", "--id", randomUUID(), "--provider", "codex", "--workspace", workspace, "--wait", String(RUN_WAIT_S), ...(json ? ["--json"] : []), "--", prompt]);
   const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
