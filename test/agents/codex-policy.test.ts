@@ -112,7 +112,7 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
       config: {
         workspaces: { governed, own, open },
         defaultWorkspace: "governed",
-        workspaceIsolation: { own: "none", ...(bwrapUsable ? {} : { governed: "none" }) },
+        workspaceIsolation: { own: "none", ...(bwrapUsable ? {} : { governed: "none", open: "none" }) },
         // Codex's own permission lets every command run in these: what stops one is the policy.
         workspacePermissions: { governed: "full", own: "workspace", open: "full" },
         policies: { governed: "repo.cedar", own: "repo.cedar" },
