@@ -111,17 +111,21 @@ describe("a run's decision socket", () => {
   it("a codex run's socket reads Codex's hook input: codex:<call id>, apply_patch a file edit, and ask is deny saying codex exec cannot ask", async () => {
     const journaled: PolicyDecisionEvent[] = [];
     const gate = await gateWith(async (event) => (journaled.push(event), true), "codex");
-    const patch = await ask(gate.socketPath, call("call_6", "apply_patch", { command: "*** Begin Patch\n*** Add File: /srv/deploy/app.yml\n+x\n*** End Patch\n" }));
-    assert.equal(patch.decision, "allow");
-    const clean = await ask(gate.socketPath, call("call_7", "Bash", { command: "rm -rf build" }));
-    assert.equal(clean.decision, "deny");
-    assert.match(clean.reason ?? "", /approval.*codex exec cannot ask for an approval, so ask is deny/);
-    assert.equal((await ask(gate.socketPath, call("call_8", "Bash", { command: "git push" }))).decision, "deny");
-    assert.deepEqual(journaled.map((e) => [e.call_id, e.tool, e.action, e.decision]), [
-      ["codex:call_6", "apply_patch", "file.edit", "allow"],
-      ["codex:call_7", "Bash", "shell", "ask"],
-      ["codex:call_8", "Bash", "shell", "deny"],
-    ]);
-    await gate.close();
+    // Closed whatever happens: a gate left listening keeps the test process alive.
+    try {
+      const patch = await ask(gate.socketPath, call("call_6", "apply_patch", { command: "*** Begin Patch\n*** Add File: /srv/deploy/app.yml\n+x\n*** End Patch\n" }));
+      assert.equal(patch.decision, "allow");
+      const clean = await ask(gate.socketPath, call("call_7", "Bash", { command: "rm -rf build" }));
+      assert.equal(clean.decision, "deny");
+      assert.match(clean.reason ?? "", /approval.*codex exec cannot ask for an approval, so ask is deny/);
+      assert.equal((await ask(gate.socketPath, call("call_8", "Bash", { command: "git push" }))).decision, "deny");
+      assert.deepEqual(journaled.map((e) => [e.call_id, e.tool, e.action, e.decision]), [
+        ["codex:call_6", "apply_patch", "file.edit", "allow"],
+        ["codex:call_7", "Bash", "shell", "ask"],
+        ["codex:call_8", "Bash", "shell", "deny"],
+      ]);
+    } finally {
+      await gate.close();
+    }
   });
 });
