@@ -75,6 +75,16 @@ export interface RunHomeRequest {
   readonly materialization?: Materialization;
   /** the command of the run's pre-tool hook, when a policy decides its tool calls (policy/hook.ts) */
   readonly preToolHook?: string;
+  /** a traced run (DESIGN.md "Traces"): the run span's context for the agent, and where the node's traces go */
+  readonly trace?: RunHomeTrace;
+}
+
+/** What a traced run's agent is told of its trace. */
+export interface RunHomeTrace {
+  /** `TRACEPARENT` (and `TRACESTATE`): Claude Code and Codex continue the trace from it */
+  readonly env: Readonly<Record<string, string>>;
+  /** the OTLP/HTTP traces endpoint Codex's `[otel]` table exports to (never the node's headers) */
+  readonly tracesEndpoint: string;
 }
 
 export interface RunHome {
@@ -143,6 +153,8 @@ export class RunHomes {
       if (skills !== undefined && (await isDirectory(skills))) await fsp.symlink(skills, join(codexHome, "skills"));
       env.CODEX_HOME = codexHome;
     }
+    // Last: the run span's context is the run's own, whatever else set these names.
+    if (request.trace !== undefined) Object.assign(env, request.trace.env);
     return { path, env, args };
   }
 
@@ -179,8 +191,13 @@ async function codexConfig(request: RunHomeRequest): Promise<string> {
     request.materialization === undefined
       ? codexConfigToml(request.profile.model === undefined ? {} : { model: request.profile.model })
       : await fsp.readFile(join(request.materialization.root, HOME_DIR, CODEX_CONFIG_FILE), "utf8");
-  if (!request.trusted) return base;
-  return `${base}${base.endsWith("\n") || base === "" ? "" : "\n"}${stringify({ projects: { [request.workspace]: { trust_level: "trusted" } } })}\n`;
+  const tables: Record<string, unknown> = {};
+  if (request.trusted) tables.projects = { [request.workspace]: { trust_level: "trusted" } };
+  // Codex 0.171 exports its own spans with `[otel] trace_exporter` and continues TRACEPARENT's trace.
+  // No headers: a collector's credentials are the node's, never an agent's.
+  if (request.trace !== undefined) tables.otel = { environment: "warden", trace_exporter: { "otlp-http": { endpoint: request.trace.tracesEndpoint, protocol: "json" } } };
+  if (Object.keys(tables).length === 0) return base;
+  return `${base}${base.endsWith("\n") || base === "" ? "" : "\n"}${stringify(tables)}\n`;
 }
 
 async function writePrivate(path: string, text: string): Promise<void> {
