@@ -22,6 +22,7 @@ import { attr, OtlpReceiver, PROTOC, type DecodedSpan } from "../support/otlp-re
 const TOKEN = "traces-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const CLI = join(repo, "node_modules", ".bin", "claude");
+const CODEX = join(repo, "node_modules", ".bin", "codex");
 
 interface Entry {
   entry: { seq: number; ts: string; event: { type: string; effect_id?: string; kind?: string; name?: string; outcome?: string } };
@@ -37,6 +38,8 @@ const nanos = (ts: string): bigint => BigInt(Date.parse(ts)) * 1_000_000n;
 describe("traces with the real claude", { skip: !existsSync(CLI) ? `${CLI} is not installed` : !existsSync(PROTOC) ? `${PROTOC} is not installed` : false }, () => {
   const root = tempDir("traces");
   const workspace = join(root, "workspace");
+  /** codex's workspace, unconfined: Codex exports its own spans to the loopback receiver (a sandbox's egress allowlist would have to name it) */
+  const bare = join(root, "bare");
   let model: ScriptedModelServer;
   let receiver: OtlpReceiver;
   const nodes: NodeProcess[] = [];
@@ -47,10 +50,15 @@ describe("traces with the real claude", { skip: !existsSync(CLI) ? `${CLI} is no
     return startNode({
       home,
       config: {
-        workspaces: { main: workspace },
-        // Bash runs without asking: the tool calls under test are the script's, not a permission prompt.
-        workspacePermissions: { main: "full" },
-        providers: { claude: { command: CLI, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 0 } } },
+        workspaces: { main: workspace, bare },
+        defaultWorkspace: "main",
+        // Shell commands run without asking: the tool calls under test are the script's, not a permission prompt.
+        workspacePermissions: { main: "full", bare: "full" },
+        workspaceIsolation: { bare: "none" },
+        providers: {
+          claude: { command: CLI, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 0 } },
+          codex: { command: CODEX, model: { baseUrl: `${model.url}/v1`, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } },
+        },
         logLevel: "warn",
       },
       env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted", HOME: join(root, "agent-home"), ...env },
@@ -66,7 +74,7 @@ describe("traces with the real claude", { skip: !existsSync(CLI) ? `${CLI} is no
     waitFor(`the invoke_agent span of run ${runId} at the OTLP receiver`, async () => (await receiver.spans()).find((s) => attr(s, "warden.run_id") === runId));
 
   before(async () => {
-    for (const d of [workspace, join(root, "agent-home")]) mkdirSync(d, { recursive: true });
+    for (const d of [workspace, bare, join(root, "agent-home")]) mkdirSync(d, { recursive: true });
     model = await ScriptedModelServer.start({ script: { turns: [] } });
     receiver = await OtlpReceiver.start();
   });
@@ -143,6 +151,32 @@ describe("traces with the real claude", { skip: !existsSync(CLI) ? `${CLI} is no
         assert.equal(tool.status?.code === "STATUS_CODE_ERROR", finished.event.outcome === "failed", `status ${JSON.stringify(tool.status)} of a ${finished.event.outcome} call`);
       }
       assert.ok(tools.some((t) => events.some((e) => e.event.type === "effect.finished" && e.event.effect_id === t.event.effect_id && e.event.outcome === "failed")), "the `exit 3` call finished failed");
+    });
+
+    it("the real codex: its command sees TRACEPARENT, and its own spans join the run's trace through the [otel] table", { skip: existsSync(CODEX) ? false : `${CODEX} is not installed` }, async () => {
+      const traceId = hex(16);
+      const from = model.requests.length;
+      model.load({ turns: [{ tool: { name: "exec_command", input: { cmd: PRINT_CONTEXT } } }, { text: "Done." }] });
+      const reply = await invoke(node, randomUUID(), { provider: "codex", prompt: "show the trace", workspace: "bare" }, { traceparent: `00-${traceId}-${hex(8)}-01` });
+      assert.equal(reply.body.status, "recorded", reply.text);
+      const runId = reply.body.run_id as string;
+      const span = await runSpan(runId);
+      assert.equal(span.name, "invoke_agent codex");
+      assert.equal(attr(span, "gen_ai.provider.name"), "openai");
+      assert.equal(span.trace_id, traceId);
+      const conversation = attr(span, "gen_ai.conversation.id");
+      assert.ok(typeof conversation === "string" && conversation.length > 0, `gen_ai.conversation.id (codex's thread): ${String(conversation)}`);
+      assert.deepEqual(printedContexts(from), [`ctx=<00-${traceId}-${span.span_id}-01>`], `what codex's command printed of TRACEPARENT: ${toolResults(from)}`);
+      const events = (await runJournal<Entry>(node.url, TOKEN, runId)).map((e) => e.entry);
+      const tool = events.find((e) => e.event.type === "effect.started" && e.event.kind === "tool");
+      assert.ok(tool !== undefined, JSON.stringify(events.map((e) => e.event)));
+      await waitFor(`the execute_tool span of ${tool.event.effect_id}`, async () => (await receiver.spans()).find((s) => attr(s, "gen_ai.tool.call.id") === tool.event.effect_id && s.parent_span_id === span.span_id));
+      // Codex's own spans, exported by Codex itself, in the same trace, the outermost a child of the run's span.
+      const own = await waitFor("codex's own spans in the run's trace", async () => {
+        const found = (await receiver.spans()).filter((s) => s.trace_id === traceId && s.service !== "warden-under-test");
+        return found.some((s) => s.parent_span_id === span.span_id) ? found : undefined;
+      });
+      assert.ok(own.every((s) => s.service.startsWith("codex")), JSON.stringify([...new Set(own.map((s) => s.service))]));
     });
 
     it("`warden invoke` passes its TRACEPARENT on; without one the run span starts a trace", async () => {
