@@ -642,7 +642,7 @@ export class Warden {
 /** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
-  // Before the home is touched: an OTEL_* environment warden cannot honour is refused first.
+  // Before any store is opened: an OTEL_* environment warden cannot honour is refused first.
   const tracing = options.traces === false ? undefined : Tracing.fromEnvironment(options.traces ?? {});
   checkAncestorsSync(options.home);
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
