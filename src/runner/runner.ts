@@ -123,6 +123,8 @@ export interface RunnerOptions {
   readonly worktrees?: RunWorktrees;
   /** OpenTelemetry traces of runs (DESIGN.md "Traces"); without it nothing is traced */
   readonly tracing?: Tracing;
+  /** the index of a recorded run's seal in the node's transparency log (a traced run's `warden.log.leaf`) */
+  readonly logLeaf?: (runId: string) => Promise<number | undefined>;
 }
 
 /** A policy's Cedar text and where it came from (named in its errors). */
@@ -198,6 +200,7 @@ export class Runner {
   readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
   readonly #worktrees: RunWorktrees | undefined;
   readonly #tracing: Tracing | undefined;
+  readonly #logLeaf: ((runId: string) => Promise<number | undefined>) | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -252,6 +255,7 @@ export class Runner {
     }
     this.#worktrees = options.worktrees;
     this.#tracing = options.tracing;
+    this.#logLeaf = options.logLeaf;
   }
 
   /** The configured workspaces' directories (where a dead node's worktrees are looked up). */
@@ -495,7 +499,7 @@ export class Runner {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
     } finally {
-      launch.trace?.end(traceEnd(handle, outcome));
+      if (launch.trace !== undefined) this.#endTrace(launch.trace, handle, outcome);
       await gate?.close().catch(() => undefined);
       gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
@@ -505,6 +509,16 @@ export class Runner {
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
       if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
+  }
+
+  /**
+   * Ends a traced run's span; a recorded run's log leaf is read first, off the run's path: the
+   * outcome is the caller's as soon as it is known, the span follows.
+   */
+  #endTrace(trace: RunTrace, handle: InvocationHandle, outcome: ExistingOutcome | undefined): void {
+    const end = { ...traceEnd(handle, outcome), at: Date.now() };
+    const leaf = outcome?.status === "recorded" && this.#logLeaf !== undefined ? this.#logLeaf(handle.run_id).catch(() => undefined) : Promise.resolve(undefined);
+    void leaf.then((logLeaf) => trace.end(logLeaf === undefined ? end : { ...end, logLeaf }));
   }
 
   async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef | undefined): Promise<Materialization> {

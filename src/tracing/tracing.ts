@@ -68,6 +68,10 @@ export interface RunTraceEnd {
   readonly stopped?: string;
   /** the journal's tail hash (its head) */
   readonly journalHead?: string;
+  /** the index of the run's seal in the transparency log, when it was logged */
+  readonly logLeaf?: number;
+  /** when the run ended (ms since the epoch); default: now */
+  readonly at?: number;
 }
 
 /** GenAI provider names (the semantic conventions' well-known values) of warden's providers. */
@@ -277,7 +281,7 @@ export class RunTrace {
   end(result: RunTraceEnd): void {
     if (this.#ended) return;
     this.#ended = true;
-    const now = Date.now();
+    const now = result.at ?? Date.now();
     for (const span of this.#tools.values()) {
       span.setAttribute("warden.effect.outcome", "unknown");
       span.setStatus({ code: SpanStatusCode.ERROR, message: "the tool call's outcome is unknown" });
@@ -288,6 +292,7 @@ export class RunTrace {
     span.setAttribute("warden.outcome", result.status);
     if (result.stopped !== undefined) span.setAttribute("warden.stopped", result.stopped);
     if (result.journalHead !== undefined) span.setAttribute("warden.journal.head", result.journalHead);
+    if (result.logLeaf !== undefined) span.setAttribute("warden.log.leaf", result.logLeaf);
     if (result.status !== "recorded") {
       span.setAttribute(ATTR_ERROR_TYPE, result.status);
       span.setStatus({ code: SpanStatusCode.ERROR, message: `the run ended ${result.status}` });

@@ -735,9 +735,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const userHooks = options.runnerHooks ?? {};
     const outputDir = join(backend.home, "outputs");
     const worktrees = new RunWorktrees(backend.home);
+    const tlog = log?.log;
     const runner = new Runner({
       worktrees,
-      ...(tracing === undefined ? {} : { tracing }),
+      ...(tracing === undefined ? {} : { tracing, ...(tlog === undefined ? {} : { logLeaf: async (runId: string) => (await tlog.leaf(`run:${runId}`))?.index }) }),
       invocations,
       materializer,
       workspaces,

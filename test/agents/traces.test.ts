@@ -122,6 +122,10 @@ describe("traces with the real claude", { skip: !existsSync(CLI) ? `${CLI} is no
       const verification = await httpCall(node.url, TOKEN, "GET", `/v1/runs/${runId}/verification`);
       assert.equal(verification.body.ok, true, verification.text);
       assert.equal(attr(span, "warden.journal.head"), verification.body.tail_hash, "the journal's head");
+      // The run's seal in the node's transparency log: the leaf its proof names.
+      const proof = await httpCall(node.url, TOKEN, "GET", `/v1/log/runs/${runId}`);
+      assert.equal(proof.status, 200, proof.text);
+      assert.equal(attr(span, "warden.log.leaf"), proof.body.index, proof.text);
 
       // The real Claude Code ran its Bash tool with the run span's context, tracestate kept.
       assert.deepEqual(printedContexts(from), [`ctx=<00-${traceId}-${span.span_id}-01>`], `what the agent's Bash printed of TRACEPARENT: ${toolResults(from)}`);
