@@ -94,7 +94,8 @@ interface ActionPlan {
   readonly all: string;
   /** the preparsed set of the action's policies without a guard (none: there are none) */
   readonly unguarded: string | undefined;
-  readonly guarded: readonly { readonly id: string; readonly guard: Guard }[];
+  /** the action's guarded policies, by the attribute their guard reads (`principal.role`, …) */
+  readonly guarded: ReadonlyMap<string, readonly { readonly id: string; readonly test: (value: string) => boolean }[]>;
 }
 
 /** Guards holding for one call past which the call is evaluated against its action's whole set. */
@@ -169,14 +170,19 @@ export class ToolPolicy {
     };
     if (options.index === false) {
       const whole = preparse(`${prefix}:whole`, Object.keys(policies));
-      for (const action of TOOL_ACTIONS) plans.set(action, { all: whole, unguarded: whole, guarded: [] });
+      for (const action of TOOL_ACTIONS) plans.set(action, { all: whole, unguarded: whole, guarded: new Map() });
     } else {
       for (const action of TOOL_ACTIONS) {
         const mine = shapes.filter((s) => s.actions === "all" || s.actions.has(action));
-        const guarded = mine.flatMap((s) => (s.guard === undefined ? [] : [{ id: s.id, guard: s.guard }]));
+        const guarded = new Map<string, { id: string; test: (value: string) => boolean }[]>();
+        for (const { id, guard } of mine) {
+          if (guard === undefined) continue;
+          const key = `${guard.variable}.${guard.attr}`;
+          guarded.set(key, [...(guarded.get(key) ?? []), { id, test: guard.test }]);
+        }
         const all = preparse(`${prefix}:${action}`, mine.map((s) => s.id));
         const rest = mine.filter((s) => s.guard === undefined).map((s) => s.id);
-        const unguarded = guarded.length === 0 ? all : rest.length === 0 ? undefined : preparse(`${prefix}:${action}:unguarded`, rest);
+        const unguarded = guarded.size === 0 ? all : rest.length === 0 ? undefined : preparse(`${prefix}:${action}:unguarded`, rest);
         plans.set(action, { all, unguarded, guarded });
       }
     }
@@ -216,7 +222,14 @@ export class ToolPolicy {
     const plan = this.#plans.get(request.action);
     // An action outside the schema: Cedar refuses the request whatever the set.
     if (plan === undefined) return this.#cedar(request, [...this.#plans.values()][0]!.all);
-    const holding = plan.guarded.filter((g) => g.guard.holds(request)).map((g) => g.id);
+    const holding: string[] = [];
+    if (plan.guarded.size > 0) {
+      const values = guardValues(request);
+      for (const [key, policies] of plan.guarded) {
+        const value = values.get(key);
+        for (const p of policies) if (value === undefined || p.test(value)) holding.push(p.id);
+      }
+    }
     if (holding.length > MAX_HOLDING) return this.#cedar(request, plan.all);
     const sets = [...(plan.unguarded === undefined ? [] : [plan.unguarded]), ...(holding.length === 0 ? [] : [this.#holdingSet(holding)])];
     // Nothing can apply: Cedar still judges the request itself (an invalid one fails, not denies).
@@ -300,7 +313,10 @@ interface PolicyShape {
 
 /** A comparison a policy cannot be satisfied without (see the module's comment). */
 interface Guard {
-  holds(request: ToolRequest): boolean;
+  readonly variable: Variable;
+  readonly attr: string;
+  /** the comparison, on a well-formed value of the attribute */
+  test(value: string): boolean;
 }
 
 /** A policy in Cedar's JSON form, as far as the index reads it. */
@@ -335,41 +351,49 @@ function guardOf(policy: PolicyJson): Guard | undefined {
   while (isObject(expr["&&"])) expr = (expr["&&"] as { left: Expr }).left;
   if (isObject(expr.like)) {
     const like = expr.like as { left: Expr; pattern: unknown };
-    const read = attributeOf(like.left);
+    const attribute = attributeOf(like.left);
     const pattern = patternOf(like.pattern);
-    if (read === undefined || pattern === undefined) return undefined;
-    return { holds: (request) => maybe(read(request), (value) => wildcardMatch(pattern, value)) };
+    if (attribute === undefined || pattern === undefined) return undefined;
+    return { ...attribute, test: likeTest(pattern) };
   }
   if (isObject(expr["=="])) {
     const { left, right } = expr["=="] as { left: Expr; right: Expr };
     const [attr, literal] = isObject(left?.["."]) ? [left, right] : [right, left];
-    const read = attr === undefined ? undefined : attributeOf(attr);
+    const attribute = attr === undefined ? undefined : attributeOf(attr);
     const value = literal?.Value;
-    if (read === undefined || typeof value !== "string") return undefined;
-    return { holds: (request) => maybe(read(request), (v) => v === value) };
+    if (attribute === undefined || typeof value !== "string") return undefined;
+    return { ...attribute, test: (v) => v === value };
   }
   return undefined;
 }
 
 /**
- * A string that is not well-formed UTF-16 (a lone surrogate) may reach Cedar changed or not at
- * all: its guard is taken to hold, so Cedar alone decides.
+ * The call's string attributes the guards read, each once, as `${variable}.${attr}`. A value that
+ * is not well-formed UTF-16 (a lone surrogate) may reach Cedar changed or not at all: it is left
+ * out, and a guard on it is taken to hold, so that Cedar alone decides.
  */
-function maybe(value: string, test: (value: string) => boolean): boolean {
-  return /\p{Cs}/u.test(value) || test(value);
+function guardValues(request: ToolRequest): Map<string, string> {
+  const values = new Map<string, string>();
+  for (const variable of Object.keys(STRING_ATTRS) as Variable[]) {
+    const record = request[variable] as unknown as Record<string, unknown>;
+    for (const attr of STRING_ATTRS[variable]) {
+      const value = record[attr];
+      if (typeof value === "string" && !/\p{Cs}/u.test(value)) values.set(`${variable}.${attr}`, value);
+    }
+  }
+  return values;
 }
 
-function attributeOf(expr: Expr): ((request: ToolRequest) => string) | undefined {
+function attributeOf(expr: Expr): { variable: Variable; attr: string } | undefined {
   const access = expr["."] as { left?: Expr; attr?: unknown } | undefined;
   if (!isObject(access) || !isObject(access.left) || typeof access.attr !== "string") return undefined;
   const variable = access.left.Var;
   if (variable !== "principal" && variable !== "resource" && variable !== "context") return undefined;
-  const attr = access.attr;
-  if (!(STRING_ATTRS[variable] as readonly string[]).includes(attr)) return undefined;
-  return (request) => (request[variable as Variable] as unknown as Record<string, string>)[attr]!;
+  if (!(STRING_ATTRS[variable] as readonly string[]).includes(access.attr)) return undefined;
+  return { variable, attr: access.attr };
 }
 
-/** A `like` pattern, one entry per character (Cedar's JSON form): a code point, or null for `*`. */
+/** A `like` pattern, one entry per character (Cedar's JSON form): the character, or null for `*`. */
 function patternOf(pattern: unknown): (string | null)[] | undefined {
   if (!Array.isArray(pattern)) return undefined;
   const out: (string | null)[] = [];
@@ -381,29 +405,33 @@ function patternOf(pattern: unknown): (string | null)[] | undefined {
   return out;
 }
 
-/** Cedar's `like`: `*` matches any run of characters (Unicode scalar values), anything else itself. */
-function wildcardMatch(pattern: readonly (string | null)[], value: string): boolean {
-  const text = [...value];
-  let p = 0;
-  let t = 0;
-  let star = -1;
-  let resume = 0;
-  while (t < text.length) {
-    if (p < pattern.length && pattern[p] !== null && pattern[p] === text[t]) {
-      p++;
-      t++;
-    } else if (p < pattern.length && pattern[p] === null) {
-      star = p++;
-      resume = t;
-    } else if (star >= 0) {
-      p = star + 1;
-      t = ++resume;
-    } else {
-      return false;
-    }
+/**
+ * Cedar's `like`: `*` matches any run of characters, anything else itself. On well-formed UTF-16
+ * matching code units is matching characters: a literal character never starts with a low
+ * surrogate, so no match can begin inside a pair. The literal runs between stars are placed
+ * leftmost, one after the other, which finds a match whenever there is one.
+ */
+function likeTest(pattern: readonly (string | null)[]): (value: string) => boolean {
+  const runs = [""];
+  for (const part of pattern) {
+    if (part === null) runs.push("");
+    else runs[runs.length - 1] += part;
   }
-  while (p < pattern.length && pattern[p] === null) p++;
-  return p === pattern.length;
+  const first = runs[0]!;
+  if (runs.length === 1) return (value) => value === first;
+  const last = runs[runs.length - 1]!;
+  const middle = runs.slice(1, -1).filter((r) => r !== "");
+  return (value) => {
+    if (value.length < first.length + last.length || !value.startsWith(first) || !value.endsWith(last)) return false;
+    const end = value.length - last.length;
+    let at = first.length;
+    for (const run of middle) {
+      const i = value.indexOf(run, at);
+      if (i < 0 || i + run.length > end) return false;
+      at = i + run.length;
+    }
+    return true;
+  };
 }
 
 function isObject(value: unknown): value is Expr {
