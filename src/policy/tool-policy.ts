@@ -23,6 +23,7 @@
  * result with the whole set's on generated policies and calls.
  */
 import { createRequire } from "node:module";
+import { setFlagsFromString } from "node:v8";
 import type * as CedarModule from "@cedar-policy/cedar-wasm/nodejs";
 import { sha256Digest, type Digest } from "../core/digest.js";
 import { ValidationError } from "../core/errors.js";
@@ -31,7 +32,14 @@ import { CEDAR_SCHEMA, POLICY_SCHEMA_NAME, TOOL_ACTIONS, type ToolAction } from 
 type Cedar = typeof CedarModule;
 let cedarModule: Cedar | undefined;
 function cedar(): Cedar {
-  cedarModule ??= createRequire(import.meta.url)("@cedar-policy/cedar-wasm/nodejs") as Cedar;
+  if (cedarModule === undefined) {
+    // Node 20's V8 (11.3) dies with a fatal error ("unreachable code" in the Deoptimizer, no way to
+    // catch it, in a worker thread too) when TurboFan has inlined a call into Cedar's WebAssembly
+    // and deoptimizes through it; without that inlining it does not (docs/DESIGN.md "Governed tool
+    // calls"). Set before any code calling Cedar is optimized, which is what the flag governs.
+    setFlagsFromString("--no-turbo-inline-js-wasm-calls");
+    cedarModule = createRequire(import.meta.url)("@cedar-policy/cedar-wasm/nodejs") as Cedar;
+  }
   return cedarModule;
 }
 
