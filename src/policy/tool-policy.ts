@@ -98,8 +98,8 @@ export interface CompileOptions {
 
 /** What a call is evaluated against, for one action. */
 interface ActionPlan {
-  /** the preparsed set of every policy of the action */
-  readonly all: string;
+  /** the preparsed set of every policy of the action, preparsed when first needed (rarely) */
+  readonly all: () => string;
   /** the preparsed set of the action's policies without a guard (none: there are none) */
   readonly unguarded: string | undefined;
   /** the action's guarded policies, by the attribute their guard reads (`principal.role`, …) */
@@ -178,7 +178,7 @@ export class ToolPolicy {
     };
     if (options.index === false) {
       const whole = preparse(`${prefix}:whole`, Object.keys(policies));
-      for (const action of TOOL_ACTIONS) plans.set(action, { all: whole, unguarded: whole, guarded: new Map() });
+      for (const action of TOOL_ACTIONS) plans.set(action, { all: () => whole, unguarded: whole, guarded: new Map() });
     } else {
       for (const action of TOOL_ACTIONS) {
         const mine = shapes.filter((s) => s.actions === "all" || s.actions.has(action));
@@ -188,9 +188,11 @@ export class ToolPolicy {
           const key = `${guard.variable}.${guard.attr}`;
           guarded.set(key, [...(guarded.get(key) ?? []), { id, test: guard.test }]);
         }
-        const all = preparse(`${prefix}:${action}`, mine.map((s) => s.id));
+        // Each set parses its policies again: only what a call needs is preparsed at load.
+        let allId: string | undefined;
+        const all = (): string => (allId ??= preparse(`${prefix}:${action}`, mine.map((s) => s.id)));
         const rest = mine.filter((s) => s.guard === undefined).map((s) => s.id);
-        const unguarded = guarded.size === 0 ? all : rest.length === 0 ? undefined : preparse(`${prefix}:${action}:unguarded`, rest);
+        const unguarded = guarded.size === 0 ? all() : rest.length === 0 ? undefined : preparse(`${prefix}:${action}:unguarded`, rest);
         plans.set(action, { all, unguarded, guarded });
       }
     }
@@ -229,7 +231,7 @@ export class ToolPolicy {
   #evaluate(request: ToolRequest): Answer {
     const plan = this.#plans.get(request.action);
     // An action outside the schema: Cedar refuses the request whatever the set.
-    if (plan === undefined) return this.#cedar(request, [...this.#plans.values()][0]!.all);
+    if (plan === undefined) return this.#cedar(request, [...this.#plans.values()][0]!.all());
     const holding: string[] = [];
     if (plan.guarded.size > 0) {
       const values = guardValues(request);
@@ -238,7 +240,7 @@ export class ToolPolicy {
         for (const p of policies) if (value === undefined || p.test(value)) holding.push(p.id);
       }
     }
-    if (holding.length > MAX_HOLDING) return this.#cedar(request, plan.all);
+    if (holding.length > MAX_HOLDING) return this.#cedar(request, plan.all());
     const sets = [...(plan.unguarded === undefined ? [] : [plan.unguarded]), ...(holding.length === 0 ? [] : [this.#holdingSet(holding)])];
     // Nothing can apply: Cedar still judges the request itself (an invalid one fails, not denies).
     if (sets.length === 0) return this.#cedar(request, this.#holdingSet([]));

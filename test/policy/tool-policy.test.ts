@@ -184,6 +184,24 @@ describe("a tool policy's index", () => {
     }
   });
 
+  it("like: every pattern of up to five of a, b and * against every string of up to five a and b", () => {
+    const strings = [""];
+    for (let n = 1; n <= 5; n++) for (let i = 0; i < 2 ** n; i++) strings.push(Array.from({ length: n }, (_, b) => ((i >> b) & 1 ? "b" : "a")).join(""));
+    const patterns: string[] = [];
+    for (let n = 1; n <= 5; n++) for (let i = 0; i < 3 ** n; i++) patterns.push(Array.from({ length: n }, (_, d) => "ab*"[Math.floor(i / 3 ** d) % 3]).join(""));
+    // 24 patterns a set: at most that many guards hold, so each call takes the index's own path.
+    for (let from = 0; from < patterns.length; from += 24) {
+      const text = patterns.slice(from, from + 24).map((p, i) => `@id("l${from + i}") permit(principal, action, resource) when { resource.command like "${p}" };`).join("\n");
+      const indexed = ToolPolicy.compile(text, "like");
+      const whole = ToolPolicy.compile(text, "like", { index: false });
+      const base = new Gen(3).request(0);
+      for (const command of strings) {
+        const request: ToolRequest = { ...base, action: "shell", resource: { ...base.resource, command } };
+        assert.deepEqual(indexed.decide(request), whole.decide(request), `${command}\n${text}`);
+      }
+    }
+  });
+
   it("a set of 1,000 guarded rules: a call no guard matches, one a guard matches, and another action", () => {
     const rules = Array.from({ length: 999 }, (_, i) => `@id("r${i}") forbid(principal, action == Action::"shell", resource) when { resource.command like "*tool-${i} *" };`);
     const text = [...rules, `@id("operators") permit(principal, action, resource) when { principal.role == "operator" };`].join("\n");
