@@ -22,7 +22,14 @@ import { sha256Digest } from "../core/digest.js";
 import type { EventFormat } from "../providers/profiles.js";
 
 export type ToolEvent =
-  | { readonly type: "start"; readonly id: string; readonly name: string; readonly fingerprint: string }
+  | {
+      readonly type: "start";
+      readonly id: string;
+      readonly name: string;
+      readonly fingerprint: string;
+      /** a Codex command's line as printed (`/bin/bash -lc '<command>'`): pairs it with its hook's call (codex-calls.ts) */
+      readonly command?: string;
+    }
   | {
       readonly type: "finish";
       readonly id: string;
@@ -65,7 +72,13 @@ export interface TurnUsage {
   readonly total?: true;
 }
 
-export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage;
+/** The CLI's own session id (Claude Code's `session_id`, Codex's `thread_id`): a trace's conversation id. */
+export interface SessionEvent {
+  readonly type: "session";
+  readonly id: string;
+}
+
+export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage | SessionEvent;
 
 type Json = Record<string, unknown>;
 
@@ -164,7 +177,8 @@ function claudeEvents(event: Json): ParsedEvent[] {
       skills: names(event.skills),
       plugins: names(event.plugins, "name"),
     };
-    return [{ type: "note", note: { agent_session: session } }];
+    const note: ParsedEvent = { type: "note", note: { agent_session: session } };
+    return typeof event.session_id === "string" && event.session_id !== "" ? [note, { type: "session", id: event.session_id }] : [note];
   }
   if (typeof event.type !== "string" || !CLAUDE_KNOWN.has(event.type)) return [{ type: "note", note: { provider_event: summary(event) } }];
   const message = event.message;
@@ -204,10 +218,10 @@ function claudeTokens(usage: { readonly [key: string]: number }): { input_tokens
 
 const CODEX_TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 
-function codexIdentity(item: Json): { name: string; fingerprint: string } {
+function codexIdentity(item: Json): { name: string; fingerprint: string; command?: string } {
   switch (item.type) {
     case "command_execution":
-      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }) };
+      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }), ...(typeof item.command === "string" ? { command: item.command } : {}) };
     case "mcp_tool_call":
       return {
         name: `mcp:${String(item.server)}/${String(item.tool)}`,
@@ -254,6 +268,7 @@ export class CodexEventReader {
       const message = isObject(event.error) && typeof event.error.message === "string" ? event.error.message : "codex reported turn.failed";
       return [{ type: "error", message }];
     }
+    if (event.type === "thread.started" && typeof event.thread_id === "string" && event.thread_id !== "") return [{ type: "session", id: event.thread_id }];
     if (typeof event.type === "string" && CODEX_QUIET.has(event.type)) return [];
     if (event.type !== "item.started" && event.type !== "item.completed") return [{ type: "note", note: { provider_event: summary(event) } }];
     const item = event.item;
