@@ -53,6 +53,12 @@ export interface RetryOption {
 export interface InvokeOptions {
   /** `Prefer: wait=<s>`: let a fresh run finish within this many seconds before answering 202 */
   readonly waitSeconds?: number;
+  /**
+   * `Prefer: respond-async`: submit to the node's queue and answer `202 queued` at once; the
+   * request may then carry `priority`, `deadline_s` and `labels` (DESIGN.md "Queued invocations").
+   * `waitSeconds` is not sent with it.
+   */
+  readonly async?: boolean;
   readonly signal?: AbortSignal;
   /**
    * The caller's W3C trace context, sent as `traceparent`/`tracestate` so the run's span joins
@@ -195,7 +201,9 @@ export class WardenClient implements StageApi {
    */
   async invoke(id: string, request: InvokeBody, options: InvokeOptions = {}): Promise<InvokeReply> {
     const headers: Record<string, string> = { "idempotency-key": id };
-    if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
+    // A wait with respond-async would start the run now (the server's rule): a submission sends none.
+    if (options.async === true) headers.prefer = "respond-async";
+    else if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
     const trace = options.trace ?? { traceparent: process.env.TRACEPARENT, tracestate: process.env.TRACESTATE };
     if (trace !== false && trace.traceparent !== undefined && trace.traceparent !== "") {
       headers.traceparent = trace.traceparent;
@@ -211,6 +219,15 @@ export class WardenClient implements StageApi {
 
   async listInvocations(query: InvocationListQuery = {}): Promise<InvocationList> {
     return (await this.#http.json<InvocationList>({ method: "GET", path: "/v1/invocations", query })).body;
+  }
+
+  /**
+   * Cancels an invocation (operator): a queued one becomes `cancelled`, a running one's agent is
+   * stopped (its view reads `in_progress` until it ends); a finished one is `409 invocation-finished`.
+   */
+  async cancel(scope: string, id: string): Promise<InvocationView> {
+    const path = `/v1/invocations/${seg(scope)}/${seg(id)}/cancellation`;
+    return (await this.#http.json<InvocationView>({ method: "POST", path })).body;
   }
 
   async inspect(scope: string, id: string): Promise<Inspection> {

@@ -5,6 +5,7 @@
  * event loop — and owner liveness through per-process flock files (owner.ts). Reads use the
  * store's own connection: WAL readers see every transaction committed before they start.
  */
+import type { QueueHost } from "../../../invocations/queue-store.js";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 import type { Worker } from "node:worker_threads";
 import { workerEntry } from "../../../core/worker-entry.js";
@@ -31,6 +32,7 @@ import { CLAIM_SCHEMA_MIGRATIONS } from "./claim-schema.js";
 import { ClaimWriteChannel } from "./claim-write-channel.js";
 import { ClaimWriter, type ClaimWrites } from "./claim-writer.js";
 import { OwnerRegistry } from "./owner.js";
+import { EmbeddedQueueStore } from "./queue-store.js";
 import {
   migrateSchema,
   openPrivateDatabase,
@@ -98,7 +100,7 @@ export const QUEUE_PAGE =
   "UNION SELECT scope, id FROM (SELECT scope, id FROM claim_problems WHERE (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?)" +
   ") AS k CROSS JOIN claims c ON c.scope = k.scope AND c.id = k.id ORDER BY k.scope, k.id LIMIT ?";
 
-export class EmbeddedClaimStore implements ClaimStore {
+export class EmbeddedClaimStore implements ClaimStore, QueueHost {
   readonly #db: SqliteDatabase;
   readonly #owners: OwnerRegistry;
   readonly #writes: ClaimWrites;
@@ -119,6 +121,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #settled = new BoundedMap<string, ClaimState>(SETTLED_CACHE_ROWS, SETTLED_CACHE_BYTES);
   #settledAt: { dataVersion: number; totalChanges: number } | undefined;
   #closed = false;
+  #queueStore: EmbeddedQueueStore | undefined;
 
   private constructor(db: SqliteDatabase, owners: OwnerRegistry, options: EmbeddedClaimStoreOptions) {
     this.#db = db;
@@ -181,6 +184,13 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#owners.id;
   }
 
+  /** The queue kept in this store's database (queue-store.ts), writing through this store's writer. */
+  queue(): EmbeddedQueueStore {
+    this.#assertOpen();
+    this.#queueStore ??= new EmbeddedQueueStore(this.#db, this.#writes, this.#owners, () => this.#assertOpen());
+    return this.#queueStore;
+  }
+
   /** Write transactions committed so far: concurrent writes share them (group commit). */
   get commits(): number {
     return this.#writes.commits;
@@ -198,7 +208,7 @@ export class EmbeddedClaimStore implements ClaimStore {
    */
   async claim(claim: NewClaim, options: ClaimOptions = {}): Promise<ClaimAttempt> {
     this.#assertOpen();
-    const writing = this.#writes.claim(claim);
+    const writing = this.#writes.claim(claim, options.dequeued === true);
     // The write is queued (its commit may already be on the way): what a fresh claim needs next
     // can start beside it. A claim another caller won discards it (it is named by this attempt's
     // own run id, never the winner's).
