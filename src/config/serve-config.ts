@@ -127,6 +127,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(file.signing === undefined ? {} : { signing: signingOf(file.signing, home) }),
     ...(file.spend === undefined ? {} : { spend: file.spend }),
     ...(file.policies === undefined ? {} : { policies: policiesOf(file.policies, home) }),
+    ...(file.approvalDeadlineS === undefined ? {} : { approvalDeadlineS: file.approvalDeadlineS }),
   };
   return {
     home,

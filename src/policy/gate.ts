@@ -42,6 +42,14 @@ export interface DecisionGateOptions {
   readonly principal: ToolRequest["principal"];
   readonly context: ToolRequest["context"];
   readonly journal: DecisionJournal;
+  /**
+   * The run can wait for an operator (DESIGN.md "Governed tool calls"): an `ask` is answered
+   * `defer`, which stops the CLI with the call unrun, and the runner parks the run. Without it an
+   * ask is a denial that says so.
+   */
+  readonly defers?: boolean;
+  /** A call an operator approved after the run was parked on it: its hook, asked again when the CLI resumes, is answered allow once. */
+  readonly approved?: { readonly callId: string };
 }
 
 /** Largest hook input read (a Write call carries the whole file). */
@@ -52,7 +60,7 @@ const INPUT_TIMEOUT_MS = 60_000;
 const MAX_CALLS = 100_000;
 
 export interface Answer {
-  readonly decision: "allow" | "deny";
+  readonly decision: "allow" | "deny" | "defer";
   readonly reason?: string;
 }
 
@@ -63,11 +71,14 @@ export class DecisionGate {
   readonly #decided = new Map<string, ToolVerdict>();
   readonly #sockets = new Set<net.Socket>();
   readonly #pending = new Set<Promise<void>>();
-  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict) => void>();
+  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, tool: string) => void>();
+  /** the approved call still to be answered allow (once) */
+  #approved: string | undefined;
 
   private constructor(socketPath: string, options: DecisionGateOptions) {
     this.socketPath = socketPath;
     this.#options = options;
+    this.#approved = options.approved?.callId;
     this.#server = net.createServer({ allowHalfOpen: true }, (socket) => this.#accept(socket));
   }
 
@@ -91,7 +102,7 @@ export class DecisionGate {
   }
 
   /** Called with every decision once it is durable. */
-  onDecision(listener: (callId: string, verdict: ToolVerdict) => void): void {
+  onDecision(listener: (callId: string, verdict: ToolVerdict, tool: string) => void): void {
     this.#listeners.add(listener);
   }
 
@@ -103,7 +114,15 @@ export class DecisionGate {
     } catch (error) {
       return { decision: "deny", reason: isWardenError(error) ? `${error.message} (${error.code})` : "the tool call could not be read" };
     }
-    if (this.#decided.has(call.callId)) return { decision: "deny", reason: `call ${call.toolUseId} was decided already; a call is decided once` };
+    if (call.callId === this.#approved) {
+      // Decided `ask` before the run was parked, and approved since (both journaled): the resumed CLI asks again.
+      this.#approved = undefined;
+      const approved: ToolVerdict = { decision: "allow", policies: [] };
+      this.#decided.set(call.callId, approved);
+      for (const listener of this.#listeners) listener(call.callId, approved, call.resource.tool);
+      return { decision: "allow" };
+    }
+    if (this.#decided.has(call.callId) || call.callId === this.#options.approved?.callId) return { decision: "deny", reason: `call ${call.toolUseId} was decided already; a call is decided once` };
     let verdict: ToolVerdict =
       this.#decided.size >= MAX_CALLS
         ? { decision: "deny", policies: [], reason: `this run reached its bound of ${MAX_CALLS} tool calls` }
@@ -125,9 +144,10 @@ export class DecisionGate {
       this.#decided.set(call.callId, verdict);
       return { decision: "deny", ...(verdict.reason === undefined ? {} : { reason: verdict.reason }) };
     }
-    for (const listener of this.#listeners) listener(call.callId, verdict);
+    for (const listener of this.#listeners) listener(call.callId, verdict, call.resource.tool);
     if (verdict.decision === "allow") return { decision: "allow" };
-    // A run cannot wait for an operator yet: a call that needs one is denied, and says so.
+    if (verdict.decision === "ask" && this.#options.defers === true) return { decision: "defer", reason: `warden policy: ${verdict.reason ?? "needs an operator's approval"}` };
+    // A run that cannot wait for an operator: a call that needs one is denied, and says so.
     const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; this run cannot wait for one, so the call is denied` : verdict.reason;
     return { decision: "deny", ...(reason === undefined ? {} : { reason: `warden policy: ${reason}` }) };
   }

@@ -43,7 +43,11 @@ export type AnswerEvent =
   | { readonly type: "answer"; readonly text: string }
   | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
   /** `code`: a failure warden recognizes in the stream, as the run's `result.error.code` (else agent-reported-error) */
-  | { readonly type: "error"; readonly message: string; readonly code?: string };
+  | { readonly type: "error"; readonly message: string; readonly code?: string }
+  /** the CLI's session id (claude's `system/init`), what `--resume` takes */
+  | { readonly type: "session"; readonly id: string }
+  /** the CLI stopped with a call a pre-tool hook deferred (claude's result `stop_reason: "tool_deferred"`) */
+  | { readonly type: "deferred" };
 
 /** Kept in the journal as a note: what the agent session was, or an event of no known meaning. */
 export interface NoteFromEvent {
@@ -140,6 +144,9 @@ function claudeRefusal(event: Json, block: Json): string | undefined {
   return CLAUDE_DENIAL_RE.test(text) ? "permission denied" : undefined;
 }
 
+/** A claude session id as `--resume` takes it (a UUID): anything else from the stream is not passed on as an argument. */
+const SESSION_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 function claudeEvents(event: Json): ParsedEvent[] {
   if (event.type === "result") {
     const out: ParsedEvent[] = [
@@ -152,6 +159,7 @@ function claudeEvents(event: Json): ParsedEvent[] {
     }
     const text = typeof event.result === "string" ? event.result : undefined;
     if (text !== undefined) out.push({ type: "answer", text });
+    if (event.stop_reason === "tool_deferred") out.push({ type: "deferred" });
     if (event.is_error === true || (typeof event.subtype === "string" && event.subtype !== "success")) {
       out.push({ type: "error", message: text ?? `claude reported ${String(event.subtype)}` });
     }
@@ -164,7 +172,8 @@ function claudeEvents(event: Json): ParsedEvent[] {
       skills: names(event.skills),
       plugins: names(event.plugins, "name"),
     };
-    return [{ type: "note", note: { agent_session: session } }];
+    const id = typeof event.session_id === "string" && SESSION_ID_RE.test(event.session_id) ? event.session_id : undefined;
+    return [{ type: "note", note: { agent_session: session } }, ...(id === undefined ? [] : [{ type: "session" as const, id }])];
   }
   if (typeof event.type !== "string" || !CLAUDE_KNOWN.has(event.type)) return [{ type: "note", note: { provider_event: summary(event) } }];
   const message = event.message;

@@ -25,6 +25,18 @@ export class RunAnswer {
   #usage: Record<string, number> | undefined;
   #error: { code: string; message: string } | undefined;
   readonly #refused: RefusedCall[] = [];
+  #session: string | undefined;
+  #deferred = false;
+
+  /** The CLI's session id, once its stream said it. */
+  get session(): string | undefined {
+    return this.#session;
+  }
+
+  /** The CLI stopped on a call its pre-tool hook deferred. */
+  get deferred(): boolean {
+    return this.#deferred;
+  }
 
   take(event: ParsedEvent): void {
     switch (event.type) {
@@ -38,6 +50,12 @@ export class RunAnswer {
         return;
       case "answer":
         this.#answer = event.text;
+        return;
+      case "session":
+        this.#session ??= event.id;
+        return;
+      case "deferred":
+        this.#deferred = true;
         return;
       case "usage": {
         // Several turns (or a report repeated) add up.
