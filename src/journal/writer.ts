@@ -131,7 +131,7 @@ export class JournalWriter {
     const appender = await opts.store.reopen(opts.runId);
     if (appender.size !== bytes) {
       await appender.close().catch(() => undefined);
-      throw new ConflictError("journal-changed", `journal of run ${opts.runId} changed while it was taken up again`);
+      throw new ConflictError("journal-reopen-changed", `journal of run ${opts.runId} changed while it was taken up again`);
     }
     const writer = new JournalWriter(opts, appender);
     for (const entry of report.valid) {
