@@ -12,6 +12,8 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
+import { main } from "../../src/cli/main.js";
+import type { CliIo } from "../../src/cli/context.js";
 import { httpCall, repo, startNode, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 
@@ -95,6 +97,13 @@ describe("real claude: ask parks the run", { skip }, () => {
   const endedOf = (node: NodeProcess, scope: string, id: string): Promise<View> => until(node, scope, id, "recorded", (v) => v.status === "recorded" || v.status === "unresolved");
   const approve = (node: NodeProcess, scope: string, id: string, body: Record<string, unknown>) =>
     httpCall(node.url, TOKEN, "POST", `/v1/invocations/${encodeURIComponent(scope)}/${id}/approval`, { body });
+  const warden = async (node: NodeProcess, args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+    let stdout = "";
+    let stderr = "";
+    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node.url, WARDEN_TOKEN: TOKEN }, cwd: root };
+    const code = await main(["node", "warden", ...args], io);
+    return { code, stdout, stderr };
+  };
   const events = async (node: NodeProcess, runId: string): Promise<Entry["entry"]["event"][]> => (await runJournal<Entry>(node.url, TOKEN, runId)).map((e) => e.entry.event);
 
   before(async () => {
@@ -153,15 +162,21 @@ describe("real claude: ask parks the run", { skip }, () => {
     }
   });
 
-  it("a denial ends the run with the call refused: build/ still there, a recorded failure", async () => {
+  it("a denial (warden deny) ends the run with the call refused: build/ still there, a recorded failure", async () => {
     const { node, workspace } = await start("deny");
     try {
       model.load({ turns: SCRIPT });
       const from = model.requests.length;
       const run = await invoke(node, "clean the build");
       await parkedOf(node, run.scope, run.id);
-      const denied = await approve(node, run.scope, run.id, { decision: "deny", reason: "keep it" });
-      assert.equal(denied.status, 202, JSON.stringify(denied.body));
+      const listed = await warden(node, ["invocations", "--status", "awaiting_approval"]);
+      assert.equal(listed.code, 0, listed.stderr);
+      assert.match(listed.stdout, new RegExp(`^awaiting_approval +${run.scope} ${run.id}`, "m"));
+      const shown = await warden(node, ["invocations", "show", run.scope, run.id]);
+      assert.match(shown.stdout, /waits for +an operator's approval of Bash/);
+      const denied = await warden(node, ["deny", run.scope, run.id, "--reason", "keep it"]);
+      assert.equal(denied.code, 0, denied.stdout + denied.stderr);
+      assert.match(denied.stdout, /\(denied\)/);
       const ended = await endedOf(node, run.scope, run.id);
       assert.equal(ended.status, "recorded", JSON.stringify(ended));
       assert.equal(ended.result?.error?.code, "approval-denied");
