@@ -93,7 +93,11 @@ describe("real claude: ask parks the run", { skip }, () => {
     }
     throw new Error(`waited ${STATE_WAIT_MS} ms for ${scope}/${id} to be ${what}; last seen ${JSON.stringify(last)}\n${node.stderr()}`);
   };
-  const parkedOf = (node: NodeProcess, scope: string, id: string): Promise<View> => until(node, scope, id, "awaiting_approval", (v) => v.status === "awaiting_approval");
+  const parkedOf = async (node: NodeProcess, scope: string, id: string): Promise<View> => {
+    const state = await until(node, scope, id, "past in_progress", (v) => v.status !== "in_progress");
+    assert.equal(state.status, "awaiting_approval", JSON.stringify(state));
+    return state;
+  };
   const endedOf = (node: NodeProcess, scope: string, id: string): Promise<View> => until(node, scope, id, "recorded", (v) => v.status === "recorded" || v.status === "unresolved");
   const approve = (node: NodeProcess, scope: string, id: string, body: Record<string, unknown>) =>
     httpCall(node.url, TOKEN, "POST", `/v1/invocations/${encodeURIComponent(scope)}/${id}/approval`, { body });
@@ -229,7 +233,7 @@ describe("real claude: ask parks the run", { skip }, () => {
       const run = await invoke(node, "clean the build");
       const ended = await endedOf(node, run.scope, run.id);
       assert.equal(ended.status, "recorded", JSON.stringify(ended));
-      assert.equal(ended.result?.error?.code, "approval-denied");
+      assert.equal(ended.result?.error?.code, "approval-denied", JSON.stringify(ended));
       assert.ok(existsSync(join(workspace, "build", "out.txt")));
       const journal = await events(node, run.run_id);
       assert.ok(journal.some((e) => e.type === "run.parked"), "the run never parked");
