@@ -16,6 +16,8 @@ import { main } from "../../src/cli/main.js";
 import type { CliIo } from "../../src/cli/context.js";
 import { httpCall, repo, startNode, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { launchChromium, seriousViolations } from "../support/browser.js";
+import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
 
 const TOKEN = "ask-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
@@ -113,12 +115,14 @@ describe("real claude: ask parks the run", { skip }, () => {
   before(async () => {
     mkdirSync(join(root, "agent-home"), { recursive: true });
     model = await ScriptedModelServer.start({ script: { turns: [] } });
+    // Before the nodes start: they serve the console they find built then.
+    buildConsole();
   });
   after(async () => {
     await model.close();
   });
 
-  it("parks on the ask (listed, no agent left), and an approval resumes the same session to completion: build/ removed, one continuation", async () => {
+  it("parks on the ask (listed, no agent left), and an approval in the console (Chromium) resumes the same session to completion: build/ removed, one continuation", async () => {
     const { node, workspace } = await start("approve");
     try {
       model.load({ turns: SCRIPT });
@@ -135,8 +139,27 @@ describe("real claude: ask parks the run", { skip }, () => {
       assert.deepEqual(queue.body.items, [], "a parked run is not unresolved");
       assert.equal(model.requests.length - from, 1);
 
-      const approved = await approve(node, run.scope, run.id, { decision: "allow", reason: "build/ is generated" });
-      assert.equal(approved.status, 202, JSON.stringify(approved.body));
+      const browser = await launchChromium();
+      try {
+        const page = await (await browser.newContext({ viewport: { width: 1280, height: 860 } })).newPage();
+        await logInWithToken(page, node.url, TOKEN);
+        // The work queue beside Unresolved lists the parked run.
+        await page.goto(`${node.url}/ui/invocations`);
+        await page.getByRole("link", { name: "Awaiting approval" }).click();
+        const row = page.getByRole("link", { name: new RegExp(run.id) });
+        await row.waitFor({ timeout: UI_WAIT_MS });
+        assert.deepEqual(await seriousViolations(page), []);
+        await row.click();
+        const card = page.getByRole("region", { name: "Awaiting approval" });
+        await card.waitFor({ timeout: UI_WAIT_MS });
+        assert.match((await card.textContent()) ?? "", /Bash call its policy asks about \(ask-rm\)/);
+        assert.deepEqual(await seriousViolations(page), []);
+        await card.getByLabel(/Reason/).fill("build/ is generated");
+        await card.getByRole("button", { name: "Approve" }).click();
+        await card.waitFor({ state: "detached", timeout: UI_WAIT_MS });
+      } finally {
+        await browser.close();
+      }
       const ended = await endedOf(node, run.scope, run.id);
       assert.equal(ended.status, "recorded", `${JSON.stringify(ended)}\n${JSON.stringify(await events(node, run.run_id))}\n${JSON.stringify((await httpCall(node.url, TOKEN, "GET", `/v1/runs/${run.run_id}/verification`)).body)}`);
       assert.equal(ended.run_id, run.run_id, "the approval went on in another run");
@@ -153,6 +176,7 @@ describe("real claude: ask parks the run", { skip }, () => {
       assert.ok(decision >= 0 && decision < parkedAt && parkedAt < approval && approval < callStart, types.join(" "));
       assert.equal(journal[decision]!.decision, "ask");
       assert.deepEqual(journal[approval]!.by, { name: "operator", role: "operator" });
+      assert.equal(journal[approval]!.reason, "build/ is generated");
       assert.equal(journal.find((e) => e.type === "effect.finished" && e.effect_id === journal[callStart]!.effect_id)?.outcome, "succeeded");
       await assertRunVerified(node.url, TOKEN, run.run_id);
 
