@@ -15,7 +15,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import { isWardenError } from "../core/errors.js";
 import type { ToolAction } from "./schema.js";
-import { claudeToolCall, type ToolCall } from "./tool-call.js";
+import { hookToolCall, type HookProvider, type ToolCall } from "./tool-call.js";
 import type { ToolDecision, ToolPolicy, ToolRequest, ToolVerdict } from "./tool-policy.js";
 
 /** The journal entry of one decision. */
@@ -50,6 +50,8 @@ export interface DecisionGateOptions {
   readonly defers?: boolean;
   /** A call an operator approved after the run was parked on it: its hook, asked again when the CLI resumes, is answered allow once. */
   readonly approved?: { readonly callId: string };
+  /** whose hook input the socket reads (default claude) */
+  readonly provider?: HookProvider;
 }
 
 /** Largest hook input read (a Write call carries the whole file). */
@@ -71,7 +73,7 @@ export class DecisionGate {
   readonly #decided = new Map<string, ToolVerdict>();
   readonly #sockets = new Set<net.Socket>();
   readonly #pending = new Set<Promise<void>>();
-  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, tool: string) => void>();
+  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, call: ToolCall) => void>();
   /** the approved call still to be answered allow (once) */
   #approved: string | undefined;
 
@@ -101,8 +103,8 @@ export class DecisionGate {
     return this.#decided.get(callId);
   }
 
-  /** Called with every decision once it is durable. */
-  onDecision(listener: (callId: string, verdict: ToolVerdict, tool: string) => void): void {
+  /** Called with every decision once it is durable, and the call it decided. */
+  onDecision(listener: (callId: string, verdict: ToolVerdict, call: ToolCall) => void): void {
     this.#listeners.add(listener);
   }
 
@@ -110,7 +112,7 @@ export class DecisionGate {
   async decide(input: unknown): Promise<Answer> {
     let call: ToolCall;
     try {
-      call = claudeToolCall(input, this.#options.workspace);
+      call = hookToolCall(this.#options.provider ?? "claude", input, this.#options.workspace);
     } catch (error) {
       return { decision: "deny", reason: isWardenError(error) ? `${error.message} (${error.code})` : "the tool call could not be read" };
     }
@@ -119,7 +121,7 @@ export class DecisionGate {
       this.#approved = undefined;
       const approved: ToolVerdict = { decision: "allow", policies: [] };
       this.#decided.set(call.callId, approved);
-      for (const listener of this.#listeners) listener(call.callId, approved, call.resource.tool);
+      for (const listener of this.#listeners) listener(call.callId, approved, call);
       return { decision: "allow" };
     }
     if (this.#decided.has(call.callId) || call.callId === this.#options.approved?.callId) return { decision: "deny", reason: `call ${call.toolUseId} was decided already; a call is decided once` };
@@ -144,11 +146,13 @@ export class DecisionGate {
       this.#decided.set(call.callId, verdict);
       return { decision: "deny", ...(verdict.reason === undefined ? {} : { reason: verdict.reason }) };
     }
-    for (const listener of this.#listeners) listener(call.callId, verdict, call.resource.tool);
+    for (const listener of this.#listeners) listener(call.callId, verdict, call);
     if (verdict.decision === "allow") return { decision: "allow" };
     if (verdict.decision === "ask" && this.#options.defers === true) return { decision: "defer", reason: `warden policy: ${verdict.reason ?? "needs an operator's approval"}` };
-    // A run that cannot wait for an operator: a call that needs one is denied, and says so.
-    const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; this run cannot wait for one, so the call is denied` : verdict.reason;
+    // A run that cannot wait for an operator (and Codex's `exec` mode never can: its hooks cannot
+    // ask): a call that needs one is denied, and says so.
+    const cannotWait = this.#options.provider === "codex" ? "codex exec cannot ask for an approval, so ask is deny" : "this run cannot wait for one, so the call is denied";
+    const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; ${cannotWait}` : verdict.reason;
     return { decision: "deny", ...(reason === undefined ? {} : { reason: `warden policy: ${reason}` }) };
   }
 

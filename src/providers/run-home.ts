@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
-import { claudeHookSettings } from "../policy/hook.js";
+import { CODEX_HOOK_TRUST_ARGS, claudeHookSettings, codexHookConfig } from "../policy/hook.js";
 import { HOME_DIR } from "./binding.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
@@ -75,6 +75,16 @@ export interface RunHomeRequest {
   readonly materialization?: Materialization;
   /** the command of the run's pre-tool hook, when a policy decides its tool calls (policy/hook.ts) */
   readonly preToolHook?: string;
+  /** a traced run (DESIGN.md "Traces"): the run span's context for the agent, and where the node's traces go */
+  readonly trace?: RunHomeTrace;
+}
+
+/** What a traced run's agent is told of its trace. */
+export interface RunHomeTrace {
+  /** `TRACEPARENT` (and `TRACESTATE`): Claude Code and Codex continue the trace from it */
+  readonly env: Readonly<Record<string, string>>;
+  /** the OTLP/HTTP traces endpoint Codex's `[otel]` table exports to (never the node's headers) */
+  readonly tracesEndpoint: string;
 }
 
 export interface RunHome {
@@ -142,7 +152,10 @@ export class RunHomes {
       const skills = request.materialization === undefined ? undefined : join(request.materialization.root, HOME_DIR, "skills");
       if (skills !== undefined && (await isDirectory(skills))) await fsp.symlink(skills, join(codexHome, "skills"));
       env.CODEX_HOME = codexHome;
+      if (request.preToolHook !== undefined) args.push(...CODEX_HOOK_TRUST_ARGS);
     }
+    // Last: the run span's context is the run's own, whatever else set these names.
+    if (request.trace !== undefined) Object.assign(env, request.trace.env);
     return { path, env, args };
   }
 
@@ -207,14 +220,28 @@ export class RunHomes {
  * bundle and the node's model endpoint) or, without a tree, the same generator's; and the
  * workspace as a trusted project when it is one. Codex loads a project's `.codex/config.toml`
  * only for a project its home marks trusted, so an untrusted workspace is left unnamed.
+ *
+ * Under a tool policy, the pre-tool hook (`[[hooks.PreToolUse]]`), and the hosted web search off
+ * (`web_search = "disabled"`): the model provider runs that tool itself, where no hook of the
+ * CLI can decide it, and it would be a tool call with no decision.
  */
 async function codexConfig(request: RunHomeRequest): Promise<string> {
-  const base =
+  let text =
     request.materialization === undefined
       ? codexConfigToml(request.profile.model === undefined ? {} : { model: request.profile.model })
       : await fsp.readFile(join(request.materialization.root, HOME_DIR, CODEX_CONFIG_FILE), "utf8");
-  if (!request.trusted) return base;
-  return `${base}${base.endsWith("\n") || base === "" ? "" : "\n"}${stringify({ projects: { [request.workspace]: { trust_level: "trusted" } } })}\n`;
+  const tables: Record<string, unknown>[] = [];
+  if (request.trusted) tables.push({ projects: { [request.workspace]: { trust_level: "trusted" } } });
+  if (request.preToolHook !== undefined) {
+    // A top-level key: before the first table, where TOML reads it as the document's own.
+    text = `${stringify({ web_search: "disabled" })}\n${text}`;
+    tables.push({ hooks: codexHookConfig(request.preToolHook) });
+  }
+  // Codex 0.171 exports its own spans with `[otel] trace_exporter` and continues TRACEPARENT's trace.
+  // No headers: a collector's credentials are the node's, never an agent's.
+  if (request.trace !== undefined) tables.push({ otel: { environment: "warden", trace_exporter: { "otlp-http": { endpoint: request.trace.tracesEndpoint, protocol: "json" } } } });
+  for (const table of tables) text = `${text}${text.endsWith("\n") || text === "" ? "" : "\n"}${stringify(table)}\n`;
+  return text;
 }
 
 async function writePrivate(path: string, text: string): Promise<void> {

@@ -22,7 +22,14 @@ import { sha256Digest } from "../core/digest.js";
 import type { EventFormat } from "../providers/profiles.js";
 
 export type ToolEvent =
-  | { readonly type: "start"; readonly id: string; readonly name: string; readonly fingerprint: string }
+  | {
+      readonly type: "start";
+      readonly id: string;
+      readonly name: string;
+      readonly fingerprint: string;
+      /** a Codex command's line as printed (`/bin/bash -lc '<command>'`): pairs it with its hook's call (codex-calls.ts) */
+      readonly command?: string;
+    }
   | {
       readonly type: "finish";
       readonly id: string;
@@ -44,8 +51,6 @@ export type AnswerEvent =
   | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
   /** `code`: a failure warden recognizes in the stream, as the run's `result.error.code` (else agent-reported-error) */
   | { readonly type: "error"; readonly message: string; readonly code?: string }
-  /** the CLI's session id (claude's `system/init`), what `--resume` takes */
-  | { readonly type: "session"; readonly id: string }
   /** the CLI stopped with a call a pre-tool hook deferred (claude's result `stop_reason: "tool_deferred"`) */
   | { readonly type: "deferred" };
 
@@ -69,7 +74,13 @@ export interface TurnUsage {
   readonly total?: true;
 }
 
-export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage;
+/** The CLI's own session id (Claude Code's `session_id`, Codex's `thread_id`): a trace's conversation id. */
+export interface SessionEvent {
+  readonly type: "session";
+  readonly id: string;
+}
+
+export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage | SessionEvent;
 
 type Json = Record<string, unknown>;
 
@@ -144,9 +155,6 @@ function claudeRefusal(event: Json, block: Json): string | undefined {
   return CLAUDE_DENIAL_RE.test(text) ? "permission denied" : undefined;
 }
 
-/** A claude session id as `--resume` takes it (a UUID): anything else from the stream is not passed on as an argument. */
-const SESSION_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
 function claudeEvents(event: Json): ParsedEvent[] {
   if (event.type === "result") {
     const out: ParsedEvent[] = [
@@ -172,8 +180,8 @@ function claudeEvents(event: Json): ParsedEvent[] {
       skills: names(event.skills),
       plugins: names(event.plugins, "name"),
     };
-    const id = typeof event.session_id === "string" && SESSION_ID_RE.test(event.session_id) ? event.session_id : undefined;
-    return [{ type: "note", note: { agent_session: session } }, ...(id === undefined ? [] : [{ type: "session" as const, id }])];
+    const note: ParsedEvent = { type: "note", note: { agent_session: session } };
+    return typeof event.session_id === "string" && event.session_id !== "" ? [note, { type: "session", id: event.session_id }] : [note];
   }
   if (typeof event.type !== "string" || !CLAUDE_KNOWN.has(event.type)) return [{ type: "note", note: { provider_event: summary(event) } }];
   const message = event.message;
@@ -213,10 +221,10 @@ function claudeTokens(usage: { readonly [key: string]: number }): { input_tokens
 
 const CODEX_TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 
-function codexIdentity(item: Json): { name: string; fingerprint: string } {
+function codexIdentity(item: Json): { name: string; fingerprint: string; command?: string } {
   switch (item.type) {
     case "command_execution":
-      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }) };
+      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }), ...(typeof item.command === "string" ? { command: item.command } : {}) };
     case "mcp_tool_call":
       return {
         name: `mcp:${String(item.server)}/${String(item.tool)}`,
@@ -263,6 +271,7 @@ export class CodexEventReader {
       const message = isObject(event.error) && typeof event.error.message === "string" ? event.error.message : "codex reported turn.failed";
       return [{ type: "error", message }];
     }
+    if (event.type === "thread.started" && typeof event.thread_id === "string" && event.thread_id !== "") return [{ type: "session", id: event.thread_id }];
     if (typeof event.type === "string" && CODEX_QUIET.has(event.type)) return [];
     if (event.type !== "item.started" && event.type !== "item.completed") return [{ type: "note", note: { provider_event: summary(event) } }];
     const item = event.item;

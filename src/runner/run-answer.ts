@@ -19,6 +19,9 @@ export interface RefusedCall {
   readonly reason: string;
 }
 
+/** A claude session id as `--resume` takes it (a UUID): anything else from the stream is not passed on as an argument. */
+const SESSION_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 export class RunAnswer {
   readonly #names = new Map<string, string>();
   #answer: string | undefined;
@@ -52,7 +55,8 @@ export class RunAnswer {
         this.#answer = event.text;
         return;
       case "session":
-        this.#session ??= event.id;
+        // Only a UUID is passed on to `--resume`: the id comes from the agent's stream.
+        if (SESSION_ID_RE.test(event.id)) this.#session ??= event.id;
         return;
       case "deferred":
         this.#deferred = true;

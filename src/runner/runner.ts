@@ -25,6 +25,7 @@ import { DEFAULT_LIMITS } from "../core/limits.js";
 import { ConflictError, NotFoundError, ValidationError, WardenError, errnoCode, isWardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
+import type { JournalEntry } from "../journal/types.js";
 import type { Materializer } from "../providers/materializer.js";
 import { expandLaunchArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
@@ -36,7 +37,7 @@ import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.j
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
-import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
+import { eventReader, stderrReader, STDERR_LINE_BYTES, type ParsedEvent } from "./events.js";
 import { parseInvocation, requestJson, type InvokeRequest, type ParsedInvocation, type RequestBounds } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
@@ -49,10 +50,13 @@ import { DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
 import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
 import { DecisionGate } from "../policy/gate.js";
 import type { JournalEvent, PolicyApprovalEvent, PolicyDecisionEvent, RunParkedEvent } from "../journal/types.js";
+import { CodexCalls } from "./codex-calls.js";
 import { hookCommand } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
 import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
 import type { Worktree } from "../changes/worktrees.js";
+import { TRACE_ENV_NAMES, type RunTrace, type TraceCarrier, type Tracing } from "../tracing/tracing.js";
+import type { RunJournal } from "../invocations/handle.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -119,6 +123,10 @@ export interface RunnerOptions {
   readonly spendCounters?: SpendCounters;
   /** git workspaces get a worktree per run and a change set (DESIGN.md "Change sets"); without it every workspace is a plain directory */
   readonly worktrees?: RunWorktrees;
+  /** OpenTelemetry traces of runs (DESIGN.md "Traces"); without it nothing is traced */
+  readonly tracing?: Tracing;
+  /** the index of a recorded run's seal in the node's transparency log (a traced run's `warden.log.leaf`) */
+  readonly logLeaf?: (runId: string) => Promise<number | undefined>;
   /**
    * Runs may park on a call their policy decided `ask` and wait for an operator (DESIGN.md
    * "Governed tool calls"); needs a backend that can take a parked run up again. Without it an ask
@@ -153,7 +161,7 @@ export interface PolicySource {
 export type WorkspacePolicies = Partial<Record<ProviderName | "default", PolicySource>>;
 
 /** The providers whose CLI's pre-tool hook warden drives: a policy for another refuses its runs. */
-const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude"]);
+const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude", "codex"]);
 
 /** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
 export interface InvokeInput {
@@ -166,6 +174,8 @@ export interface InvokeInput {
 export interface StartInput extends ParsedInvocation {
   /** the caller read the id as absent just before (Warden.start): the claim is attempted without reading it again */
   readonly lookedUp?: boolean;
+  /** the caller's trace context (the HTTP request's `traceparent`): the run's span is its child; not part of the request */
+  readonly trace?: TraceCarrier;
 }
 
 /** What the runner records for a run: the replayed result of its invocation. */
@@ -218,6 +228,8 @@ export class Runner {
   readonly #deadlines = new Map<string, NodeJS.Timeout>();
   /** runs an approval is being answered for in this process */
   readonly #answering = new Set<string>();
+  readonly #tracing: Tracing | undefined;
+  readonly #logLeaf: ((runId: string) => Promise<number | undefined>) | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -272,6 +284,8 @@ export class Runner {
     }
     this.#worktrees = options.worktrees;
     this.#parking = options.parking;
+    this.#tracing = options.tracing;
+    this.#logLeaf = options.logLeaf;
   }
 
   /** The configured workspaces' directories (where a dead node's worktrees are looked up). */
@@ -348,7 +362,15 @@ export class Runner {
     });
     if (opened.status !== "fresh") return opened;
     const handle = opened.handle;
-    const done = this.#run(handle, request, cwd, launch);
+    const trace = this.#tracing?.startRun({
+      runId: handle.run_id,
+      scope: input.scope,
+      idempotencyId: input.id,
+      provider: request.provider,
+      ...(profile.model === undefined ? {} : { model: profile.model.name }),
+      ...(input.trace === undefined ? {} : { parent: input.trace }),
+    });
+    const done = this.#run(handle, request, cwd, trace === undefined ? launch : { ...launch, trace });
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
     return { status: "started", run_id: handle.run_id, done };
   }
@@ -386,6 +408,7 @@ export class Runner {
         ...Object.keys(this.#agentTagEnv),
         ...Object.keys(profile.bundleEnv ?? {}),
         ...runHomeEnvNames(request.provider),
+        ...(this.#tracing === undefined ? [] : TRACE_ENV_NAMES),
       ]),
       ...(policy === undefined ? {} : { decisions: true }),
     });
@@ -577,7 +600,7 @@ export class Runner {
     if (policy !== undefined && !GOVERNABLE_PROVIDERS.has(provider)) {
       throw new WardenError(
         "tool-policy-provider-unsupported",
-        `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's pre-tool hook is driven): the run is refused`,
+        `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's and codex's pre-tool hooks are driven): the run is refused`,
         422,
         { details: { workspace, provider } },
       );
@@ -622,13 +645,14 @@ export class Runner {
           gateSocket = this.#confinement.decisionSocket(handle.run_id);
           const runId = handle.run_id;
           gate = await DecisionGate.listen(gateSocket.path, {
+            provider: request.provider === "codex" ? "codex" : "claude",
             policy: launch.governance.policy,
             workspace: cwd,
             principal: launch.governance.principal,
             context: { ...launch.governance.context, run: runId },
             // The decisions go into the same ordered stream as the calls they decide.
             journal: { append: (event) => this.#tools.get(runId)?.append(event) ?? Promise.resolve(false) },
-            ...(this.#parking === undefined ? {} : { defers: true }),
+            ...(this.#parking === undefined || request.provider !== "claude" ? {} : { defers: true }),
             ...(resume === undefined ? {} : { approved: { callId: resume.parked.call_id } }),
           });
           // Confined, the socket is bound at a fixed place; unconfined, the hook reaches it where it is.
@@ -643,6 +667,7 @@ export class Runner {
           trusted: launch.trusted,
           ...(materialization === undefined ? {} : { materialization }),
           ...(preToolHook === undefined ? {} : { preToolHook }),
+          ...(launch.trace === undefined ? {} : { trace: { env: traceEnv(launch.trace.carrier()), tracesEndpoint: launch.trace.agentExport.endpoint } }),
         };
         home = resume === undefined ? await this.#runHomes.create(homeRequest) : await this.#runHomes.renew(homeRequest, resume.parked.session);
       } catch (error) {
@@ -655,6 +680,7 @@ export class Runner {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
     } finally {
+      if (launch.trace !== undefined) this.#endTrace(launch.trace, handle, outcome);
       await gate?.close().catch(() => undefined);
       gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
@@ -665,6 +691,16 @@ export class Runner {
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
       if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded" && !parked.parked) await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
+  }
+
+  /**
+   * Ends a traced run's span; a recorded run's log leaf is read first, off the run's path: the
+   * outcome is the caller's as soon as it is known, the span follows.
+   */
+  #endTrace(trace: RunTrace, handle: InvocationHandle, outcome: ExistingOutcome | undefined): void {
+    const end = { ...traceEnd(handle, outcome), at: Date.now() };
+    const leaf = outcome?.status === "recorded" && this.#logLeaf !== undefined ? this.#logLeaf(handle.run_id).catch(() => undefined) : Promise.resolve(undefined);
+    void leaf.then((logLeaf) => trace.end(logLeaf === undefined ? end : { ...end, logLeaf }));
   }
 
   async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef | undefined): Promise<Materialization> {
@@ -768,7 +804,7 @@ export class Runner {
         return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
       }
       const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
-      return await this.#conclude(handle, profile, launch.spend, changed);
+      return await this.#conclude(handle, profile, launch.spend, changed, launch.trace);
     } finally {
       confined.remove();
     }
@@ -800,17 +836,19 @@ export class Runner {
   ): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
-    const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    const trace = launch.trace;
+    // A traced run's tool spans are made of its effect entries as they become durable.
+    const tools = new ToolEffects(trace === undefined ? handle.journal : observedJournal(handle.journal, (entry) => trace.take(entry)), () => agent?.kill());
     if (gate !== undefined) {
       tools.govern();
       if (resume !== undefined) tools.resumed(resume.parked.call_id, resume.parked.tool, resume.fingerprint);
-      const defers = this.#parking !== undefined;
-      gate.onDecision((callId, verdict, tool) => (verdict.decision === "ask" && defers ? tools.deferred(callId, tool) : tools.decided(callId, verdict.decision, verdict.reason)));
+      const defers = this.#parking !== undefined && profile.events === "claude-stream-json";
+      gate.onDecision((callId, verdict, call) => (verdict.decision === "ask" && defers ? tools.deferred(callId, call.resource.tool) : tools.decided(callId, verdict.decision, verdict.reason)));
     }
     // The egress proxy journals into the same ordered stream as the agent's tool calls.
     this.#tools.set(handle.run_id, tools);
     try {
-      const followed = await this.#followWith(handle, profile, launch, spawn, confined, tools, processEffect, (a) => {
+      const followed = await this.#followWith(handle, profile, launch, spawn, confined, tools, gate, processEffect, (a) => {
         agent = a;
       });
       const deferred = followed.answer.deferred ? tools.deferredCall : undefined;
@@ -827,6 +865,7 @@ export class Runner {
     spawn: AgentSpawn,
     confined: RunConfinement,
     tools: ToolEffects,
+    gate: DecisionGate | undefined,
     processEffect: string,
     started: (agent: AgentProcess) => void,
   ): Promise<Followed> {
@@ -848,6 +887,17 @@ export class Runner {
       stoppedFor = breached;
       stopAgent();
     };
+    const take = (parsed: ParsedEvent): void => {
+      const e = tools.governed(parsed);
+      if (e.type === "turn") meter.take(e);
+      else if (e.type === "session") launch.trace?.conversation(e.id);
+      tools.apply(e);
+      answer.take(e);
+    };
+    // A governed Codex run: its items take their hook calls' ids, and a call not allowed, of
+    // which Codex prints nothing, is journaled refused from its decision (codex-calls.ts).
+    const codexCalls = gate !== undefined && profile.events === "codex-jsonl" ? new CodexCalls() : undefined;
+    if (codexCalls !== undefined) gate?.onDecision((_, verdict, call) => codexCalls.decided(call, verdict.decision === "allow").forEach(take));
     // A resumed run's agent writes after what its first leg wrote.
     const append = processEffect !== PROCESS_EFFECT;
     const stdout = await OutputCapture.create({
@@ -860,12 +910,7 @@ export class Runner {
         ? {}
         : {
             onLine: (line: string) => {
-              for (const parsed of read(line)) {
-                const e = tools.governed(parsed);
-                if (e.type === "turn") meter.take(e);
-                tools.apply(e);
-                answer.take(e);
-              }
+              for (const parsed of read(line)) take(codexCalls?.paired(parsed) ?? parsed);
               checkBudget();
             },
             onOversizedLine: () => {
@@ -956,8 +1001,9 @@ export class Runner {
    * of its workspace and principal. A journal that can no longer be written leaves the run
    * unresolved anyway; the counters count what was spent whatever the outcome.
    */
-  async #recordSpend(handle: InvocationHandle, spend: RunSpend, run: Followed): Promise<void> {
+  async #recordSpend(handle: InvocationHandle, spend: RunSpend, run: Followed, trace: RunTrace | undefined): Promise<void> {
     const totals = run.spend;
+    trace?.spent(totals.input_tokens, totals.output_tokens);
     const uncounted = await this.#counters?.add(spend.day, spend.subjects, totals).then(
       () => undefined,
       (error: unknown) => (isWardenError(error) ? error.code : (errnoCode(error) ?? "spend-count-failed")),
@@ -980,9 +1026,9 @@ export class Runner {
   }
 
   /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
-  async #conclude(handle: InvocationHandle, profile: ProviderProfile, spend: RunSpend, run: Followed): Promise<ExistingOutcome> {
+  async #conclude(handle: InvocationHandle, profile: ProviderProfile, spend: RunSpend, run: Followed, trace: RunTrace | undefined): Promise<ExistingOutcome> {
     const { exit, out } = run;
-    await this.#recordSpend(handle, spend, run);
+    await this.#recordSpend(handle, spend, run, trace);
     if (run.journaled && run.stopped !== undefined) {
       const result: RunResult = {
         exit_code: null,
@@ -1047,6 +1093,8 @@ interface RunLaunch {
   };
   /** a git workspace: the run gets its own worktree at this base */
   readonly worktree?: PlannedWorktree;
+  /** the run's span, once it is claimed and traced */
+  readonly trace?: RunTrace;
 }
 
 /** What a run may spend and where its spend is counted, decided before the claim. */
@@ -1128,6 +1176,46 @@ function checkWorkspaces(workspaces: Readonly<Record<string, string>>): Readonly
   return out;
 }
 
+
+/** The run span's context as the agent's environment: `TRACEPARENT`, `TRACESTATE`. */
+function traceEnv(carrier: TraceCarrier): Record<string, string> {
+  return {
+    ...(carrier.traceparent === undefined ? {} : { TRACEPARENT: carrier.traceparent }),
+    ...(carrier.tracestate === undefined ? {} : { TRACESTATE: carrier.tracestate }),
+  };
+}
+
+/** What the run's span says of its end: the invocation's state, a recorded failure, the journal's head. */
+function traceEnd(handle: InvocationHandle, outcome: ExistingOutcome | undefined): Parameters<RunTrace["end"]>[0] {
+  const result = outcome?.status === "recorded" && typeof outcome.result === "object" && outcome.result !== null && !Array.isArray(outcome.result) ? outcome.result : undefined;
+  const stopped = result?.stopped;
+  return {
+    status: outcome?.status ?? "crashed",
+    journalHead: handle.journal.tailHash,
+    ...(result === undefined ? {} : { failed: result.error !== undefined || result.exit_code !== 0 }),
+    ...(typeof stopped === "object" && stopped !== null && !Array.isArray(stopped) && typeof stopped.reason === "string" ? { stopped: stopped.reason } : {}),
+  };
+}
+
+/** The run's journal, telling `take` of every entry once it is durable. */
+function observedJournal(journal: RunJournal, take: (entry: JournalEntry) => void): RunJournal {
+  return {
+    get runId() {
+      return journal.runId;
+    },
+    get entries() {
+      return journal.entries;
+    },
+    get tailHash() {
+      return journal.tailHash;
+    },
+    append: async (event) => {
+      const appended = await journal.append(event);
+      take(appended.entry);
+      return appended;
+    },
+  };
+}
 
 function notLaunched(error: WardenError): RunResult {
   return { exit_code: null, output_sha256: EMPTY_SHA256, output_tail: "", error: { code: error.code, message: error.message } };

@@ -54,6 +54,7 @@ import { Scrub } from "./scrub.js";
 import { Fleet, type SharedNodes } from "./fleet.js";
 import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./transparency.js";
 import { catchUpLog } from "./log-catchup.js";
+import { Tracing, type TraceCarrier, type TracingOptions } from "../tracing/tracing.js";
 import { attestRun, type RunAttestation } from "./attestation.js";
 import type { TransparencyLog } from "../tlog/log.js";
 
@@ -106,6 +107,11 @@ export interface WardenOptions {
    * (default 86400); past it the call is denied (DESIGN.md "Governed tool calls").
    */
   readonly approvalDeadlineS?: number;
+  /**
+   * OpenTelemetry traces of runs (DESIGN.md "Traces"): on or off by the standard `OTEL_*`
+   * environment (off when it sets nothing); `false` turns them off whatever it says.
+   */
+  readonly traces?: TracingOptions | false;
 }
 
 /**
@@ -117,6 +123,12 @@ type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
   readonly owner?: { readonly healthy: boolean; readonly id: string };
   readonly nodes?: SharedNodes["registry"];
 };
+
+/** How a caller starts a run besides its request (nothing of it is part of the request's identity). */
+export interface StartOptions {
+  /** the caller's W3C trace context (an HTTP request's `traceparent`/`tracestate`): the run's span is its child */
+  readonly trace?: TraceCarrier;
+}
 
 /** What `start` answers: this caller started the run, or the invocation's existing state. */
 export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
@@ -201,6 +213,7 @@ export class Warden {
   /** sessions `materialize` made and not yet released */
   readonly #apiSessions = new Set<string>();
   #closing: Promise<void> | undefined;
+  readonly #tracing: Tracing | undefined;
 
   /** Use `openWarden`. */
   constructor(parts: {
@@ -217,6 +230,7 @@ export class Warden {
     log?: OpenedLog | undefined;
     scrub?: Scrub;
     changes: RunChanges;
+    tracing?: Tracing | undefined;
   }) {
     this.changes = parts.changes;
     this.log = parts.log?.log;
@@ -236,6 +250,7 @@ export class Warden {
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
     this.#scrub = parts.scrub;
+    this.#tracing = parts.tracing;
   }
 
   /** Statements the log could not store (a failed append is counted, never fails a run or commit). */
@@ -282,7 +297,7 @@ export class Warden {
    * the same id is a ConflictError `idempotency-conflict` (422). The id and the request are
    * parsed here, once; from here on they travel parsed.
    */
-  async start(scope: string, id: string, input: unknown): Promise<InvocationStart> {
+  async start(scope: string, id: string, input: unknown, options: StartOptions = {}): Promise<InvocationStart> {
     const invocation = parseInvocation(scope, id, input, this.#bounds);
     const existing = await this.#lookup(invocation.scope, invocation.id, requestJson(invocation.request));
     if (existing !== undefined) return existing;
@@ -294,7 +309,7 @@ export class Warden {
     let started: Awaited<ReturnType<Runner["start"]>>;
     try {
       // The id was read as absent just now: the claim is attempted without reading it again.
-      started = await this.#runner.start({ ...invocation, lookedUp: true });
+      started = await this.#runner.start({ ...invocation, lookedUp: true, ...(options.trace === undefined ? {} : { trace: options.trace }) });
     } finally {
       this.#starting--;
     }
@@ -359,8 +374,8 @@ export class Warden {
   }
 
   /** Runs `(scope, id)` to its end (`start`, then the run's outcome), or answers its existing state. */
-  async invoke(scope: string, id: string, input: unknown): Promise<KnownOutcome> {
-    const started = await this.start(scope, id, input);
+  async invoke(scope: string, id: string, input: unknown, options: StartOptions = {}): Promise<KnownOutcome> {
+    const started = await this.start(scope, id, input, options);
     return started.status === "started" ? started.done : started;
   }
 
@@ -640,6 +655,8 @@ export class Warden {
     }
     this.invocations.close();
     this.#runner.stopDeadlines();
+    // After the runs: their spans are queued; what the collector does not take now is dropped.
+    await this.#tracing?.shutdown();
     await this.#retention.stop();
     await this.#scrub?.stop();
     try {
@@ -682,6 +699,8 @@ export class Warden {
 /** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
+  // Before any store is opened: an OTEL_* environment warden cannot honour is refused first.
+  const tracing = options.traces === false ? undefined : Tracing.fromEnvironment(options.traces ?? {});
   checkAncestorsSync(options.home);
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
   const home = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
@@ -695,6 +714,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
           await (await import("../backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
     homeLock.release();
+    await tracing?.shutdown();
     throw error;
   }
   try {
@@ -702,6 +722,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
   } catch (error) {
     await opened.close().catch(() => undefined);
     homeLock.release();
+    await tracing?.shutdown();
     throw error;
   }
   // The home stays this process's until its stores are closed.
@@ -772,8 +793,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const userHooks = options.runnerHooks ?? {};
     const outputDir = join(backend.home, "outputs");
     const worktrees = new RunWorktrees(backend.home);
+    const tlog = log?.log;
     const runner = new Runner({
       worktrees,
+      ...(tracing === undefined ? {} : { tracing, ...(tlog === undefined ? {} : { logLeaf: async (runId: string) => (await tlog.leaf(`run:${runId}`))?.index }) }),
       invocations,
       materializer,
       workspaces,
@@ -831,8 +854,9 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       }
       cursor = page.cursor;
     }
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub, changes });
+    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub, changes, tracing });
   } catch (error) {
+    await tracing?.shutdown();
     await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);
     await backend.close().catch(() => undefined);

@@ -56,7 +56,10 @@ export function invocationRoutes(ctx: RouteContext) {
       async (request, reply) => {
         const id = keyOf(request.headers["idempotency-key"]);
         const scope = scopeOf(callerOf(request).name);
-        const started = await warden.start(scope, id, request.body);
+        const { traceparent, tracestate } = request.headers;
+        // The caller's trace, if any: never part of the request, so a retry under another trace is the same invocation.
+        const trace = traceparent === undefined ? {} : { trace: { traceparent, ...(tracestate === undefined ? {} : { tracestate }) } };
+        const started = await warden.start(scope, id, request.body, trace);
         if (started.status !== "started") {
           countInvocation(outcomeLabel(started));
           if (started.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
