@@ -9,7 +9,7 @@
 export const INVOCATIONS_PAGE_ROWS = 50;
 
 /** The statuses the Invocations page filters by. */
-export const INVOCATION_LIST_STATUSES = ["in_progress", "unresolved", "recorded", "reconciled"] as const;
+export const INVOCATION_LIST_STATUSES = ["in_progress", "awaiting_approval", "unresolved", "recorded", "reconciled"] as const;
 export type InvocationListStatus = (typeof INVOCATION_LIST_STATUSES)[number];
 
 /** The status a page's `?status=` names, when it is one. */

@@ -106,6 +106,7 @@ export type ReconciliationReceipt = Static<typeof ReconciliationReceipt>;
 export const InvocationStatus = Type.Union([
   Type.Literal("running"),
   Type.Literal("in_progress"),
+  Type.Literal("awaiting_approval"),
   Type.Literal("unresolved"),
   Type.Literal("recorded"),
   Type.Literal("reconciled"),
@@ -147,8 +148,22 @@ export const InvocationView = Type.Object({
   findings: Type.Optional(List(Finding)),
   receipt: Type.Optional(ReconciliationReceipt),
   ...QueuedFields,
+  /** a run awaiting approval: the call it waits on (DESIGN.md "Governed tool calls") */
+  parked: Type.Optional(
+    Type.Object({ call_id: Type.String(), tool: Type.String(), policies: List(Type.String()), deadline: Timestamp }),
+  ),
 });
 export type InvocationView = Static<typeof InvocationView>;
+
+/** An operator's answer to a run awaiting approval. */
+export const ApprovalBody = Type.Object(
+  {
+    decision: Type.Union([Type.Literal("allow"), Type.Literal("deny")]),
+    reason: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  },
+  { additionalProperties: false },
+);
+export type ApprovalBody = Static<typeof ApprovalBody>;
 
 export const InvocationParams = Type.Object(
   { scope: Type.String({ minLength: 1, maxLength: 256 }), id: Uuid },
@@ -158,6 +173,7 @@ export type InvocationParams = Static<typeof InvocationParams>;
 
 export const ListStatus = Type.Union([
   Type.Literal("in_progress"),
+  Type.Literal("awaiting_approval"),
   Type.Literal("unresolved"),
   Type.Literal("recorded"),
   Type.Literal("reconciled"),

@@ -61,6 +61,10 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   if (view.expired === true) rows.push(["result", "expired (pruned by retention; the outcome is kept)"]);
   if (view.result !== undefined) rows.push(...resultRows(view.result));
   for (const call of failure?.failedTools ?? []) rows.push(["failed", call]);
+  if (view.parked !== undefined) {
+    rows.push(["waits for", `an operator's approval of ${view.parked.tool} (call ${view.parked.call_id}; policies ${view.parked.policies.join(", ")})`]);
+    rows.push(["deadline", `${view.parked.deadline} (then denied); answer with \`warden approve|deny ${view.scope} ${view.id}\``]);
+  }
   if (view.receipt !== undefined) rows.push(["reconciled", `${view.receipt.review.outcome} by ${view.receipt.operator} at ${view.receipt.recorded_at}`]);
   ctx.io.stdout(table(rows));
   const result = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown; answer?: unknown }) : {};

@@ -13,8 +13,8 @@ export const EXIT_FAILED = 1;
 export const EXIT_PENDING = 2;
 
 /** Invocation states that are not an end: the caller should come back, or an operator must act. */
-const PENDING_STATUSES = new Set(["running", "in_progress", "unresolved"]);
-const PENDING_CODES = new Set(["in-progress", "unresolved"]);
+const PENDING_STATUSES = new Set(["running", "in_progress", "awaiting_approval", "unresolved"]);
+const PENDING_CODES = new Set(["in-progress", "awaiting-approval", "unresolved"]);
 
 export function exitCodeOfStatus(status: string): number {
   return PENDING_STATUSES.has(status) ? EXIT_PENDING : EXIT_OK;

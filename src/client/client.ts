@@ -19,6 +19,7 @@ import type {
   InvocationList,
   InvocationListQuery,
   InvocationView,
+  ApprovalBody,
   InvokeBody,
   KeyList,
   LogStatusBody,
@@ -238,6 +239,13 @@ export class WardenClient implements StageApi {
     const path = `/v1/invocations/${seg(scope)}/${seg(id)}/reconciliation`;
     const reply = await this.#http.json<ReconcileBody>({ method: "POST", path, json: review });
     return { receipt: reply.body.receipt, created: reply.status === 201 };
+  }
+
+  /** Answers a run awaiting approval; `replayed` when the same answer had been given already. */
+  async approve(scope: string, id: string, body: ApprovalBody): Promise<{ readonly view: InvocationView; readonly replayed: boolean }> {
+    const path = `/v1/invocations/${seg(scope)}/${seg(id)}/approval`;
+    const reply = await this.#http.json<InvocationView>({ method: "POST", path, json: body });
+    return { view: reply.body, replayed: reply.status === 200 };
   }
 
   // ---- runs and keys ----

@@ -12,6 +12,7 @@ export type {
   AttestationEnvelope,
   BundleList,
   BundleView,
+  ApprovalBody,
   ClaimSnapshot,
   CommitReceipt,
   CommitReply,

@@ -183,6 +183,8 @@ export const ConfigFile = Type.Object(
         ]),
       ),
     ),
+    /** how long a run parked on a policy's `ask` waits for an operator, in seconds (default 86400); past it the call is denied */
+    approvalDeadlineS: Type.Optional(Type.Integer({ minimum: 1, maximum: 30 * 86_400 })),
     /** trust policy for bundle signatures: the first rule whose pattern matches a bundle id applies */
     signing: Type.Optional(Type.Object({ rules: Type.Array(TrustRule, { maxItems: 256 }) }, { additionalProperties: false })),
     /** budgets per run and per workspace and principal per day, and the price table */

@@ -129,6 +129,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(file.spend === undefined ? {} : { spend: file.spend }),
     ...(file.queue === undefined ? {} : { queue: file.queue as QueueConfig }),
     ...(file.policies === undefined ? {} : { policies: policiesOf(file.policies, home) }),
+    ...(file.approvalDeadlineS === undefined ? {} : { approvalDeadlineS: file.approvalDeadlineS }),
   };
   return {
     home,

@@ -155,6 +155,13 @@ export interface ClaimStore {
   /** Marks an open claim of this owner as given up, so it reads `unresolved` while we live on. */
   release(key: ClaimKey, runId: string): Promise<void>;
 
+  /**
+   * Optional: makes this store's owner the holder of an open, unreleased claim `from` held (a
+   * parked run taken up by the node that answers its approval, DESIGN.md "Governed tool calls").
+   * False (nothing written) when the row is not in that state. A store without it cannot park runs.
+   */
+  adopt?(key: ClaimKey, runId: string, from: string): Promise<boolean>;
+
   /** Attaches a receipt to a claim that has none and still has `claimHash`; false otherwise. */
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
 

@@ -10,7 +10,10 @@ import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, ValidationError, WardenError, type WardenErrorOptions } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import type { ReconciliationFinding } from "../journal/inspect.js";
-import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent, RunSpendEvent, PolicyDecisionEvent, RunChangesEvent } from "../journal/types.js";
+import type { EffectFinishedEvent, EffectStartedEvent, JournalStore, NoteEvent, RunSpendEvent, PolicyDecisionEvent, RunChangesEvent, RunParkedEvent, PolicyApprovalEvent } from "../journal/types.js";
+
+/** What a run's owner may append itself (run.started and run.terminated are the handle's). */
+export type OwnerEvent = NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent | PolicyDecisionEvent | RunChangesEvent | RunParkedEvent | PolicyApprovalEvent;
 import type { Checkpoint } from "../journal/verify.js";
 import type { AppendResult, JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
@@ -69,7 +72,7 @@ export interface RunJournal {
    */
   readonly entries: number;
   readonly tailHash: string;
-  append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent | PolicyDecisionEvent | RunChangesEvent): Promise<AppendResult>;
+  append(event: OwnerEvent): Promise<AppendResult>;
 }
 
 type HandleState = "open" | "finishing" | "closed";
@@ -140,7 +143,7 @@ export class InvocationHandle implements AsyncDisposable {
       get tailHash(): string {
         return writer.writtenHash;
       },
-      append(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent | PolicyDecisionEvent | RunChangesEvent): Promise<AppendResult> {
+      append(event: OwnerEvent): Promise<AppendResult> {
         return handle.#appendOwn(event);
       },
     });
@@ -262,6 +265,23 @@ export class InvocationHandle implements AsyncDisposable {
     }
   }
 
+  /**
+   * Leaves the run parked (DESIGN.md "Governed tool calls"): the journal, whose last entry is the
+   * caller's `run.parked`, is closed without a termination, and the claim stays open and unreleased,
+   * so it reads `awaiting_approval` (also once this process is gone) until a node takes it up again.
+   */
+  async park(): Promise<void> {
+    this.#assertOpen();
+    this.#state = "closed";
+    abandonment.unregister(this);
+    try {
+      await this.#writer.close();
+    } catch (error) {
+      await this.#ctx.unreleased.release(this.#claim, this.run_id);
+      throw error;
+    }
+  }
+
   async [Symbol.asyncDispose](): Promise<void> {
     await this.release();
   }
@@ -272,10 +292,10 @@ export class InvocationHandle implements AsyncDisposable {
     }
   }
 
-  #appendOwn(event: NoteEvent | EffectStartedEvent | EffectFinishedEvent | RunSpendEvent | PolicyDecisionEvent | RunChangesEvent): Promise<AppendResult> {
+  #appendOwn(event: OwnerEvent): Promise<AppendResult> {
     this.#assertOpen();
     const type: string = event.type;
-    if (type !== "note" && type !== "effect.started" && type !== "effect.finished" && type !== "run.spend" && type !== "policy.decision" && type !== "run.changes") {
+    if (type !== "note" && type !== "effect.started" && type !== "effect.finished" && type !== "run.spend" && type !== "policy.decision" && type !== "run.changes" && type !== "run.parked" && type !== "policy.approval") {
       return Promise.reject(
         new ValidationError("journal-event-reserved", `${type} is written by the invocation handle itself (open, finish, release)`),
       );

@@ -14,8 +14,8 @@ import { sha256Digest, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError, ValidationError, isWardenError } from "../core/errors.js";
 import { resolveLimits, type Limits } from "../core/limits.js";
 import { journalTimestamp, validateEvent } from "../journal/schema.js";
-import { ZERO_HASH, type JournalStore, type KeyStore, type PublicKeyRecord, type RunStartedEvent, type SigningKey } from "../journal/types.js";
-import type { Checkpoint } from "../journal/verify.js";
+import { ZERO_HASH, type JournalEvent, type JournalStore, type KeyStore, type PublicKeyRecord, type RunParkedEvent, type RunStartedEvent, type SigningKey } from "../journal/types.js";
+import { verifyJournal, type Checkpoint } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
@@ -508,6 +508,11 @@ export class Invocations {
     if (claim.receipt !== undefined) return this.#reconciled(claim, audit);
     if (claim.result !== undefined) return this.#recorded(claim, audit);
     const givenUp = this.#givenUpHere(claim);
+    if (!claim.released && !givenUp) {
+      // Parked, the run is neither in progress nor unresolved, whoever holds the claim (alive or not).
+      const parked = await this.#parkedOf(claim.run_id);
+      if (parked !== undefined) return { status: "awaiting_approval", audit, parked };
+    }
     if (claim.owner_alive && !givenUp) return { status: "in_progress" };
     return { status: "unresolved", audit: { ...audit, reasons: [claim.released || givenUp ? "released" : "owner-gone"] } };
   }
@@ -628,9 +633,76 @@ export class Invocations {
     this.#notedProblems.set(noted, code ?? null);
   }
 
+  /**
+   * The `run.parked` entry a run's journal ends in, if it ends in one: its last line read, not
+   * verified (a status read; taking the run up again verifies the whole journal). A parked run's
+   * journal is closed, so its last line is whole.
+   */
+  async #parkedOf(runId: string): Promise<RunParkedEvent | undefined> {
+    let bytes: Uint8Array | undefined;
+    try {
+      bytes = await this.#journals.read(runId, this.limits.journalBytes);
+    } catch {
+      return undefined;
+    }
+    if (bytes === undefined || bytes.byteLength === 0 || bytes[bytes.byteLength - 1] !== 0x0a) return undefined;
+    const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8");
+    const start = text.lastIndexOf("\n", text.length - 2) + 1;
+    try {
+      const line = JSON.parse(text.slice(start, text.length - 1)) as { entry?: { event?: { type?: unknown } } };
+      const event = line.entry?.event;
+      if (event?.type !== "run.parked") return undefined;
+      return validateEvent(event, this.limits) as RunParkedEvent;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** True when the run's journal ends parked (a start-up sweep keeps what such a run goes on from). */
+  async isParked(runId: string): Promise<boolean> {
+    return (await this.#parkedOf(runId)) !== undefined;
+  }
+
+  /**
+   * Takes up a parked run (`awaiting_approval`) to answer its approval: this node becomes the
+   * claim's owner (its parker may be gone), the journal is verified whole and opened for appending
+   * after its `run.parked`, and the handle goes on with the same run id. Refused with the run left
+   * as it is when it is not parked, when another live node holds it, or when its journal does not verify.
+   */
+  async takeUp(scope: string, id: string): Promise<{ readonly handle: InvocationHandle; readonly parked: RunParkedEvent; readonly events: readonly JournalEvent[] }> {
+    const key = this.#key(scope, id);
+    const claim = await this.#existingClaim(key);
+    const outcome = await this.#outcomeOf(claim);
+    if (outcome.status !== "awaiting_approval") {
+      throw new ConflictError("invocation-not-awaiting-approval", `${scope}/${id} is ${outcome.status}; only a run awaiting approval can be approved or denied`, {
+        details: { invocation_status: outcome.status },
+      });
+    }
+    if (this.#claims.adopt === undefined || this.#journals.reopen === undefined) {
+      throw new ConflictError("approval-unsupported", "this node's backend cannot take a parked run up again");
+    }
+    if (claim.owner !== this.#claims.ownerId) {
+      if (claim.owner_alive) throw new ConflictError("invocation-parked-elsewhere", `${scope}/${id} is parked on another live node; answer it there`);
+      if (!(await this.#claims.adopt(key, claim.run_id, claim.owner))) throw new ConflictError("claim-changed", `the claim of ${scope}/${id} changed while it was taken up`);
+    }
+    const bytes = await this.#journals.read(claim.run_id, this.limits.journalBytes);
+    if (bytes === undefined) throw new IntegrityError("journal-not-found", `the journal of run ${claim.run_id} is gone`, { status: 500 });
+    const report = verifyJournal(bytes, await this.publicKeys(true), { maxBytes: this.limits.journalBytes, runId: claim.run_id, limits: this.limits });
+    const last = report.valid.at(-1)?.event;
+    if (!report.ok || last?.type !== "run.parked") {
+      throw new IntegrityError("journal-not-clean", `the journal of parked run ${claim.run_id} does not verify (${report.first_error?.code ?? "it does not end parked"}); it is not taken up`, { status: 409 });
+    }
+    const writer = await JournalWriter.reopen({ store: this.#journals, key: await this.#activeKey(), runId: claim.run_id, limits: this.limits, now: this.#now }, report, bytes.byteLength);
+    const owned = { scope: claim.scope, id: claim.id, request_hash: claim.request_hash, agent: claim.agent, run_id: claim.run_id, created_at: claim.created_at };
+    return { handle: new InvocationHandle(this.#handleContext, owned, writer), parked: last, events: report.valid.map((e) => e.event) };
+  }
+
   /** A row's status for listings; a recorded one whose journal changed since reads unresolved (`journal-changed`). */
   async #listedSummaryOf(claim: ClaimState): Promise<ClaimSummary> {
     const summary = this.#summaryOf(claim);
+    if ((summary.status === "in_progress" || summary.status === "unresolved") && summary.problem === undefined && !claim.released && !this.#givenUpHere(claim)) {
+      if ((await this.#parkedOf(claim.run_id)) !== undefined) return { ...summary, status: "awaiting_approval" };
+    }
     if (summary.status !== "recorded" || summary.problem !== undefined) return summary;
     let sealed = false;
     try {
@@ -723,6 +795,7 @@ function listFilterOf(status: ExistingStatus | undefined): ClaimListFilter {
     case undefined:
       return "all";
     case "in_progress":
+    case "awaiting_approval":
       return "open";
     case "unresolved":
       // The open rows, and the recorded and reconciled rows whose problem a check recorded (see list).
@@ -732,7 +805,7 @@ function listFilterOf(status: ExistingStatus | undefined): ClaimListFilter {
     case "reconciled":
       return "reconciled";
     default:
-      throw new ValidationError("invalid-list-status", "status must be in_progress, unresolved, recorded or reconciled");
+      throw new ValidationError("invalid-list-status", "status must be in_progress, awaiting_approval, unresolved, recorded or reconciled");
   }
 }
 

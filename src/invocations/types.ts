@@ -4,7 +4,7 @@
  */
 import type { JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
-import type { EffectKind, RunChangesEvent, TerminationReason } from "../journal/types.js";
+import type { EffectKind, RunChangesEvent, RunParkedEvent, TerminationReason } from "../journal/types.js";
 import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
@@ -51,13 +51,22 @@ export interface RecordedOutcome {
   /** true when this answer is a stored result, false for the run that just recorded it */
   readonly replayed: boolean;
 }
+/**
+ * The run waits for an operator's approval of a call its policy decided `ask` (DESIGN.md "Governed
+ * tool calls"): no agent process, nothing in flight; the journal's last entry is `parked`.
+ */
+export interface AwaitingApprovalOutcome {
+  readonly status: "awaiting_approval";
+  readonly audit: Audit;
+  readonly parked: RunParkedEvent;
+}
 export interface ReconciledOutcome {
   readonly status: "reconciled";
   readonly audit: Audit;
   readonly receipt: ReconciliationReceipt;
 }
 
-export type ExistingOutcome = InProgressOutcome | UnresolvedOutcome | RecordedOutcome | ReconciledOutcome;
+export type ExistingOutcome = InProgressOutcome | AwaitingApprovalOutcome | UnresolvedOutcome | RecordedOutcome | ReconciledOutcome;
 export type ExistingStatus = ExistingOutcome["status"];
 /** What a handle's `finish` ends in. */
 export type FinishOutcome = RecordedOutcome | UnresolvedOutcome;

@@ -15,7 +15,8 @@ export type LifecycleViolation =
   | "journal-duplicate-effect-start"
   | "journal-finish-without-start"
   | "journal-duplicate-finish"
-  | "journal-duplicate-run-changes";
+  | "journal-duplicate-run-changes"
+  | "journal-parked-with-open-effects";
 
 export interface EffectState {
   readonly effect_id: string;
@@ -31,6 +32,8 @@ export class RunLifecycle {
   #open = 0;
   #spent = false;
   #changes = false;
+  /** the call a `run.parked` waits on, until its `policy.approval` */
+  #parked: string | undefined;
 
   /** The rule `event` would break if it came next, with a reason; undefined when it may. */
   check(event: JournalEvent): { code: LifecycleViolation; reason: string } | undefined {
@@ -60,6 +63,9 @@ export class RunLifecycle {
         return this.#spent ? { code: "journal-duplicate-run-spend", reason: "a second run.spend" } : undefined;
       case "run.changes":
         return this.#changes ? { code: "journal-duplicate-run-changes", reason: "a second run.changes" } : undefined;
+      case "run.parked":
+        // Parked means nothing is in flight: the agent is gone and every effect it started has its outcome.
+        return this.#open > 0 ? { code: "journal-parked-with-open-effects", reason: `run.parked with ${this.#open} effect(s) still open` } : undefined;
       default:
         return undefined;
     }
@@ -89,6 +95,12 @@ export class RunLifecycle {
       case "run.changes":
         this.#changes = true;
         break;
+      case "run.parked":
+        this.#parked = event.call_id;
+        break;
+      case "policy.approval":
+        this.#parked = undefined;
+        break;
       case "run.terminated":
         this.#termination = {
           reason: event.reason,
@@ -106,6 +118,10 @@ export class RunLifecycle {
   }
   get termination(): { readonly reason: TerminationReason; readonly seq: number; readonly result_hash?: Digest } | undefined {
     return this.#termination;
+  }
+  /** The call the run is parked on (its last entry so far is run.parked, or only notes follow it). */
+  get parked(): string | undefined {
+    return this.#parked;
   }
   get openEffectCount(): number {
     return this.#open;

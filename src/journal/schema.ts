@@ -13,6 +13,7 @@ import {
   EFFECT_OUTCOMES,
   JOURNAL_VERSION,
   POLICY_DECISIONS,
+  APPROVAL_DECISIONS,
   TERMINATION_REASONS,
   type JournalEntry,
   type JournalEvent,
@@ -162,6 +163,28 @@ export function validateEvent(value: unknown, limits: Pick<Limits, "noteBytes">,
         throw new ValidationError(BAD_EVENT, `${type}.policies must be a list of policy ids`);
       }
       if (!isDigest(ev.fingerprint)) throw new ValidationError(BAD_EVENT, `${type}.fingerprint must be sha256: and 64 lowercase hex`);
+      if (Object.hasOwn(ev, "reason") && typeof ev.reason !== "string") throw new ValidationError(BAD_EVENT, `${type}.reason must be a string`);
+      break;
+    }
+    case "run.parked": {
+      onlyFields(ev, ["type", "call_id", "tool", "policies", "deadline", "session", "workspace"], [], BAD_EVENT, type);
+      for (const name of ["call_id", "tool", "session", "workspace"]) nonEmptyString(ev, name, BAD_EVENT, type);
+      if (!Array.isArray(ev.policies) || !ev.policies.every((p) => typeof p === "string" && p !== "")) {
+        throw new ValidationError(BAD_EVENT, `${type}.policies must be a list of policy ids`);
+      }
+      if (!isJournalTimestamp(ev.deadline)) {
+        throw new ValidationError(BAD_EVENT, `${type}.deadline must be an RFC 3339 UTC timestamp with milliseconds`);
+      }
+      break;
+    }
+    case "policy.approval": {
+      onlyFields(ev, ["type", "call_id", "decision", "by"], ["reason"], BAD_EVENT, type);
+      nonEmptyString(ev, "call_id", BAD_EVENT, type);
+      oneOf(ev, "decision", APPROVAL_DECISIONS, BAD_EVENT, type);
+      const by = plainObject(ev.by, BAD_EVENT, `${type}.by`);
+      onlyFields(by, ["name", "role"], [], BAD_EVENT, `${type}.by`);
+      nonEmptyString(by, "name", BAD_EVENT, `${type}.by`);
+      nonEmptyString(by, "role", BAD_EVENT, `${type}.by`);
       if (Object.hasOwn(ev, "reason") && typeof ev.reason !== "string") throw new ValidationError(BAD_EVENT, `${type}.reason must be a string`);
       break;
     }

@@ -64,6 +64,35 @@ export interface PolicyDecisionEvent {
   readonly fingerprint: string;
   readonly reason?: string;
 }
+/**
+ * The run waits for an operator's answer to a call its policy decided `ask` (DESIGN.md "Governed
+ * tool calls"): the agent's process is gone (every effect finished), and what a node needs to go on
+ * with the same CLI session is here.
+ */
+export interface RunParkedEvent {
+  readonly type: "run.parked";
+  /** the call decided `ask` (its policy.decision's call_id) */
+  readonly call_id: string;
+  readonly tool: string;
+  /** the policies that asked */
+  readonly policies: readonly string[];
+  /** RFC 3339 UTC: past it, no answer is a denial */
+  readonly deadline: string;
+  /** the CLI's session id, resumed on approval */
+  readonly session: string;
+  /** the workspace id the run ran in */
+  readonly workspace: string;
+}
+export const APPROVAL_DECISIONS = ["allow", "deny"] as const;
+/** An operator's answer (or the deadline's) to a parked call. */
+export interface PolicyApprovalEvent {
+  readonly type: "policy.approval";
+  readonly call_id: string;
+  readonly decision: (typeof APPROVAL_DECISIONS)[number];
+  /** who decided: a token's name and role, or the node (`{name: "deadline", role: "node"}`) */
+  readonly by: { readonly name: string; readonly role: string };
+  readonly reason?: string;
+}
 /** An observation with no effect; any JSON fields beside `type`, at most 64 KiB canonical. */
 export interface NoteEvent {
   readonly type: "note";
@@ -114,7 +143,7 @@ export type RunChangesEvent =
       readonly files: readonly RunChangesFileEntry[];
     }
   | { readonly type: "run.changes"; readonly base: string; readonly error: { readonly code: string; readonly detail: string } };
-export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | PolicyDecisionEvent | NoteEvent | RunSpendEvent | RunChangesEvent | RunTerminatedEvent;
+export type JournalEvent = RunStartedEvent | EffectStartedEvent | EffectFinishedEvent | PolicyDecisionEvent | RunParkedEvent | PolicyApprovalEvent | NoteEvent | RunSpendEvent | RunChangesEvent | RunTerminatedEvent;
 
 export interface JournalEntry {
   readonly v: typeof JOURNAL_VERSION;
@@ -182,6 +211,11 @@ export interface JournalDigest {
 export interface JournalStore {
   /** Creates the journal of a new run; fails if one exists for run_id. */
   create(runId: string): Promise<JournalAppender>;
+  /**
+   * Optional: appends to an existing journal again, after its last byte (a parked run going on,
+   * DESIGN.md "Governed tool calls"). A store without it cannot park runs: `ask` is then a denial.
+   */
+  reopen?(runId: string): Promise<JournalAppender>;
   /** The raw bytes of a run's journal, refusing more than maxBytes; undefined when none exists. */
   read(runId: string, maxBytes: number): Promise<Uint8Array | undefined>;
   /**

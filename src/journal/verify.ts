@@ -45,6 +45,9 @@ export const VERIFY_ERROR_CODES = [
   "journal-tool-without-decision",
   "journal-tool-not-allowed",
   "journal-duplicate-decision",
+  "journal-approval-without-ask",
+  "journal-duplicate-approval",
+  "journal-parked-with-open-effects",
 ] as const;
 export type VerifyErrorCode = (typeof VERIFY_ERROR_CODES)[number];
 

@@ -32,6 +32,7 @@ import {
   type JournalStore,
   type SigningKey,
 } from "./types.js";
+import type { VerifyReport } from "./verify.js";
 
 export interface JournalWriterOptions {
   store: JournalStore;
@@ -116,6 +117,36 @@ export class JournalWriter {
     if (!isUuid(opts.runId)) throw new ValidationError("journal-bad-run-id", "run_id must be a UUID");
     const appender = await opts.store.create(opts.runId);
     return new JournalWriter(opts, appender);
+  }
+
+  /**
+   * Takes up a parked run's journal again (DESIGN.md "Governed tool calls"): `report` is the
+   * caller's verification of the journal's whole bytes as the store holds them now, which must be
+   * clean; the next line chains onto its last one. Refused by a store that cannot append again.
+   */
+  static async reopen(opts: JournalWriterOptions, report: VerifyReport, bytes: number): Promise<JournalWriter> {
+    if (!isUuid(opts.runId)) throw new ValidationError("journal-bad-run-id", "run_id must be a UUID");
+    if (!report.ok || report.incomplete_tail) throw new IntegrityError("journal-not-clean", `journal of run ${opts.runId} does not verify; it is not appended to`, { status: 409 });
+    if (opts.store.reopen === undefined) throw new ConflictError("journal-reopen-unsupported", "this journal store cannot append to a run's journal again");
+    const appender = await opts.store.reopen(opts.runId);
+    if (appender.size !== bytes) {
+      await appender.close().catch(() => undefined);
+      throw new ConflictError("journal-reopen-changed", `journal of run ${opts.runId} changed while it was taken up again`);
+    }
+    const writer = new JournalWriter(opts, appender);
+    for (const entry of report.valid) {
+      const violation = writer.#lifecycle.check(entry.event);
+      if (violation !== undefined) {
+        await appender.close().catch(() => undefined);
+        throw new IntegrityError(violation.code, violation.reason, { status: 409 });
+      }
+      writer.#lifecycle.apply(entry.event, entry.seq);
+    }
+    writer.#acceptedSeq = report.entries;
+    writer.#durableSeq = report.entries;
+    writer.#durableHash = report.tail_hash;
+    writer.#signedTail = Promise.resolve(report.tail_hash);
+    return writer;
   }
 
   get nextSeq(): number {

@@ -42,6 +42,14 @@ export interface DecisionGateOptions {
   readonly principal: ToolRequest["principal"];
   readonly context: ToolRequest["context"];
   readonly journal: DecisionJournal;
+  /**
+   * The run can wait for an operator (DESIGN.md "Governed tool calls"): an `ask` is answered
+   * `defer`, which stops the CLI with the call unrun, and the runner parks the run. Without it an
+   * ask is a denial that says so.
+   */
+  readonly defers?: boolean;
+  /** A call an operator approved after the run was parked on it: its hook, asked again when the CLI resumes, is answered allow once. */
+  readonly approved?: { readonly callId: string };
   /** whose hook input the socket reads (default claude) */
   readonly provider?: HookProvider;
 }
@@ -54,7 +62,7 @@ const INPUT_TIMEOUT_MS = 60_000;
 const MAX_CALLS = 100_000;
 
 export interface Answer {
-  readonly decision: "allow" | "deny";
+  readonly decision: "allow" | "deny" | "defer";
   readonly reason?: string;
 }
 
@@ -66,10 +74,13 @@ export class DecisionGate {
   readonly #sockets = new Set<net.Socket>();
   readonly #pending = new Set<Promise<void>>();
   readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, call: ToolCall) => void>();
+  /** the approved call still to be answered allow (once) */
+  #approved: string | undefined;
 
   private constructor(socketPath: string, options: DecisionGateOptions) {
     this.socketPath = socketPath;
     this.#options = options;
+    this.#approved = options.approved?.callId;
     this.#server = net.createServer({ allowHalfOpen: true }, (socket) => this.#accept(socket));
   }
 
@@ -105,7 +116,15 @@ export class DecisionGate {
     } catch (error) {
       return { decision: "deny", reason: isWardenError(error) ? `${error.message} (${error.code})` : "the tool call could not be read" };
     }
-    if (this.#decided.has(call.callId)) return { decision: "deny", reason: `call ${call.toolUseId} was decided already; a call is decided once` };
+    if (call.callId === this.#approved) {
+      // Decided `ask` before the run was parked, and approved since (both journaled): the resumed CLI asks again.
+      this.#approved = undefined;
+      const approved: ToolVerdict = { decision: "allow", policies: [] };
+      this.#decided.set(call.callId, approved);
+      for (const listener of this.#listeners) listener(call.callId, approved, call);
+      return { decision: "allow" };
+    }
+    if (this.#decided.has(call.callId) || call.callId === this.#options.approved?.callId) return { decision: "deny", reason: `call ${call.toolUseId} was decided already; a call is decided once` };
     let verdict: ToolVerdict =
       this.#decided.size >= MAX_CALLS
         ? { decision: "deny", policies: [], reason: `this run reached its bound of ${MAX_CALLS} tool calls` }
@@ -129,7 +148,8 @@ export class DecisionGate {
     }
     for (const listener of this.#listeners) listener(call.callId, verdict, call);
     if (verdict.decision === "allow") return { decision: "allow" };
-    // A run cannot wait for an operator yet (and Codex's `exec` mode never can: its hooks cannot
+    if (verdict.decision === "ask" && this.#options.defers === true) return { decision: "defer", reason: `warden policy: ${verdict.reason ?? "needs an operator's approval"}` };
+    // A run that cannot wait for an operator (and Codex's `exec` mode never can: its hooks cannot
     // ask): a call that needs one is denied, and says so.
     const cannotWait = this.#options.provider === "codex" ? "codex exec cannot ask for an approval, so ask is deny" : "this run cannot wait for one, so the call is denied";
     const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; ${cannotWait}` : verdict.reason;

@@ -15,7 +15,10 @@
  * what a run may do, it never widens its permission mode). A denied one gets
  * `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
  * "permissionDecisionReason": <reason>}}` (Claude Code 2.1.328's hook protocol, which codex-cli
- * 0.171 reads alike; it refuses a denial with an empty reason, so there always is one).
+ * 0.171 reads alike; it refuses a denial with an empty reason, so there always is one). A Claude
+ * call that waits for an operator gets `permissionDecision: "defer"`: in `-p` mode Claude Code then
+ * ends its turn without running the call (its result line says `stop_reason: "tool_deferred"`),
+ * and `--resume` of the session asks the hook about the same call again.
  */
 export const HOOK_SOURCE = String.raw`
 "use strict";
@@ -35,7 +38,8 @@ process.stdin.on("end", () => {
     try { answer = JSON.parse(Buffer.concat(reply).toString("utf8")); } catch { return fail("the node's policy decision point gave no answer, so the call is not allowed"); }
     if (answer === null || typeof answer !== "object") return fail("the node's policy decision point gave no answer, so the call is not allowed");
     if (answer.decision === "allow") process.exit(0);
-    process.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: "deny", permissionDecisionReason: typeof answer.reason === "string" && answer.reason !== "" ? answer.reason : "warden policy: the call is not allowed" } }));
+    const decision = answer.decision === "defer" ? "defer" : "deny";
+    process.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: decision, permissionDecisionReason: typeof answer.reason === "string" && answer.reason !== "" ? answer.reason : "warden policy: the call is not allowed" } }));
     process.exit(0);
   });
   conn.end(Buffer.concat(input));

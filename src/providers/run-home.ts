@@ -166,13 +166,47 @@ export class RunHomes {
   }
 
   /**
-   * Removes every run home: called at start-up, before any run, when the homes left are those of
-   * runs a dead process left unresolved (their agents were reaped first).
+   * A parked run's home made anew for its resumed CLI (DESIGN.md "Governed tool calls"): the old
+   * one is set aside, a fresh one written as `create` writes it (the agent may have edited its
+   * settings or hooks there), and only the CLI's session transcript (`<session>.jsonl` under
+   * `.claude/projects/*`, regular files, no link followed) is copied over; then the old one goes.
    */
-  async sweep(): Promise<number> {
+  async renew(request: RunHomeRequest, session: string): Promise<RunHome> {
+    const run = validateSessionName(request.run);
+    const old = join(this.root, `${TEMP_PREFIX}${run}`);
+    await removeTree(old).catch(() => undefined);
+    await fsp.rename(join(this.root, run), old).catch((error: unknown) => {
+      if (errnoCode(error) !== "ENOENT") throw error;
+    });
+    try {
+      const home = await this.create(request);
+      const projects = join(old, CLAUDE_CONFIG_DIR, "projects");
+      const file = `${session}.jsonl`;
+      for (const dir of await fsp.readdir(projects).catch(() => [] as string[])) {
+        const from = join(projects, dir, file);
+        const st = await fsp.lstat(join(projects, dir)).catch(() => undefined);
+        const fst = await fsp.lstat(from).catch(() => undefined);
+        if (st?.isDirectory() !== true || fst?.isFile() !== true) continue;
+        const to = join(home.path, CLAUDE_CONFIG_DIR, "projects", dir);
+        await fsp.mkdir(to, { recursive: true, mode: PRIVATE_DIR_MODE });
+        await fsp.copyFile(from, join(to, file), fsp.constants.COPYFILE_EXCL);
+      }
+      return home;
+    } finally {
+      await removeTree(old).catch(() => undefined);
+    }
+  }
+
+  /**
+   * Removes every run home but those `keep` names (parked runs': their CLI session goes on):
+   * called at start-up, before any run, when the homes left are those of runs a dead process left
+   * unresolved (their agents were reaped first).
+   */
+  async sweep(keep: (run: string) => Promise<boolean> = () => Promise.resolve(false)): Promise<number> {
     let removed = 0;
     for (const name of await fsp.readdir(this.root)) {
       if (!isSessionName(name) && !name.startsWith(TEMP_PREFIX)) continue;
+      if (isSessionName(name) && (await keep(name))) continue;
       await removeTree(join(this.root, name));
       removed++;
     }

@@ -8,7 +8,7 @@
 import type { Readable } from "node:stream";
 import type { FileHandle } from "node:fs/promises";
 import { DigestStream, type Digest } from "../core/digest.js";
-import { createPrivateFile } from "../storage/secure-fs.js";
+import { createPrivateFile, openPrivateFile } from "../storage/secure-fs.js";
 
 const HIGH_WATER = 1024 * 1024;
 
@@ -29,6 +29,8 @@ export interface CaptureOptions {
   /** complete lines (without the newline); `oversized` when one exceeded maxLineBytes (dropped) */
   readonly onLine?: (line: string) => void;
   readonly onOversizedLine?: () => void;
+  /** the file exists (a parked run's first leg wrote it): the resumed agent's output goes after it */
+  readonly append?: boolean;
 }
 
 export class OutputCapture {
@@ -52,7 +54,7 @@ export class OutputCapture {
   }
 
   static async create(options: CaptureOptions): Promise<OutputCapture> {
-    return new OutputCapture(await createPrivateFile(options.path, "append"), options);
+    return new OutputCapture(options.append === true ? await openPrivateFile(options.path, "append") : await createPrivateFile(options.path, "append"), options);
   }
 
   /** Consumes `stream` until it ends. */

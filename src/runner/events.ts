@@ -50,7 +50,9 @@ export type AnswerEvent =
   | { readonly type: "answer"; readonly text: string }
   | { readonly type: "usage"; readonly usage: { readonly [key: string]: number } }
   /** `code`: a failure warden recognizes in the stream, as the run's `result.error.code` (else agent-reported-error) */
-  | { readonly type: "error"; readonly message: string; readonly code?: string };
+  | { readonly type: "error"; readonly message: string; readonly code?: string }
+  /** the CLI stopped with a call a pre-tool hook deferred (claude's result `stop_reason: "tool_deferred"`) */
+  | { readonly type: "deferred" };
 
 /** Kept in the journal as a note: what the agent session was, or an event of no known meaning. */
 export interface NoteFromEvent {
@@ -165,6 +167,7 @@ function claudeEvents(event: Json): ParsedEvent[] {
     }
     const text = typeof event.result === "string" ? event.result : undefined;
     if (text !== undefined) out.push({ type: "answer", text });
+    if (event.stop_reason === "tool_deferred") out.push({ type: "deferred" });
     if (event.is_error === true || (typeof event.subtype === "string" && event.subtype !== "success")) {
       out.push({ type: "error", message: text ?? `claude reported ${String(event.subtype)}` });
     }

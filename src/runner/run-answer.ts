@@ -19,12 +19,27 @@ export interface RefusedCall {
   readonly reason: string;
 }
 
+/** A claude session id as `--resume` takes it (a UUID): anything else from the stream is not passed on as an argument. */
+const SESSION_ID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 export class RunAnswer {
   readonly #names = new Map<string, string>();
   #answer: string | undefined;
   #usage: Record<string, number> | undefined;
   #error: { code: string; message: string } | undefined;
   readonly #refused: RefusedCall[] = [];
+  #session: string | undefined;
+  #deferred = false;
+
+  /** The CLI's session id, once its stream said it. */
+  get session(): string | undefined {
+    return this.#session;
+  }
+
+  /** The CLI stopped on a call its pre-tool hook deferred. */
+  get deferred(): boolean {
+    return this.#deferred;
+  }
 
   take(event: ParsedEvent): void {
     switch (event.type) {
@@ -38,6 +53,13 @@ export class RunAnswer {
         return;
       case "answer":
         this.#answer = event.text;
+        return;
+      case "session":
+        // Only a UUID is passed on to `--resume`: the id comes from the agent's stream.
+        if (SESSION_ID_RE.test(event.id)) this.#session ??= event.id;
+        return;
+      case "deferred":
+        this.#deferred = true;
         return;
       case "usage": {
         // Several turns (or a report repeated) add up.

@@ -22,7 +22,7 @@ import { hostname } from "node:os";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import { EMPTY_SHA256 } from "../core/digest.js";
 import { DEFAULT_LIMITS } from "../core/limits.js";
-import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError } from "../core/errors.js";
+import { ConflictError, NotFoundError, ValidationError, WardenError, errnoCode, isWardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
 import type { JournalEntry } from "../journal/types.js";
@@ -49,6 +49,7 @@ import { inheritedEnvironment } from "../sandbox/environment.js";
 import { DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
 import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
 import { DecisionGate } from "../policy/gate.js";
+import type { JournalEvent, PolicyApprovalEvent, PolicyDecisionEvent, RunParkedEvent } from "../journal/types.js";
 import { CodexCalls } from "./codex-calls.js";
 import { hookCommand } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
@@ -126,6 +127,28 @@ export interface RunnerOptions {
   readonly tracing?: Tracing;
   /** the index of a recorded run's seal in the node's transparency log (a traced run's `warden.log.leaf`) */
   readonly logLeaf?: (runId: string) => Promise<number | undefined>;
+  /**
+   * Runs may park on a call their policy decided `ask` and wait for an operator (DESIGN.md
+   * "Governed tool calls"); needs a backend that can take a parked run up again. Without it an ask
+   * is a denial. `deadlineMs`: how long an approval may wait; past it, the call is denied.
+   */
+  readonly parking?: { readonly deadlineMs: number };
+}
+
+/** An operator's answer to a parked run (or the node's, at the deadline). */
+export interface ApprovalAnswer {
+  readonly decision: "allow" | "deny";
+  readonly by: { readonly name: string; readonly role: string };
+  readonly reason?: string;
+}
+
+/** What a resumed run carries from its parking into its launch. */
+interface Resume {
+  readonly parked: RunParkedEvent;
+  /** network effects the journal has already: the egress proxy's ids go on after them */
+  readonly egressCounted: number;
+  /** the asked call's decision fingerprint and tool (its effect, held for the resumed hook's allow) */
+  readonly fingerprint: string;
 }
 
 /** A policy's Cedar text and where it came from (named in its errors). */
@@ -206,6 +229,11 @@ export class Runner {
   readonly #counters: SpendCounters | undefined;
   readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
   readonly #worktrees: RunWorktrees | undefined;
+  readonly #parking: RunnerOptions["parking"];
+  /** parked runs' deadlines, by run id */
+  readonly #deadlines = new Map<string, NodeJS.Timeout>();
+  /** runs an approval is being answered for in this process */
+  readonly #answering = new Set<string>();
   readonly #tracing: Tracing | undefined;
   readonly #logLeaf: ((runId: string) => Promise<number | undefined>) | undefined;
 
@@ -261,6 +289,7 @@ export class Runner {
       throw new ValidationError("spend-counters-required", "day budgets (workspaceDay, principalDay) need the node's spend counters (spendCounters)");
     }
     this.#worktrees = options.worktrees;
+    this.#parking = options.parking;
     this.#tracing = options.tracing;
     this.#logLeaf = options.logLeaf;
   }
@@ -350,58 +379,10 @@ export class Runner {
         details: { provider: request.provider, command },
       });
     }
-    const permission = this.#workspacePermissions[workspace.id] ?? profile.permission;
-    const policy = this.#policyOf(workspace.id, request.provider);
-    const model = modelLaunch(request.provider, profile, this.#env);
-    const treeWanted = request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider));
-    // Before the claim: a node that cannot confine refuses the run with the id still free.
-    const isolation = this.#workspaceIsolation[workspace.id] ?? this.#isolation;
-    // Confined, warden's sandbox replaces the provider's own (bubblewrap does not nest).
-    const confined = isolation === "sandbox";
-    const confinement = this.#confinement.plan({
-      isolation,
-      workspaceId: workspace.id,
-      workspace: worktree === undefined ? cwd : (this.#worktrees as RunWorktrees).profilePath,
-      readOnly: permission === "read-only",
-      command: found,
-      ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
-      // Read-only for every provider: what the agent writes (Codex's sessions) goes to its run home.
-      ...(treeWanted && this.#materializer !== undefined ? { bundle: { path: join(this.#materializer.root, "{run_id}"), writable: false } } : {}),
-      envNames: agentEnvNames(this.#env, expandRunLaunch(profile, permission, confined).env, model, [
-        ...Object.keys(this.#agentTagEnv),
-        ...Object.keys(profile.bundleEnv ?? {}),
-        ...runHomeEnvNames(request.provider),
-        ...(this.#tracing === undefined ? [] : TRACE_ENV_NAMES),
-      ]),
-      ...(policy === undefined ? {} : { decisions: true }),
-    });
+    const { launch: planned, policy, confinement } = this.#planLaunch(input.scope, request, workspace, found, signers, worktree, cwd);
     const spend = await this.#planSpend(input, request, workspace.id);
     if ("existing" in spend) return spend.existing;
-    const launch: RunLaunch = {
-      permission,
-      model,
-      command: found,
-      confinement,
-      trusted: this.#trustedWorkspaces.has(workspace.id),
-      spend,
-      ...(policy === undefined
-        ? {}
-        : {
-            governance: {
-              policy,
-              principal: principalOf(input.scope),
-              context: {
-                workspace: workspace.id,
-                run: "",
-                provider: request.provider,
-                bundle_id: request.bundle?.bundle_id ?? "",
-                revision: request.bundle?.revision ?? "",
-                signers: [...new Set(signers.flatMap((s) => s.principals))].sort(),
-              },
-            },
-          }),
-      ...(worktree === undefined ? {} : { worktree }),
-    };
+    const launch: RunLaunch = { ...planned, spend };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       ...(input.lookedUp === true ? { lookedUp: true } : {}),
       ...(input.dequeued === true ? { dequeued: true } : {}),
@@ -432,6 +413,196 @@ export class Runner {
     const done = this.#run(handle, request, cwd, trace === undefined ? launch : { ...launch, trace });
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
     return { status: "started", run_id: handle.run_id, done };
+  }
+
+
+  /** The launch of a run (a new one's before its claim, a resumed one's at its approval): nothing written. */
+  #planLaunch(
+    scope: string,
+    request: InvokeRequest,
+    workspace: { id: string; path: string },
+    found: string,
+    signers: readonly BundleSigner[],
+    worktree: PlannedWorktree | undefined,
+    cwd: string,
+  ): { launch: Omit<RunLaunch, "spend">; policy: ToolPolicy | undefined; confinement: PlannedConfinement } {
+    const profile = this.#profiles[request.provider];
+    const permission = this.#workspacePermissions[workspace.id] ?? profile.permission;
+    const policy = this.#policyOf(workspace.id, request.provider);
+    const model = modelLaunch(request.provider, profile, this.#env);
+    const treeWanted = request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider));
+    // Before the claim: a node that cannot confine refuses the run with the id still free.
+    const isolation = this.#workspaceIsolation[workspace.id] ?? this.#isolation;
+    // Confined, warden's sandbox replaces the provider's own (bubblewrap does not nest).
+    const confined = isolation === "sandbox";
+    const confinement = this.#confinement.plan({
+      isolation,
+      workspaceId: workspace.id,
+      workspace: worktree === undefined ? cwd : (this.#worktrees as RunWorktrees).profilePath,
+      readOnly: permission === "read-only",
+      command: found,
+      ...(profile.model === undefined ? {} : { modelUrl: profile.model.baseUrl }),
+      // Read-only for every provider: what the agent writes (Codex's sessions) goes to its run home.
+      ...(treeWanted && this.#materializer !== undefined ? { bundle: { path: join(this.#materializer.root, "{run_id}"), writable: false } } : {}),
+      envNames: agentEnvNames(this.#env, expandRunLaunch(profile, permission, confined).env, model, [
+        ...Object.keys(this.#agentTagEnv),
+        ...Object.keys(profile.bundleEnv ?? {}),
+        ...runHomeEnvNames(request.provider),
+        ...(this.#tracing === undefined ? [] : TRACE_ENV_NAMES),
+      ]),
+      ...(policy === undefined ? {} : { decisions: true }),
+    });
+    const launch: Omit<RunLaunch, "spend"> = {
+      permission,
+      model,
+      command: found,
+      confinement,
+      trusted: this.#trustedWorkspaces.has(workspace.id),
+      ...(policy === undefined
+        ? {}
+        : {
+            governance: {
+              policy,
+              principal: principalOf(scope),
+              context: {
+                workspace: workspace.id,
+                run: "",
+                provider: request.provider,
+                bundle_id: request.bundle?.bundle_id ?? "",
+                revision: request.bundle?.revision ?? "",
+                signers: [...new Set(signers.flatMap((s) => s.principals))].sort(),
+              },
+            },
+          }),
+      ...(worktree === undefined ? {} : { worktree }),
+    };
+    return { launch, policy, confinement };
+  }
+
+
+  /**
+   * Answers a parked run's approval (DESIGN.md "Governed tool calls"): takes the run up (its claim
+   * and journal, on this node), journals the answer, and then either resumes the CLI's session in
+   * the same run (allow: `done` settles with its outcome) or ends the run with the call refused
+   * (deny, or the deadline: recorded as a failure, `approval-denied`). Refused, with the run left
+   * as it is, when it is not awaiting approval.
+   */
+  async answerApproval(scope: string, id: string, answer: ApprovalAnswer): Promise<{ readonly run_id: string; readonly done: Promise<ExistingOutcome> }> {
+    const key = `${scope.length}:${scope}:${id}`;
+    if (this.#answering.has(key)) throw new ConflictError("approval-in-progress", `an answer to ${scope}/${id} is being journaled; ask again`);
+    this.#answering.add(key);
+    try {
+      const { handle, parked, events } = await this.#invocations.takeUp(scope, id);
+      this.#unschedule(handle.run_id);
+      const approval: PolicyApprovalEvent = {
+        type: "policy.approval",
+        call_id: parked.call_id,
+        decision: answer.decision,
+        by: { name: answer.by.name, role: answer.by.role },
+        ...(answer.reason === undefined ? {} : { reason: answer.reason }),
+      };
+      try {
+        await handle.journal.append(approval);
+      } catch (error) {
+        await handle.release({ reason: "crashed" }).catch(() => undefined);
+        throw error;
+      }
+      const done = answer.decision === "allow" ? this.#resume(handle, parked, events) : this.#endDenied(handle, parked, approval);
+      done.catch(() => undefined); // the caller may only want to know it was taken
+      return { run_id: handle.run_id, done };
+    } finally {
+      this.#answering.delete(key);
+    }
+  }
+
+  /** Parked runs found at start: their deadlines are kept again (one past already is answered at once). */
+  keepDeadline(scope: string, id: string, runId: string, deadline: string): void {
+    this.#schedule(scope, id, runId, deadline);
+  }
+
+  /** Stops the deadline timers (the node is closing; a restarted node keeps them again). */
+  stopDeadlines(): void {
+    for (const timer of this.#deadlines.values()) clearTimeout(timer);
+    this.#deadlines.clear();
+  }
+
+  #schedule(scope: string, id: string, runId: string, deadline: string): void {
+    this.#unschedule(runId);
+    // setTimeout holds 2^31-1 ms at most: a longer wait is taken in steps.
+    const wait = Math.min(Math.max(0, Date.parse(deadline) - Date.now()), 2 ** 31 - 1);
+    const timer = setTimeout(() => {
+      this.#deadlines.delete(runId);
+      if (Date.parse(deadline) > Date.now()) return this.#schedule(scope, id, runId, deadline);
+      void this.answerApproval(scope, id, { decision: "deny", by: { name: "deadline", role: "node" }, reason: `no operator answered before ${deadline}` }).catch(() => undefined);
+    }, wait);
+    timer.unref();
+    this.#deadlines.set(runId, timer);
+  }
+
+  #unschedule(runId: string): void {
+    const timer = this.#deadlines.get(runId);
+    if (timer !== undefined) clearTimeout(timer);
+    this.#deadlines.delete(runId);
+  }
+
+  /** Denied (or past its deadline): the run ends with the call refused, a recorded failure. */
+  async #endDenied(handle: InvocationHandle, parked: RunParkedEvent, approval: PolicyApprovalEvent): Promise<ExistingOutcome> {
+    try {
+      await this.#runHomes.remove(handle.run_id).catch(() => undefined);
+      const workspace = this.#workspaces.get(parked.workspace);
+      const worktree = workspace === undefined || this.#worktrees === undefined ? undefined : await this.#worktrees.find(handle.run_id, [workspace]);
+      const why = `${approval.by.role === "node" ? "no answer before the deadline" : `denied by ${approval.by.name}`}${approval.reason === undefined ? "" : `: ${approval.reason}`}`;
+      const result: RunResult = {
+        exit_code: null,
+        output_sha256: EMPTY_SHA256,
+        output_tail: "",
+        refused: [{ tool: parked.tool, effect_id: parked.call_id, reason: `policy ask: ${why}` }],
+        error: { code: "approval-denied", message: `the ${parked.tool} call the run waited on was not approved (${why}), so the run ended without it` },
+      };
+      const outcome = await handle.finish(result, { failed: true });
+      if (worktree !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
+      return outcome;
+    } catch (error) {
+      await handle.release({ reason: "crashed" }).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Approved: the same run goes on, the CLI resuming its session, its hook answered allow for the call. */
+  async #resume(handle: InvocationHandle, parked: RunParkedEvent, events: readonly JournalEvent[]): Promise<ExistingOutcome> {
+    let launch: RunLaunch;
+    let request: InvokeRequest;
+    let workspacePath: string;
+    let fingerprint: string;
+    try {
+      const started = events[0];
+      const decision = events.find((e): e is PolicyDecisionEvent => e.type === "policy.decision" && e.call_id === parked.call_id);
+      if (started?.type !== "run.started" || decision === undefined) throw new ConflictError("journal-not-parked", `run ${handle.run_id}'s journal does not hold the parked call's decision`);
+      fingerprint = decision.fingerprint;
+      const provider = handle.agent as ProviderName;
+      const bundle = started.bundle as BundleRef | undefined;
+      request = { provider, prompt: "", workspace: parked.workspace, ...(bundle === undefined ? {} : { bundle: { bundle_id: bundle.bundle_id, revision: bundle.revision } }) } as InvokeRequest;
+      const workspace = this.#workspaceOf(request);
+      workspacePath = workspace.path;
+      const profile = this.#profiles[provider];
+      const found = findCommand(profile.command, this.#env, workspace.path, this.#namedCommands.has(provider) ? null : undefined);
+      if (found === undefined) throw new WardenError("provider-unavailable", `${provider}: ${JSON.stringify(profile.command)} is not an executable file on this node`, 503);
+      const signers = bundle === undefined || this.#materializer === undefined ? [] : await this.#materializer.check(provider, bundle);
+      const planned = this.#planLaunch(handle.scope, request, workspace, found, signers, undefined, workspace.path);
+      if (planned.policy === undefined || planned.policy.digest !== (started.policy as { digest?: string } | undefined)?.digest) {
+        throw new ConflictError("tool-policy-changed", `the workspace's tool policy is not the one run ${handle.run_id} started under; it is not resumed`);
+      }
+      const budget = runBudget(this.#spend.run ?? {}, undefined);
+      const prices = this.#spend.prices ?? {};
+      launch = { ...planned.launch, spend: { budget, day: spendDay(Date.now()), subjects: { workspace: workspace.id, principal: handle.scope }, prices, prices_digest: pricesDigest(prices) } };
+    } catch (error) {
+      if (!isWardenError(error)) {
+        await handle.release({ reason: "crashed" }).catch(() => undefined);
+        throw error;
+      }
+      return handle.finish(notLaunched(error), { failed: true });
+    }
+    return this.#run(handle, request, workspacePath, launch, { parked, fingerprint, egressCounted: events.filter((e) => e.type === "effect.started" && e.kind === "network").length });
   }
 
   /**
@@ -487,8 +658,9 @@ export class Runner {
     return { id, path };
   }
 
-  async #run(handle: InvocationHandle, request: InvokeRequest, workspacePath: string, launch: RunLaunch): Promise<ExistingOutcome> {
+  async #run(handle: InvocationHandle, request: InvokeRequest, workspacePath: string, launch: RunLaunch, resume?: Resume): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
+    const parked = { parked: false };
     let home: RunHome | undefined;
     let gate: DecisionGate | undefined;
     let gateSocket: { path: string; remove(): void } | undefined;
@@ -500,7 +672,11 @@ export class Runner {
         if (request.bundle !== undefined || (this.#materializer !== undefined && needsTreeWithoutBundle(request.provider))) {
           materialization = await this.#materialize(handle, request.provider, request.bundle);
         }
-        if (launch.worktree !== undefined) {
+        if (resume !== undefined && this.#worktrees !== undefined) {
+          // The parked run's own worktree, with what the agent did before it parked.
+          worktree = await this.#worktrees.find(handle.run_id, [workspacePath]);
+          if (worktree !== undefined) cwd = worktree.path;
+        } else if (launch.worktree !== undefined) {
           worktree = await (this.#worktrees as RunWorktrees).add(launch.worktree, handle.run_id);
           cwd = worktree.path;
         }
@@ -516,12 +692,14 @@ export class Runner {
             context: { ...launch.governance.context, run: runId },
             // The decisions go into the same ordered stream as the calls they decide.
             journal: { append: (event) => this.#tools.get(runId)?.append(event) ?? Promise.resolve(false) },
+            ...(this.#parking === undefined || request.provider !== "claude" ? {} : { defers: true }),
+            ...(resume === undefined ? {} : { approved: { callId: resume.parked.call_id } }),
           });
           // Confined, the socket is bound at a fixed place; unconfined, the hook reaches it where it is.
           const socket = launch.confinement.isolation === "sandbox" ? DECISION_SOCKET_INSIDE : gateSocket.path;
           preToolHook = hookCommand(fs.realpathSync(process.execPath), socket);
         }
-        home = await this.#runHomes.create({
+        const homeRequest = {
           run: handle.run_id,
           provider: request.provider,
           profile: this.#profiles[request.provider],
@@ -530,13 +708,14 @@ export class Runner {
           ...(materialization === undefined ? {} : { materialization }),
           ...(preToolHook === undefined ? {} : { preToolHook }),
           ...(launch.trace === undefined ? {} : { trace: { env: traceEnv(launch.trace.carrier()), tracesEndpoint: launch.trace.agentExport.endpoint } }),
-        });
+        };
+        home = resume === undefined ? await this.#runHomes.create(homeRequest) : await this.#runHomes.renew(homeRequest, resume.parked.session);
       } catch (error) {
         if (!isWardenError(error)) throw error;
         // The agent was never launched: a clean, recorded failure that says why.
         return (outcome = await handle.finish(notLaunched(error), { failed: true }));
       }
-      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, gate, worktree));
+      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, gate, worktree, resume, parked));
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
@@ -547,10 +726,11 @@ export class Runner {
       gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
       // evidence (the journal and the captured output are), and it may hold what the run read.
-      if (home !== undefined) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
+      // A parked run's stays: its CLI session goes on from it.
+      if (home !== undefined && !parked.parked) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
-      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
+      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded" && !parked.parked) await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
   }
 
@@ -587,17 +767,23 @@ export class Runner {
     materialization: Materialization | undefined,
     gate: DecisionGate | undefined,
     worktree: Worktree | undefined,
+    resume: Resume | undefined,
+    parked: { parked: boolean },
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
     // The run home's arguments (where the CLI reads its settings) are options: before the prompt's `--`.
-    const args = expandLaunchArgs(profile, request.prompt, [...run.args, ...home.args, ...(materialization?.args ?? []), ...cliBudgetArgs(profile, launch.spend.budget)]);
+    const options = [...run.args, ...home.args, ...(materialization?.args ?? []), ...cliBudgetArgs(profile, launch.spend.budget)];
+    // Resumed, the CLI goes on with its session (the session id was checked to be a UUID): no prompt.
+    const args = resume === undefined ? expandLaunchArgs(profile, request.prompt, options) : [...profile.promptArgs.slice(0, -2), ...options, "--resume", resume.parked.session];
+    // A resumed run's process is an effect of its own: the first one's id is taken.
+    const processEffect = resume === undefined ? PROCESS_EFFECT : `${PROCESS_EFFECT}-${handle.journal.entries}`;
     // What the launch is made of, minus the model key (launch.model.secretEnv): recorded nowhere.
     // The run's home last: nothing configured points the agent back at the node user's own.
     const env = { ...run.env, ...launch.model.env, ...(materialization?.env ?? {}), ...home.env };
     await handle.journal.append({
       type: "effect.started",
-      effect_id: PROCESS_EFFECT,
+      effect_id: processEffect,
       kind: "process",
       name: profile.command,
       fingerprint: canonicalDigest({ command: profile.command, args, cwd, env }),
@@ -608,16 +794,16 @@ export class Runner {
         await (this.#materializer as Materializer).revalidate(materialization.session);
       } catch (error) {
         if (!isWardenError(error)) throw error;
-        await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: error.code } });
+        await handle.journal.append({ type: "effect.finished", effect_id: processEffect, outcome: "failed", detail: { not_launched: error.code } });
         return await handle.finish(notLaunched(error), { failed: true });
       }
     }
     const journal = { append: (event: Parameters<ToolEffects["append"]>[0]) => (this.#tools.get(handle.run_id)?.append(event) ?? Promise.resolve(false)) };
     let confined: RunConfinement;
     try {
-      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd, gate?.socketPath);
+      confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd, gate?.socketPath, resume?.egressCounted ?? 0);
     } catch (error) {
-      await handle.journal.append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
+      await handle.journal.append({ type: "effect.finished", effect_id: processEffect, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
       throw error;
     }
     try {
@@ -637,7 +823,27 @@ export class Runner {
         },
         confined,
         gate,
+        processEffect,
+        resume,
       );
+      const deferred = followed.deferred;
+      if (deferred !== undefined && gate !== undefined && this.#parking !== undefined && followed.journaled && followed.exit.exit_code === 0 && followed.answer.session !== undefined) {
+        // Nothing is in flight (the agent is gone, every effect finished): the run waits for an operator.
+        const event: RunParkedEvent = {
+          type: "run.parked",
+          call_id: deferred.callId,
+          tool: deferred.tool,
+          policies: [...(gate.decision(deferred.callId)?.policies ?? [])],
+          deadline: new Date(Date.now() + this.#parking.deadlineMs).toISOString(),
+          session: followed.answer.session,
+          workspace: request.workspace ?? this.#defaultWorkspace ?? "",
+        };
+        await handle.journal.append(event);
+        await handle.park();
+        parked.parked = true;
+        this.#schedule(handle.scope, handle.id, handle.run_id, event.deadline);
+        return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
+      }
       const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
       return await this.#conclude(handle, profile, launch.spend, changed, launch.trace);
     } finally {
@@ -659,7 +865,16 @@ export class Runner {
   }
 
   /** Spawns the agent and journals what it does until it is gone. */
-  async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn, confined: RunConfinement, gate: DecisionGate | undefined): Promise<Followed> {
+  async #follow(
+    handle: InvocationHandle,
+    profile: ProviderProfile,
+    launch: RunLaunch,
+    spawn: AgentSpawn,
+    confined: RunConfinement,
+    gate: DecisionGate | undefined,
+    processEffect: string,
+    resume: Resume | undefined,
+  ): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
     const trace = launch.trace;
@@ -667,14 +882,18 @@ export class Runner {
     const tools = new ToolEffects(trace === undefined ? handle.journal : observedJournal(handle.journal, (entry) => trace.take(entry)), () => agent?.kill());
     if (gate !== undefined) {
       tools.govern();
-      gate.onDecision((callId, verdict) => tools.decided(callId, verdict.decision, verdict.reason));
+      if (resume !== undefined) tools.resumed(resume.parked.call_id, resume.parked.tool, resume.fingerprint);
+      const defers = this.#parking !== undefined && profile.events === "claude-stream-json";
+      gate.onDecision((callId, verdict, call) => (verdict.decision === "ask" && defers ? tools.deferred(callId, call.resource.tool) : tools.decided(callId, verdict.decision, verdict.reason)));
     }
     // The egress proxy journals into the same ordered stream as the agent's tool calls.
     this.#tools.set(handle.run_id, tools);
     try {
-      return await this.#followWith(handle, profile, launch, spawn, confined, tools, gate, (a) => {
+      const followed = await this.#followWith(handle, profile, launch, spawn, confined, tools, gate, processEffect, (a) => {
         agent = a;
       });
+      const deferred = followed.answer.deferred ? tools.deferredCall : undefined;
+      return deferred === undefined ? followed : { ...followed, deferred };
     } finally {
       this.#tools.delete(handle.run_id);
     }
@@ -688,6 +907,7 @@ export class Runner {
     confined: RunConfinement,
     tools: ToolEffects,
     gate: DecisionGate | undefined,
+    processEffect: string,
     started: (agent: AgentProcess) => void,
   ): Promise<Followed> {
     let agent: AgentProcess;
@@ -719,7 +939,10 @@ export class Runner {
     // which Codex prints nothing, is journaled refused from its decision (codex-calls.ts).
     const codexCalls = gate !== undefined && profile.events === "codex-jsonl" ? new CodexCalls() : undefined;
     if (codexCalls !== undefined) gate?.onDecision((_, verdict, call) => codexCalls.decided(call, verdict.decision === "allow").forEach(take));
+    // A resumed run's agent writes after what its first leg wrote.
+    const append = processEffect !== PROCESS_EFFECT;
     const stdout = await OutputCapture.create({
+      append,
       path: outputPath(this.#outputDir, handle.run_id, "stdout"),
       tailBytes: this.#tailBytes,
       maxLineBytes: this.#maxLineBytes,
@@ -738,6 +961,7 @@ export class Runner {
     });
     const readErr = stderrReader(profile.events);
     const stderr = await OutputCapture.create({
+      append,
       path: outputPath(this.#outputDir, handle.run_id, "stderr"),
       tailBytes: 0,
       maxLineBytes: readErr === undefined ? 0 : STDERR_LINE_BYTES,
@@ -822,7 +1046,7 @@ export class Runner {
     const outcome = stopped !== undefined && !tools.lost ? "failed" : processOutcome(exit, tools.lost);
     const detail = processDetail(exit, out, err);
     const journaled = await handle.journal
-      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome, detail: stopped === undefined ? detail : { ...(detail as { [key: string]: JsonValue }), stopped: { ...stopped } } })
+      .append({ type: "effect.finished", effect_id: processEffect, outcome, detail: stopped === undefined ? detail : { ...(detail as { [key: string]: JsonValue }), stopped: { ...stopped } } })
       .then(
         () => !tools.lost,
         () => false,
@@ -897,6 +1121,8 @@ export class Runner {
 export type StopCause = { readonly reason: "budget"; readonly limit: BudgetLimit } | { readonly reason: "cancelled"; readonly by: string };
 
 interface Followed {
+  /** the call the CLI stopped on, deferred for an operator */
+  readonly deferred?: { readonly callId: string; readonly tool: string };
   /** why the node stopped the agent: a budget's limit (between tool calls), or an operator's cancel */
   readonly stopped?: StopCause;
   /** the first limit the run crossed (it may have ended by itself before it could be stopped) */

@@ -27,6 +27,8 @@ export class ToolEffects {
   /** call id → its decision once durable (`allow`, or why it was not) */
   readonly #decisions = new Map<string, { readonly allowed: boolean; readonly reason: string }>();
   readonly #held = new Map<string, EffectStartedEvent>();
+  /** calls decided `ask` and deferred: the CLI does not run them in this process (the run parks) */
+  readonly #deferred = new Map<string, string>();
 
   constructor(journal: RunJournal, onLost: (error: unknown) => void) {
     this.#journal = journal;
@@ -45,6 +47,32 @@ export class ToolEffects {
   /** Holds each call's start until its policy decision (see the module comment). */
   govern(): void {
     this.#governed = true;
+  }
+
+  /** The call deferred for an operator, with its tool's name, if there is one. */
+  get deferredCall(): { readonly callId: string; readonly tool: string } | undefined {
+    const first = this.#deferred.entries().next();
+    return first.done === true ? undefined : { callId: first.value[0], tool: first.value[1] };
+  }
+
+  /**
+   * A call decided `ask` that the CLI defers: it does not run here, so it gets no effect (an
+   * approval after the run is parked gives it one, when the resumed CLI runs it).
+   */
+  deferred(callId: string, tool: string): void {
+    this.#deferred.set(callId, tool);
+    this.#held.delete(callId);
+    this.#open.delete(callId);
+  }
+
+  /**
+   * The call a resumed run's CLI will run once its hook is answered (its tool_use was printed
+   * before the run parked): its start is held for that answer, as a new call's is.
+   */
+  resumed(callId: string, name: string, fingerprint: string): void {
+    this.#seen.add(callId);
+    this.#open.add(callId);
+    this.#held.set(callId, { type: "effect.started", effect_id: callId, kind: "tool", name, fingerprint });
   }
 
   /** A call's decision is durable: its held start, if any, goes to the journal now. */
@@ -84,7 +112,7 @@ export class ToolEffects {
     if (event.type !== "start" && event.type !== "finish") return; // the answer's, not the journal's (run-answer.ts)
     if (event.type === "start") {
       // A repeated id would be a duplicate start, which the journal refuses: the first one counts.
-      if (this.#seen.has(event.id)) return;
+      if (this.#seen.has(event.id) || this.#deferred.has(event.id)) return;
       this.#seen.add(event.id);
       this.#open.add(event.id);
       const start: EffectStartedEvent = { type: "effect.started", effect_id: event.id, kind: "tool", name: event.name, fingerprint: event.fingerprint };

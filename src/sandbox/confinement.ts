@@ -172,6 +172,7 @@ export class Confinement {
     args: readonly string[],
     cwd: string,
     decisionSocket?: string,
+    egressCounted = 0,
   ): Promise<RunConfinement> {
     const runDir = join(this.#runsDir, runId);
     ensurePrivateDirSync(runDir, { create: true });
@@ -192,7 +193,7 @@ export class Confinement {
     }
     let proxy: EgressProxy;
     try {
-      proxy = await EgressProxy.listen(socket, planned.plan.egress, journal);
+      proxy = await EgressProxy.listen(socket, planned.plan.egress, journal, egressCounted);
     } catch (error) {
       remove();
       throw error;

@@ -74,8 +74,10 @@ export class EgressProxy {
   }
 
   /** Listens on `socketPath` (its directory must be private to the node). */
-  static async listen(socketPath: string, allow: readonly string[], journal: EgressJournal): Promise<EgressProxy> {
+  /** `counted`: connections the run's journal has already (a resumed run's first leg): ids go on after them. */
+  static async listen(socketPath: string, allow: readonly string[], journal: EgressJournal, counted = 0): Promise<EgressProxy> {
     const proxy = new EgressProxy(socketPath, allow, journal);
+    proxy.#seq = counted;
     await new Promise<void>((resolve, reject) => {
       proxy.#server.once("error", reject);
       proxy.#server.listen(socketPath, () => {

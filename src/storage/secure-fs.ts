@@ -247,7 +247,8 @@ export async function syncDir(path: string): Promise<void> {
   }
 }
 
-export type OpenMode = "read" | "append" | "readwrite";
+/** `read-append`: reads anywhere, writes only at the end (a journal taken up again). */
+export type OpenMode = "read" | "append" | "readwrite" | "read-append";
 
 function flagsFor(mode: OpenMode): number {
   switch (mode) {
@@ -257,6 +258,8 @@ function flagsFor(mode: OpenMode): number {
       return O_WRONLY | O_APPEND | O_NOFOLLOW;
     case "readwrite":
       return O_RDWR | O_NOFOLLOW;
+    case "read-append":
+      return O_RDWR | O_APPEND | O_NOFOLLOW;
   }
 }
 

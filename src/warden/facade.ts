@@ -37,7 +37,9 @@ import { canonicalJson } from "../core/canonical.js";
 import { requestHashOf } from "../invocations/identity.js";
 import type { QueuedRow, QueueState, QueueStore, QueueView } from "../invocations/queue-store.js";
 import { DEFAULT_DEADLINE_S, nodeLabels, QueueRunner, type QueueConfig } from "./queue-runner.js";
-import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import { Runner, type ApprovalAnswer, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
+import type { PolicyApprovalEvent } from "../journal/types.js";
+import type { ClaimStore } from "../invocations/claim-store.js";
 import { spendDay, type SpendConfig, type SpendCounter, type SpendCounters } from "../runner/spend.js";
 import { RunWorktrees } from "../changes/run-worktrees.js";
 import { RunChanges } from "./run-changes.js";
@@ -106,6 +108,11 @@ export interface WardenOptions {
   readonly spend?: SpendConfig;
   /** the queue of submitted invocations: this node's slots, labels, the fleet's limits (DESIGN.md "Queued invocations") */
   readonly queue?: QueueConfig;
+  /**
+   * How long a run parked on a call its policy decided `ask` waits for an operator, in seconds
+   * (default 86400); past it the call is denied (DESIGN.md "Governed tool calls").
+   */
+  readonly approvalDeadlineS?: number;
   /**
    * OpenTelemetry traces of runs (DESIGN.md "Traces"): on or off by the standard `OTEL_*`
    * environment (off when it sets nothing); `false` turns them off whatever it says.
@@ -737,6 +744,55 @@ export class Warden {
     };
   }
 
+  /**
+   * An operator's answer to a run awaiting approval (DESIGN.md "Governed tool calls"). The same
+   * answer again (the run has gone on or ended) is a replay: `replayed: true`, nothing written. A
+   * different answer to a call already answered is `409 approval-conflict`.
+   */
+  async approve(scope: string, id: string, answer: ApprovalAnswer): Promise<{ readonly replayed: boolean; readonly outcome: KnownOutcome }> {
+    id = checkInvocationId(id);
+    const outcome = await this.invocations.lookup(scope, id);
+    if (outcome === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${id}`, { details: { scope, id } });
+    if (outcome.status !== "awaiting_approval") {
+      const runId = outcome.status === "in_progress" ? this.#active.get(activeKey(scope, id))?.run_id : outcome.audit.run_id;
+      const given = runId === undefined ? undefined : await this.#approvalOf(runId);
+      if (given === undefined) {
+        throw new ConflictError("invocation-not-awaiting-approval", `${scope}/${id} is ${outcome.status}; only a run awaiting approval can be approved or denied`, { details: { invocation_status: outcome.status } });
+      }
+      if (given.decision !== answer.decision) {
+        throw new ConflictError("approval-conflict", `${scope}/${id} was already answered ${given.decision} by ${given.by.name}`, { details: { decision: given.decision } });
+      }
+      return { replayed: true, outcome: await this.#withRunId(scope, id, outcome) };
+    }
+    if (this.closing) throw shuttingDown();
+    const taken = await this.#runner.answerApproval(scope, id, answer);
+    const key = activeKey(scope, id);
+    const done = taken.done.finally(() => {
+      this.#active.delete(key);
+      this.#agents.prune();
+    });
+    done.catch(() => undefined);
+    this.#active.set(key, { run_id: taken.run_id, scope, id, done });
+    const now = await this.invocations.lookup(scope, id);
+    return { replayed: false, outcome: await this.#withRunId(scope, id, now ?? { status: "in_progress" }) };
+  }
+
+  /** The approval a run's journal holds, if any. */
+  async #approvalOf(runId: string): Promise<PolicyApprovalEvent | undefined> {
+    const bytes = await this.readJournal(runId).catch(() => undefined);
+    if (bytes === undefined) return undefined;
+    for (const line of Buffer.from(bytes).toString("utf8").split("\n")) {
+      if (line === "") continue;
+      try {
+        const event = (JSON.parse(line) as { entry?: { event?: { type?: string } } }).entry?.event;
+        if (event?.type === "policy.approval") return event as PolicyApprovalEvent;
+      } catch {
+        return undefined;
+      }
+    }
+    return undefined;
+  }
+
   /** Closes an unresolved invocation with an operator's signed review (Invocations.reconcile), then removes its run's worktree: the review settled it. */
   async reconcile(scope: string, id: string, review: unknown, operator: string): Promise<ReconcileResult> {
     const result = await this.invocations.reconcile(scope, id, review, operator);
@@ -807,6 +863,7 @@ export class Warden {
       await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
     }
     this.invocations.close();
+    this.#runner.stopDeadlines();
     // After the runs: their spans are queued; what the collector does not take now is dropped.
     await this.#tracing?.shutdown();
     await this.#retention.stop();
@@ -932,7 +989,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     if (self !== undefined && reaped.runs !== undefined) recordAgentStops(backend.home, reaped.runs, { pid: process.pid, startTicks: self.startTicks });
     // After the reaping: no agent of a dead process still uses the home it was given.
     const runHomes = new RunHomes(join(backend.home, "run-homes"));
-    await runHomes.sweep();
+    // A parked run's home stays: its CLI session goes on from it once approved.
+    await runHomes.sweep((run) => invocations.isParked(run));
     const agentTag = agentTagOf(backend.home);
     const launchRecords = agentTag === undefined ? undefined : LaunchRecords.open(backend.home);
     const agents = new AgentGroups();
@@ -971,6 +1029,8 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(options.defaultTimeoutS === undefined ? {} : { defaultTimeoutS: options.defaultTimeoutS }),
       ...(options.killGraceMs === undefined ? {} : { killGraceMs: options.killGraceMs }),
       ...(options.spend === undefined ? {} : { spend: options.spend }),
+      // Parking needs a backend that can take a parked run up again (the embedded one can).
+      ...(journals.reopen === undefined || (backend.claims as ClaimStore).adopt === undefined ? {} : { parking: { deadlineMs: (options.approvalDeadlineS ?? 86_400) * 1000 } }),
       spendCounters: backend.spend,
       ...bounds,
       hooks: {
@@ -994,7 +1054,16 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     // The queue's slow check of every recorded run (see scrub.ts).
     const scrub = new Scrub(invocations);
     scrub.start();
-    return new Warden({
+    // Parked runs a former process left wait on: their deadlines are kept again.
+    for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
+      const page = await invocations.list({ status: "awaiting_approval", limit: 1000, ...(cursor === undefined ? {} : { cursor }) });
+      for (const item of page.items) {
+        const parked = item.status === "awaiting_approval" ? await invocations.lookup(item.scope, item.id).catch(() => undefined) : undefined;
+        if (parked?.status === "awaiting_approval") runner.keepDeadline(item.scope, item.id, parked.audit.run_id, parked.parked.deadline);
+      }
+      cursor = page.cursor;
+    }
+        return new Warden({
       backend,
       delivery,
       invocations,
@@ -1012,6 +1081,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       queue: backend.claims.queue(),
       queueConfig: options.queue ?? {},
     });
+
   } catch (error) {
     await tracing?.shutdown();
     await log?.log.close().catch(() => undefined);

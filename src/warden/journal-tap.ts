@@ -18,9 +18,15 @@ export class JournalTap implements JournalStore {
 
   readonly digest?: (runId: string, maxBytes: number) => Promise<JournalDigest | undefined>;
 
+  readonly reopen?: (runId: string) => Promise<JournalAppender>;
+
   constructor(inner: JournalStore) {
     this.#inner = inner;
     if (inner.digest !== undefined) this.digest = inner.digest.bind(inner);
+    if (inner.reopen !== undefined) {
+      const reopen = inner.reopen.bind(inner);
+      this.reopen = async (runId) => this.#tapped(runId, await reopen(runId));
+    }
   }
 
   /** Durable appends seen since start. */
@@ -50,7 +56,10 @@ export class JournalTap implements JournalStore {
   }
 
   async create(runId: string): Promise<JournalAppender> {
-    const appender = await this.#inner.create(runId);
+    return this.#tapped(runId, await this.#inner.create(runId));
+  }
+
+  #tapped(runId: string, appender: JournalAppender): JournalAppender {
     this.#live.add(runId);
     const tap = this;
     let closed = false;

@@ -128,7 +128,7 @@ export class RunChanges {
     if (wt !== undefined) await this.#s.worktrees.remove(wt);
   }
 
-  /** At start: every worktree but those of runs still unresolved (or running) goes. */
+  /** At start: every worktree but those of runs still unresolved (or running, or parked) goes. */
   sweep(): Promise<string[]> {
     return this.#s.worktrees.sweep(this.#s.workspacePaths(), async (runId) => {
       const started = await this.#events(runId)
@@ -138,7 +138,7 @@ export class RunChanges {
       const outcome = await this.#s.lookup(started.invocation.scope, started.invocation.id).catch(() => undefined);
       // Unsure: keep it. Only a settled run's worktree is no one's evidence any more.
       if (outcome === undefined) return false;
-      return outcome.status === "unresolved" || outcome.status === "in_progress";
+      return outcome.status === "unresolved" || outcome.status === "in_progress" || outcome.status === "awaiting_approval";
     });
   }
 }

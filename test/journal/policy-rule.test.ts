@@ -91,4 +91,51 @@ describe("journal verify: a run under a tool policy", () => {
     }
     assert.doesNotThrow(() => validateEvent(decision("claude:a", "deny"), DEFAULT_LIMITS));
   });
+
+  describe("a call decided ask, the run parked, then answered", () => {
+    const processStart: JournalEvent = { type: "effect.started", effect_id: "process", kind: "process", name: "claude", fingerprint: DIGEST };
+    const processEnd: JournalEvent = { type: "effect.finished", effect_id: "process", outcome: "succeeded" };
+    const parked: JournalEvent = { type: "run.parked", call_id: "claude:a", tool: "Bash", policies: ["ask-rm"], deadline: "2026-12-07T00:00:00.000Z", session: "e1bc0f7e-1b2c-4416-aa62-89129da5a5d2", workspace: "governed" };
+    const approval = (verdict: "allow" | "deny"): JournalEvent => ({ type: "policy.approval", call_id: "claude:a", decision: verdict, by: { name: "alice", role: "operator" } });
+    const resumed: JournalEvent = { type: "effect.started", effect_id: "process-5", kind: "process", name: "claude", fingerprint: DIGEST };
+    const resumedEnd: JournalEvent = { type: "effect.finished", effect_id: "process-5", outcome: "succeeded" };
+    /** parked on an ask, approved, resumed: the call runs after its approval */
+    const approved: JournalEvent[] = [governed, processStart, decision("claude:a", "ask"), processEnd, parked, approval("allow"), resumed, toolStart("claude:a"), toolEnd("claude:a", "succeeded"), resumedEnd, end];
+
+    it("an approved call that ran after its approval verifies; so does a denied one that never ran", () => {
+      assert.equal(verifyJournal(buildJournal(approved, node), trusted).ok, true);
+      const denied = [governed, processStart, decision("claude:a", "ask"), processEnd, parked, approval("deny"), { ...end, reason: "failed" } as JournalEvent];
+      assert.equal(verifyJournal(buildJournal(denied, node), trusted).ok, true);
+    });
+
+    it("the approval removed: the call's success is named", () => {
+      failsAt(approved.filter((e) => e.type !== "policy.approval"), 8, "journal-tool-not-allowed");
+    });
+
+    it("the approval moved after the call's start: the call's success is named", () => {
+      const moved = [governed, processStart, decision("claude:a", "ask"), processEnd, parked, resumed, toolStart("claude:a"), approval("allow"), toolEnd("claude:a", "succeeded"), resumedEnd, end];
+      failsAt(moved, 9, "journal-tool-not-allowed");
+    });
+
+    it("a denial, then the call succeeding: named", () => {
+      const denied = [governed, processStart, decision("claude:a", "ask"), processEnd, parked, approval("deny"), resumed, toolStart("claude:a"), toolEnd("claude:a", "succeeded"), resumedEnd, end];
+      failsAt(denied, 9, "journal-tool-not-allowed");
+    });
+
+    it("an approval with no parked ask, a second approval, and parking with an effect open are named", () => {
+      failsAt([governed, decision("claude:a", "ask"), approval("allow"), end], 3, "journal-approval-without-ask");
+      failsAt([governed, decision("claude:a", "allow"), parked, end], 3, "journal-approval-without-ask");
+      failsAt([governed, processStart, decision("claude:a", "ask"), processEnd, parked, approval("allow"), approval("allow"), end], 7, "journal-duplicate-approval");
+      failsAt([governed, processStart, decision("claude:a", "ask"), parked, processEnd, end], 4, "journal-parked-with-open-effects");
+    });
+
+    it("the entries' fields are checked", () => {
+      for (const bad of [{ deadline: "tomorrow" }, { session: "" }, { policies: [1] }, { extra: 1 }]) {
+        assert.throws(() => validateEvent({ ...parked, ...bad }, DEFAULT_LIMITS), { code: "journal-bad-event" }, JSON.stringify(bad));
+      }
+      for (const bad of [{ decision: "ask" }, { by: { name: "alice" } }, { by: { name: "", role: "operator" } }, { reason: 3 }]) {
+        assert.throws(() => validateEvent({ ...approval("allow"), ...bad }, DEFAULT_LIMITS), { code: "journal-bad-event" }, JSON.stringify(bad));
+      }
+    });
+  });
 });

@@ -15,7 +15,7 @@ interface ListFlags extends NodeFlags, OutputFlags {
 }
 type ShowFlags = NodeFlags & OutputFlags;
 
-const STATUSES = ["in_progress", "unresolved", "recorded", "reconciled", "queued", "cancelled", "expired", "refused"] as const;
+const STATUSES = ["in_progress", "awaiting_approval", "unresolved", "recorded", "reconciled", "queued", "cancelled", "expired", "refused"] as const;
 
 function parseStatus(value: string): NonNullable<InvocationListQuery["status"]> {
   if (!(STATUSES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--status must be one of ${STATUSES.join(", ")}`);
@@ -55,7 +55,7 @@ function row(item: InvocationSummary): string {
       : item.queued_at !== undefined
         ? `  queued ${item.queued_at}  ${item.provider ?? "?"}  priority ${item.priority ?? 0}${item.error === undefined ? "" : `  ${item.error}`}`
         : "";
-  return `${item.status.padEnd(11)} ${item.scope} ${item.id}${known}${extra !== "" ? `  (${extra})` : ""}\n`;
+  return `${item.status.padEnd(17)} ${item.scope} ${item.id}${known}${extra !== "" ? `  (${extra})` : ""}\n`;
 }
 
 async function list(ctx: CliContext, flags: ListFlags): Promise<number> {

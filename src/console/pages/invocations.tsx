@@ -1,6 +1,7 @@
 /**
  * Invocations, paged by the API's cursor (a page at a time, whatever the store holds), filtered
- * by status, with an Unresolved tab — the operator's work queue — and a jump to one id.
+ * by status, with an Unresolved tab — the operator's work queue —, beside it the runs awaiting an
+ * operator's approval, and a jump to one id.
  */
 import { useEffect, useLayoutEffect, useState } from "preact/hooks";
 import { client } from "../api.js";
@@ -62,6 +63,9 @@ export function Invocations(props: { route: Route; scope: string }) {
             </span>
           )}
         </Link>
+        <Link href={href.invocations({ status: "awaiting_approval" })} aria-current={status === "awaiting_approval" ? "page" : undefined}>
+          Awaiting approval
+        </Link>
       </nav>
       <div class="toolbar">
         <label>
@@ -90,6 +94,8 @@ export function Invocations(props: { route: Route; scope: string }) {
         <Empty>
           {status === "unresolved"
             ? "Nothing to review: no invocation is unresolved."
+            : status === "awaiting_approval"
+              ? "Nothing to approve: no run waits for an operator."
             : cursor !== undefined
               ? "No more invocations."
               : "No invocations yet. Start one with `warden invoke --id <uuid> --provider claude -- <prompt>` or POST /v1/invocations."}

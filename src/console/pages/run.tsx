@@ -218,6 +218,7 @@ export function Run(props: { scope: string; id: string; operator: boolean }) {
         )}
       </p>
       {invocation.error !== undefined && <ErrorBox error={invocation.error} />}
+      {view.status === "awaiting_approval" && view.parked !== undefined && <Approval view={view} operator={props.operator} onAnswered={() => invocation.reload()} />}
       <div class="cards">
         <div class="card">
           <h2>Request</h2>
@@ -453,5 +454,54 @@ function AgentOutput(props: { runId: string; live: boolean; ended: number; resul
         </>
       )}
     </section>
+  );
+}
+
+/**
+ * A run parked on a call its policy decided `ask`: what it waits for, and (for an operator) the
+ * form that answers it (POST /v1/invocations/{scope}/{id}/approval).
+ */
+function Approval(props: { view: InvocationView; operator: boolean; onAnswered: () => void }) {
+  const parked = props.view.parked!;
+  const [reason, setReason] = useState("");
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const answer = async (decision: "allow" | "deny"): Promise<void> => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await client.approve(props.view.scope, props.view.id, { decision, ...(reason.trim() === "" ? {} : { reason: reason.trim() }) });
+      props.onAnswered();
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div class="card" role="region" aria-labelledby="approval-title">
+      <h2 id="approval-title">Awaiting approval</h2>
+      <p>
+        The run stopped before a <code>{parked.tool}</code> call its policy asks about ({parked.policies.join(", ")}). Nothing runs until an operator answers; at{" "}
+        <Time iso={parked.deadline} /> no answer is a denial.
+      </p>
+      {props.operator ? (
+        <form class="approval" onSubmit={(e) => e.preventDefault()}>
+          <label>
+            Reason (journaled with the answer){" "}
+            <input value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} maxLength={4096} size={40} />
+          </label>{" "}
+          <button type="button" disabled={busy} onClick={() => void answer("allow")}>
+            Approve
+          </button>{" "}
+          <button type="button" disabled={busy} onClick={() => void answer("deny")}>
+            Deny
+          </button>
+        </form>
+      ) : (
+        <p class="muted">An operator answers it.</p>
+      )}
+      {error !== undefined && <ErrorBox error={error} />}
+    </div>
   );
 }

@@ -6,6 +6,7 @@
  * request hook, so that 401/403 replies carry it too).
  */
 import {
+  ApprovalBody,
   IDEMPOTENCY_REPLAYED_HEADER,
   Inspection,
   InvocationList,
@@ -83,7 +84,7 @@ export function invocationRoutes(ctx: RouteContext) {
         started.done.then(
           (outcome) => {
             metrics.runs.inc({ outcome: outcome.status });
-            if (outcome.status !== "recorded") {
+            if (outcome.status !== "recorded" && outcome.status !== "awaiting_approval") {
               app.log.warn({ scope, id, run_id: started.run_id, status: outcome.status }, "run ended without a recorded result");
               noteFailure(ctx, { scope, id, run_id: started.run_id, status: outcome.status, at: new Date().toISOString() });
             }
@@ -102,6 +103,8 @@ export function invocationRoutes(ctx: RouteContext) {
           if (finished !== undefined) {
             // The run ended within the wait: answer exactly what a retry would get, minus the replay mark.
             const outcome = finished.ok ? finished.value : await warden.lookup(scope, id);
+            // Parked on a call that needs an operator: the run has not ended; its state says what it waits for.
+            if (outcome?.status === "awaiting_approval") return reply.code(202).send(viewOf(scope, id, outcome));
             if (outcome !== undefined) return reply.code(200).send(answerOf(scope, id, outcome));
           }
         }
@@ -164,6 +167,28 @@ export function invocationRoutes(ctx: RouteContext) {
     );
 
     app.post(
+      "/v1/invocations/:scope/:id/approval",
+      {
+        schema: {
+          operationId: "approveInvocation", summary: "Answer a run awaiting approval: allow resumes it, deny ends it with the call refused",
+          params: InvocationParams,
+          body: ApprovalBody,
+          response: { 200: InvocationView, 202: InvocationView, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        const caller = callerOf(request);
+        const { scope, id } = request.params;
+        const answered = await warden.approve(scope, id, {
+          decision: request.body.decision,
+          by: { name: caller.name, role: caller.role },
+          ...(request.body.reason === undefined ? {} : { reason: request.body.reason }),
+        });
+        return reply.code(answered.replayed ? 200 : 202).send(viewOf(scope, id.toLowerCase(), answered.outcome));
+      },
+    );
+
+    app.post(
       "/v1/invocations/:scope/:id/reconciliation",
       {
         config: { bodyCodes: "review" },
@@ -219,6 +244,8 @@ function answerOf(scope: string, id: string, outcome: KnownOutcome): InvocationV
       });
     case "reconciled":
       throw new ConflictError("reconciled", `invocation ${scope}/${id} was closed by an operator's reconciliation`, { details });
+    case "awaiting_approval":
+      throw new ConflictError("awaiting-approval", `invocation ${scope}/${id} waits for an operator's approval of a ${outcome.parked.tool} call (\`warden approve ${scope} ${id}\` or \`warden deny\`)`, { details });
   }
 }
 
@@ -247,6 +274,10 @@ function viewOf(scope: string, id: string, outcome: KnownOutcome): InvocationVie
       return { ...base, reasons: audit.reasons ?? [], ...(audit.findings === undefined ? {} : { findings: audit.findings }) };
     case "reconciled":
       return { ...base, receipt: outcome.receipt };
+    case "awaiting_approval": {
+      const { call_id, tool, policies, deadline } = outcome.parked;
+      return { ...base, parked: { call_id, tool, policies: [...policies], deadline } };
+    }
   }
 }
 

@@ -260,6 +260,11 @@ export class EmbeddedClaimStore implements ClaimStore, QueueHost {
     await this.#writes.release(key, runId);
   }
 
+  async adopt(key: ClaimKey, runId: string, from: string): Promise<boolean> {
+    this.#assertOpen();
+    return this.#writes.adopt(key, runId, from);
+  }
+
   async attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
     this.#assertOpen();
     return this.#writes.attachReceipt(key, claimHash, receipt);

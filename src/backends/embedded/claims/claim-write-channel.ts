@@ -96,6 +96,10 @@ export class ClaimWriteChannel implements ClaimWrites {
     await this.#submit({ op: "release", key: { scope: key.scope, id: key.id }, runId });
   }
 
+  adopt(key: ClaimKey, runId: string, from: string): Promise<boolean> {
+    return this.#submit({ op: "adopt", key: { scope: key.scope, id: key.id }, runId, from }) as Promise<boolean>;
+  }
+
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {
     return this.#submit({ op: "attachReceipt", key: { scope: key.scope, id: key.id }, claimHash, receipt }) as Promise<boolean>;
   }

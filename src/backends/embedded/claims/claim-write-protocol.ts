@@ -27,6 +27,7 @@ export type ClaimWriteOp =
   | { readonly op: "queue"; readonly queue: QueueWriteOp }
   | { readonly op: "record"; readonly key: ClaimKey; readonly runId: string; readonly result: StoredResult; readonly claimHash: Digest }
   | { readonly op: "release"; readonly key: ClaimKey; readonly runId: string }
+  | { readonly op: "adopt"; readonly key: ClaimKey; readonly runId: string; readonly from: string }
   | { readonly op: "attachReceipt"; readonly key: ClaimKey; readonly claimHash: Digest; readonly receipt: string }
   | { readonly op: "prune"; readonly keys: readonly ClaimKey[]; readonly now: number }
   | { readonly op: "noteProblem"; readonly key: ClaimKey; readonly code: string | undefined; readonly at: number };
@@ -73,6 +74,8 @@ export function applyClaimWrite(writes: ClaimWrites, op: ClaimWriteOp): Promise<
       return writes.record(op.key, op.runId, op.result, op.claimHash);
     case "release":
       return writes.release(op.key, op.runId);
+    case "adopt":
+      return writes.adopt(op.key, op.runId, op.from);
     case "attachReceipt":
       return writes.attachReceipt(op.key, op.claimHash, op.receipt);
     case "prune":

@@ -29,6 +29,7 @@ export interface ClaimWrites {
   queue(op: QueueWriteOp): Promise<unknown>;
   record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean>;
   release(key: ClaimKey, runId: string): Promise<void>;
+  adopt(key: ClaimKey, runId: string, from: string): Promise<boolean>;
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
   prune(keys: readonly ClaimKey[], now: number): Promise<number>;
   noteProblem(key: ClaimKey, code: string | undefined, at: number): Promise<void>;
@@ -48,6 +49,7 @@ export class ClaimWriter implements ClaimWrites {
   readonly #addCount: SqliteStatement<[number]>;
   readonly #record: SqliteStatement<unknown[]>;
   readonly #release: SqliteStatement<unknown[]>;
+  readonly #adopt: SqliteStatement<unknown[]>;
   readonly #attachReceipt: SqliteStatement<unknown[]>;
   readonly #prune: SqliteStatement<[number, string, string]>;
   readonly #noteProblem: SqliteStatement<[string, string, string, number]>;
@@ -72,6 +74,10 @@ export class ClaimWriter implements ClaimWrites {
     );
     this.#release = db.prepare(
       "UPDATE claims SET released = 1 WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND result_hash IS NULL",
+    );
+    this.#adopt = db.prepare(
+      "UPDATE claims SET owner = ? WHERE scope = ? AND id = ? AND run_id = ? AND owner = ? AND released = 0 " +
+        "AND result_hash IS NULL AND receipt IS NULL",
     );
     this.#attachReceipt = db.prepare(
       "UPDATE claims SET receipt = ? WHERE scope = ? AND id = ? AND receipt IS NULL AND claim_hash = ?",
@@ -135,6 +141,10 @@ export class ClaimWriter implements ClaimWrites {
 
   async release(key: ClaimKey, runId: string): Promise<void> {
     await this.#writes.submit(() => this.#release.run(key.scope, key.id, runId, this.#owner));
+  }
+
+  adopt(key: ClaimKey, runId: string, from: string): Promise<boolean> {
+    return this.#writes.submit(() => this.#adopt.run(this.#owner, key.scope, key.id, runId, from).changes === 1);
   }
 
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {

@@ -12,8 +12,8 @@
 import { closeSync, fdatasync, fstatSync, lstatSync, readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
-import { ConflictError, LimitError, StorageError, errnoCode, isWardenError } from "../../../core/errors.js";
-import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, readPrivateFile } from "../../../storage/secure-fs.js";
+import { ConflictError, LimitError, NotFoundError, StorageError, errnoCode, isWardenError } from "../../../core/errors.js";
+import { checkFileStats, createPrivateFd, ensurePrivateDirSync, openPrivateFile, openPrivateFileSync, readPrivateFile } from "../../../storage/secure-fs.js";
 import { assertJournalOffset, assertJournalRunId } from "../../../journal/schema.js";
 import type { AppendOptions, JournalAppender, JournalStore } from "../../../journal/types.js";
 import { SharedDirSync, type DirSyncHooks } from "./dir-sync.js";
@@ -54,6 +54,8 @@ interface AppenderContext {
   readonly nameDurable: Promise<void>;
   /** the store's own read of the run's journal, by path */
   readPath(maxBytes: number): Promise<Uint8Array | undefined>;
+  /** bytes already in the file (a journal taken up again); 0 for a new one */
+  readonly size?: number;
 }
 
 function datasync(fd: number): Promise<void> {
@@ -90,6 +92,8 @@ class FileJournalAppender implements JournalAppender {
     this.#hooks = ctx.hooks;
     this.#readPath = ctx.readPath;
     this.#nameDurable = ctx.nameDurable;
+    this.#size = ctx.size ?? 0;
+    this.#written = this.#size;
     // Awaited by the first sync; a failure before then must not surface as an unhandled rejection.
     ctx.nameDurable.catch(() => undefined);
   }
@@ -265,6 +269,29 @@ export class EmbeddedJournalStore implements JournalStore {
       hooks: this.#hooks,
       nameDurable: this.#dirSync.request(),
       readPath: (maxBytes) => this.read(runId, maxBytes),
+    });
+  }
+
+  /**
+   * Takes up a parked run's journal again (DESIGN.md "Governed tool calls"): appends after its
+   * last byte, which the caller has read and verified. The name is durable already.
+   */
+  async reopen(runId: string): Promise<JournalAppender> {
+    const path = this.pathOf(runId);
+    let fd: number;
+    try {
+      fd = openPrivateFileSync(path, "read-append");
+    } catch (error) {
+      if (errnoCode(error) === "ENOENT") throw new NotFoundError("journal-not-found", `no journal for run ${runId}`);
+      throw error;
+    }
+    return new FileJournalAppender(fd, {
+      runId,
+      path,
+      hooks: this.#hooks,
+      nameDurable: Promise.resolve(),
+      readPath: (maxBytes) => this.read(runId, maxBytes),
+      size: fstatSync(fd).size,
     });
   }
 
