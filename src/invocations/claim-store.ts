@@ -117,6 +117,13 @@ export interface ClaimTally {
 
 export interface ClaimOptions {
   readonly onWrite?: () => void;
+  /**
+   * The claim starts a queued invocation (queue-store.ts): in the same transaction, the queue row
+   * of the same key, which must be `leased` by this store's owner, becomes `started`. When it is
+   * not (cancelled, or its lease went back to the queue), nothing is written and the claim is
+   * refused with ConflictError `queue-lease-lost`: the run must not start.
+   */
+  readonly dequeued?: boolean;
 }
 
 export interface ClaimStore {
