@@ -15,6 +15,7 @@ import type {
   ClaimAttempt,
   ClaimKey,
   ClaimListFilter,
+  ClaimOptions,
   ClaimState,
   ClaimStore,
   ClaimTally,
@@ -26,7 +27,9 @@ import type {
 } from "../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, listedOf, recordedPage, rowToRecord, type ClaimRow } from "../shared/claim-rows.js";
 import { Batcher, type Outcome } from "./batcher.js";
-import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, type PgPool } from "./connection.js";
+import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, transaction, type PgPool, type PgQueryable } from "./connection.js";
+import { PostgresQueueStore } from "./queue-store.js";
+import { leaseLost } from "../shared/queue-rows.js";
 import type { JournalPrefetch } from "./journal-store.js";
 import type { OwnerSession } from "./owner.js";
 
@@ -175,6 +178,7 @@ export class PostgresClaimStore implements ClaimStore {
   readonly #claims: Batcher<NewClaim, ClaimAttempt>;
   readonly #records: Batcher<RecordItem, boolean>;
   #closed = false;
+  #queueStore: PostgresQueueStore | undefined;
 
   constructor(options: PostgresClaimStoreOptions) {
     this.#pool = options.pool;
@@ -210,10 +214,48 @@ export class PostgresClaimStore implements ClaimStore {
    * insert is the first statement. For a key that exists it inserts nothing and writes nothing
    * (ON CONFLICT DO NOTHING, no counter update); the row is then read and answered.
    */
-  async claim(claim: NewClaim): Promise<ClaimAttempt> {
+  async claim(claim: NewClaim, options: ClaimOptions = {}): Promise<ClaimAttempt> {
     this.#assertOpen();
     this.#owner.assertHealthy("create a claim");
+    if (options.dequeued === true) return this.#claimDequeued(claim);
     return this.#claims.submit(claim);
+  }
+
+  /**
+   * A queued run's claim (ClaimOptions.dequeued): one transaction moves its queue row from
+   * `leased` (by this owner) to `started` — the row's lock orders it against a cancel — and
+   * inserts the claim; a row no longer leased here writes nothing.
+   */
+  async #claimDequeued(claim: NewClaim): Promise<ClaimAttempt> {
+    const owner = this.#owner.id;
+    const inserted = await transaction(this.#pool, "start a queued invocation", async (client) => {
+      const moved = await client.query({
+        name: "warden-queue-start",
+        text: "UPDATE warden_queue SET state = 'started', started_at = $3 WHERE scope = $1 AND id = $2 AND state = 'leased' AND lease_owner = $4",
+        values: [claim.scope, claim.id, claim.created_at, owner],
+      });
+      if (moved.rowCount !== 1) {
+        // A claim made directly for the id meanwhile: the row follows it (it is started).
+        const raced = await client.query({
+          text: "UPDATE warden_queue SET state = 'started', started_at = $3 WHERE scope = $1 AND id = $2 AND state IN ('queued', 'leased') " +
+            "AND EXISTS (SELECT 1 FROM warden_claims c WHERE c.scope = $1 AND c.id = $2)",
+          values: [claim.scope, claim.id, claim.created_at],
+        });
+        if (raced.rowCount !== 1) throw leaseLost(claim);
+        return new Set<string>();
+      }
+      return this.#insert([claim], client);
+    });
+    const [answer] = await this.#answer([claim], inserted);
+    if (answer === undefined || !answer.ok) throw answer?.error ?? new IntegrityError("claim-vanished", "a queued run's claim was neither created nor found", { status: 500 });
+    return answer.value;
+  }
+
+  /** The queue kept in this store's database (queue-store.ts). */
+  queue(): PostgresQueueStore {
+    this.#assertOpen();
+    this.#queueStore ??= new PostgresQueueStore(this.#pool, this.#owner, () => this.#assertOpen());
+    return this.#queueStore;
   }
 
   async get(key: ClaimKey): Promise<ClaimState | undefined> {
@@ -391,11 +433,11 @@ export class PostgresClaimStore implements ClaimStore {
   }
 
   /** Runs the insert statement; the keys it created. */
-  async #insert(rows: readonly NewClaim[]): Promise<Set<string>> {
+  async #insert(rows: readonly NewClaim[], db: PgQueryable = this.#pool): Promise<Set<string>> {
     const owner = this.#owner.id;
     let result;
     try {
-      result = await this.#pool.query<{ owner_ok: boolean; inserted: [string, string][] }>({
+      result = await db.query<{ owner_ok: boolean; inserted: [string, string][] }>({
         name: "warden-claim-insert",
         text: INSERT_BATCH,
         values: [

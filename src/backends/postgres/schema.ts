@@ -311,6 +311,36 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (day, kind, subject)
   );
   `,
+  // 10: queued invocations (DESIGN.md "Queued invocations", queue-store.ts): the embedded claim
+  // schema's migration 4, with warden_ names
+  `
+  CREATE TABLE warden_queue (
+    scope text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    request text NOT NULL,
+    request_hash text NOT NULL,
+    principal text COLLATE "C" NOT NULL,
+    workspace text COLLATE "C" NOT NULL,
+    provider text COLLATE "C" NOT NULL,
+    priority integer NOT NULL,
+    labels text NOT NULL,
+    enqueued_at bigint NOT NULL,
+    deadline bigint NOT NULL,
+    state text NOT NULL CHECK (state IN ('queued', 'leased', 'started', 'cancelled', 'expired', 'refused')),
+    lease_owner text COLLATE "C",
+    leased_at bigint,
+    started_at bigint,
+    ended_at bigint,
+    cancelled_by text,
+    error text,
+    PRIMARY KEY (scope, id)
+  );
+  CREATE INDEX warden_queue_waiting ON warden_queue (principal, priority DESC, enqueued_at) WHERE state = 'queued';
+  CREATE INDEX warden_queue_going ON warden_queue (lease_owner) WHERE state IN ('leased', 'started') AND ended_at IS NULL;
+  CREATE INDEX warden_queue_recent ON warden_queue (leased_at) WHERE leased_at IS NOT NULL;
+  CREATE INDEX warden_queue_by_state ON warden_queue (state, scope, id);
+  CREATE TABLE warden_queue_principals (principal text COLLATE "C" PRIMARY KEY, last_served bigint NOT NULL);
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */

@@ -53,6 +53,38 @@ export const CLAIM_SCHEMA_MIGRATIONS: readonly string[] = [
     PRIMARY KEY (scope, id)
   ) WITHOUT ROWID;
   `,
+  // Queued invocations (DESIGN.md "Queued invocations"), in the claims' file so that one
+  // transaction moves a row to started and creates its claim. queue_waiting serves the dequeue's
+  // per-principal candidates, queue_going the counts of runs going and the dead-lease sweep,
+  // queue_recent the per-provider rate; queue_principals keeps who was served last.
+  `
+  CREATE TABLE queue (
+    scope TEXT NOT NULL,
+    id TEXT NOT NULL,
+    request TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    labels TEXT NOT NULL,
+    enqueued_at INTEGER NOT NULL,
+    deadline INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    lease_owner TEXT,
+    leased_at INTEGER,
+    started_at INTEGER,
+    ended_at INTEGER,
+    cancelled_by TEXT,
+    error TEXT,
+    PRIMARY KEY (scope, id)
+  ) WITHOUT ROWID;
+  CREATE INDEX queue_waiting ON queue (principal, priority DESC, enqueued_at) WHERE state = 'queued';
+  CREATE INDEX queue_going ON queue (lease_owner) WHERE state IN ('leased', 'started') AND ended_at IS NULL;
+  CREATE INDEX queue_recent ON queue (leased_at) WHERE leased_at IS NOT NULL;
+  CREATE INDEX queue_by_state ON queue (state, scope, id);
+  CREATE TABLE queue_principals (principal TEXT PRIMARY KEY, last_served INTEGER NOT NULL) WITHOUT ROWID;
+  `,
 ];
 
 // The row shape both backends share lives below them; re-exported for the embedded claim files.

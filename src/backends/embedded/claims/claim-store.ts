@@ -31,6 +31,7 @@ import { CLAIM_SCHEMA_MIGRATIONS } from "./claim-schema.js";
 import { ClaimWriteChannel } from "./claim-write-channel.js";
 import { ClaimWriter, type ClaimWrites } from "./claim-writer.js";
 import { OwnerRegistry } from "./owner.js";
+import { EmbeddedQueueStore } from "./queue-store.js";
 import {
   migrateSchema,
   openPrivateDatabase,
@@ -119,6 +120,7 @@ export class EmbeddedClaimStore implements ClaimStore {
   readonly #settled = new BoundedMap<string, ClaimState>(SETTLED_CACHE_ROWS, SETTLED_CACHE_BYTES);
   #settledAt: { dataVersion: number; totalChanges: number } | undefined;
   #closed = false;
+  #queueStore: EmbeddedQueueStore | undefined;
 
   private constructor(db: SqliteDatabase, owners: OwnerRegistry, options: EmbeddedClaimStoreOptions) {
     this.#db = db;
@@ -181,6 +183,13 @@ export class EmbeddedClaimStore implements ClaimStore {
     return this.#owners.id;
   }
 
+  /** The queue kept in this store's database (queue-store.ts), writing through this store's writer. */
+  queue(): EmbeddedQueueStore {
+    this.#assertOpen();
+    this.#queueStore ??= new EmbeddedQueueStore(this.#db, this.#writes, this.#owners, () => this.#assertOpen());
+    return this.#queueStore;
+  }
+
   /** Write transactions committed so far: concurrent writes share them (group commit). */
   get commits(): number {
     return this.#writes.commits;
@@ -198,7 +207,7 @@ export class EmbeddedClaimStore implements ClaimStore {
    */
   async claim(claim: NewClaim, options: ClaimOptions = {}): Promise<ClaimAttempt> {
     this.#assertOpen();
-    const writing = this.#writes.claim(claim);
+    const writing = this.#writes.claim(claim, options.dequeued === true);
     // The write is queued (its commit may already be on the way): what a fresh claim needs next
     // can start beside it. A claim another caller won discards it (it is named by this attempt's
     // own run id, never the winner's).

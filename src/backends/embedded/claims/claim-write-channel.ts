@@ -15,6 +15,7 @@ import type { Digest } from "../../../core/digest.js";
 import { StorageError, type WardenError } from "../../../core/errors.js";
 import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import type { ClaimWriteResult, ClaimWrites } from "./claim-writer.js";
+import type { QueueWriteOp } from "./queue-writer.js";
 import {
   applyClaimWrite,
   deserializeError,
@@ -79,8 +80,12 @@ export class ClaimWriteChannel implements ClaimWrites {
     return this.#state === "opening" || this.#state === "open";
   }
 
-  claim(claim: NewClaim): Promise<ClaimWriteResult> {
-    return this.#submit({ op: "claim", claim }) as Promise<ClaimWriteResult>;
+  claim(claim: NewClaim, dequeued = false): Promise<ClaimWriteResult> {
+    return this.#submit({ op: "claim", claim, ...(dequeued ? { dequeued } : {}) }) as Promise<ClaimWriteResult>;
+  }
+
+  queue(op: QueueWriteOp): Promise<unknown> {
+    return this.#submit({ op: "queue", queue: op });
   }
 
   record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean> {

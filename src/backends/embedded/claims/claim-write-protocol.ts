@@ -12,6 +12,7 @@ import {
 } from "../../../core/errors.js";
 import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import type { ClaimWrites } from "./claim-writer.js";
+import type { QueueWriteOp } from "./queue-writer.js";
 import type { OpenDatabaseOptions } from "../../../storage/sqlite.js";
 
 export interface ClaimWriterConfig {
@@ -22,7 +23,8 @@ export interface ClaimWriterConfig {
 }
 
 export type ClaimWriteOp =
-  | { readonly op: "claim"; readonly claim: NewClaim }
+  | { readonly op: "claim"; readonly claim: NewClaim; readonly dequeued?: boolean }
+  | { readonly op: "queue"; readonly queue: QueueWriteOp }
   | { readonly op: "record"; readonly key: ClaimKey; readonly runId: string; readonly result: StoredResult; readonly claimHash: Digest }
   | { readonly op: "release"; readonly key: ClaimKey; readonly runId: string }
   | { readonly op: "attachReceipt"; readonly key: ClaimKey; readonly claimHash: Digest; readonly receipt: string }
@@ -64,7 +66,9 @@ export function deserializeError(e: SerializedError): WardenError {
 export function applyClaimWrite(writes: ClaimWrites, op: ClaimWriteOp): Promise<unknown> {
   switch (op.op) {
     case "claim":
-      return writes.claim(op.claim);
+      return writes.claim(op.claim, op.dequeued === true);
+    case "queue":
+      return writes.queue(op.queue);
     case "record":
       return writes.record(op.key, op.runId, op.result, op.claimHash);
     case "release":

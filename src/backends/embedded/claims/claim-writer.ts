@@ -9,6 +9,8 @@ import type { Digest } from "../../../core/digest.js";
 import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, type ClaimRow } from "./claim-schema.js";
 import { GroupCommit } from "../sqlite/group-commit.js";
+import { QueueWriter, type QueueWriteOp } from "./queue-writer.js";
+import { leaseLost } from "../../shared/queue-rows.js";
 import type { SqliteDatabase, SqliteStatement } from "../../../storage/sqlite.js";
 
 type Key = [scope: string, id: string];
@@ -21,7 +23,10 @@ export interface ClaimWriteResult {
 
 /** The store's writes, wherever they run. Every promise settles only after its COMMIT returned. */
 export interface ClaimWrites {
-  claim(claim: NewClaim): Promise<ClaimWriteResult>;
+  /** `dequeued`: the claim starts a queued invocation (ClaimOptions.dequeued). */
+  claim(claim: NewClaim, dequeued?: boolean): Promise<ClaimWriteResult>;
+  /** One write of the queue (queue-writer.ts); answers what QueueWriter.apply answers. */
+  queue(op: QueueWriteOp): Promise<unknown>;
   record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean>;
   release(key: ClaimKey, runId: string): Promise<void>;
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;
@@ -47,11 +52,13 @@ export class ClaimWriter implements ClaimWrites {
   readonly #prune: SqliteStatement<[number, string, string]>;
   readonly #noteProblem: SqliteStatement<[string, string, string, number]>;
   readonly #clearProblem: SqliteStatement<Key>;
+  readonly #queue: QueueWriter;
 
   constructor(db: SqliteDatabase, owner: string, maxClaims: number) {
     this.#owner = owner;
     this.#maxClaims = maxClaims;
     this.#writes = new GroupCommit(db);
+    this.#queue = new QueueWriter(db, owner);
     this.#select = db.prepare(`SELECT ${CLAIM_COLUMNS} FROM claims WHERE scope = ? AND id = ?`);
     const placeholders = `(${CLAIM_COLUMNS.split(",").map(() => "?").join(", ")})`;
     this.#insert = db.prepare(`INSERT INTO claims (${CLAIM_COLUMNS}) VALUES ${placeholders}`);
@@ -84,11 +91,14 @@ export class ClaimWriter implements ClaimWrites {
     return this.#writes.batches;
   }
 
-  claim(claim: NewClaim): Promise<ClaimWriteResult> {
+  claim(claim: NewClaim, dequeued = false): Promise<ClaimWriteResult> {
     return this.#writes.submit(() => {
       // Read inside the transaction: an earlier unit of this batch or another process may have
       // created it since the caller looked; the first creator wins and everyone else sees its row.
       const raced = this.#select.get(claim.scope, claim.id);
+      // A queued run starts only while its lease holds, in this transaction (its savepoint rolls
+      // back alone when refused): cancelled or requeued meanwhile, nothing is written.
+      if (dequeued && !this.#queue.start(claim, claim.created_at, raced !== undefined)) throw leaseLost(claim);
       if (raced !== undefined) return { created: false, row: raced };
       const count = this.#count.get() ?? 0;
       if (count >= this.#maxClaims) {
@@ -107,6 +117,10 @@ export class ClaimWriter implements ClaimWrites {
       if (row === undefined) throw new IntegrityError("claim-vanished", "a claim just inserted is not readable", { status: 500 });
       return { created: true, row };
     });
+  }
+
+  queue(op: QueueWriteOp): Promise<unknown> {
+    return this.#writes.submit(() => this.#queue.apply(op));
   }
 
   record(key: ClaimKey, runId: string, result: StoredResult, claimHash: Digest): Promise<boolean> {
