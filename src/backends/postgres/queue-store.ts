@@ -131,16 +131,20 @@ export class PostgresQueueStore implements QueueStore {
 
   async cancel(key: ClaimKey, by: string, at: number): Promise<QueuedRow | undefined> {
     this.#assertOpen();
-    const result = await query<QueueRowData>(this.#pool, "cancel a queued invocation", {
+    const cancelled = await query(this.#pool, "cancel a queued invocation", {
       name: "warden-queue-cancel",
-      // One statement: the row's lock orders it against a start (which needs the row `leased`).
-      text:
-        "WITH c AS (UPDATE warden_queue SET state = 'cancelled', cancelled_by = $3, ended_at = $4 WHERE scope = $1 AND id = $2 AND state IN ('queued', 'leased') RETURNING scope), " +
-        "s AS (UPDATE warden_queue SET cancelled_by = $3 WHERE scope = $1 AND id = $2 AND state = 'started' AND cancelled_by IS NULL AND NOT EXISTS (SELECT 1 FROM c) RETURNING scope) " +
-        "SELECT (SELECT count(*) FROM c) + (SELECT count(*) FROM s) AS n",
+      // The row's lock orders this against a start (which needs the row `leased`): one of them wins.
+      text: "UPDATE warden_queue SET state = 'cancelled', cancelled_by = $3, ended_at = $4 WHERE scope = $1 AND id = $2 AND state IN ('queued', 'leased')",
       values: [key.scope, key.id, by, at],
     });
-    void result;
+    if (cancelled.rowCount === 0) {
+      // Started (maybe just now: a new statement sees it): the runner's node stops the run.
+      await query(this.#pool, "ask a queued run to stop", {
+        name: "warden-queue-ask-stop",
+        text: "UPDATE warden_queue SET cancelled_by = $3 WHERE scope = $1 AND id = $2 AND state = 'started' AND cancelled_by IS NULL",
+        values: [key.scope, key.id, by],
+      });
+    }
     return this.getQueued(key);
   }
 

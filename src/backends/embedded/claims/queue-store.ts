@@ -30,14 +30,14 @@ export class EmbeddedQueueStore implements QueueStore {
     this.#owners = owners;
     this.#assertOpen = assertOpen;
     this.#select = db.prepare(`SELECT ${QUEUE_COLUMNS} FROM queue WHERE scope = ? AND id = ?`);
-    this.#list = db.prepare(`SELECT ${QUEUE_COLUMNS} FROM queue INDEXED BY queue_by_state WHERE state = ? AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
+    this.#list = db.prepare(`SELECT ${QUEUE_COLUMNS} FROM queue WHERE state = ? AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`);
     // `queued` as operators see it: waiting, or taken by a node and not started yet.
     this.#listWaiting = db.prepare(
       `SELECT ${QUEUE_COLUMNS} FROM queue WHERE state IN ('queued', 'leased') AND (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?`,
     );
-    this.#goingOwners = db.prepare<[], string>("SELECT DISTINCT lease_owner FROM queue INDEXED BY queue_going WHERE state IN ('leased', 'started') AND ended_at IS NULL").pluck();
+    this.#goingOwners = db.prepare<[], string>("SELECT DISTINCT lease_owner FROM queue WHERE state IN ('leased', 'started') AND ended_at IS NULL").pluck();
     this.#stops = db.prepare(
-      `SELECT ${QUEUE_COLUMNS} FROM queue INDEXED BY queue_going WHERE lease_owner = ? AND state = 'started' AND ended_at IS NULL AND cancelled_by IS NOT NULL`,
+      `SELECT ${QUEUE_COLUMNS} FROM queue WHERE lease_owner = ? AND state = 'started' AND ended_at IS NULL AND cancelled_by IS NOT NULL`,
     );
     this.#byPrincipal = db.prepare(
       "SELECT principal, count(*) FILTER (WHERE state = 'queued') AS queued, count(*) FILTER (WHERE state IN ('leased', 'started') AND ended_at IS NULL) AS running, " +
@@ -45,7 +45,7 @@ export class EmbeddedQueueStore implements QueueStore {
         "GROUP BY principal ORDER BY principal",
     );
     this.#byOwner = db.prepare(
-      "SELECT lease_owner AS owner, count(*) AS running FROM queue INDEXED BY queue_going WHERE state IN ('leased', 'started') AND ended_at IS NULL GROUP BY lease_owner ORDER BY lease_owner",
+      "SELECT lease_owner AS owner, count(*) AS running FROM queue WHERE state IN ('leased', 'started') AND ended_at IS NULL GROUP BY lease_owner ORDER BY lease_owner",
     );
   }
 

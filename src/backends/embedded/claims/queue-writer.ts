@@ -51,12 +51,12 @@ export class QueueWriter {
       "INSERT INTO queue (scope, id, request, request_hash, principal, workspace, provider, priority, labels, enqueued_at, deadline, state) " +
         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued')",
     );
-    this.#principals = db.prepare("SELECT DISTINCT principal FROM queue INDEXED BY queue_waiting WHERE state = 'queued'");
+    this.#principals = db.prepare("SELECT DISTINCT principal FROM queue WHERE state = 'queued'");
     this.#candidates = db.prepare(
-      `SELECT ${QUEUE_COLUMNS} FROM queue INDEXED BY queue_waiting WHERE state = 'queued' AND principal = ? ORDER BY priority DESC, enqueued_at LIMIT ?`,
+      `SELECT ${QUEUE_COLUMNS} FROM queue WHERE state = 'queued' AND principal = ? ORDER BY priority DESC, enqueued_at LIMIT ?`,
     );
-    this.#going = db.prepare("SELECT principal, workspace, provider FROM queue INDEXED BY queue_going WHERE state IN ('leased', 'started') AND ended_at IS NULL");
-    this.#recent = db.prepare("SELECT provider, count(*) AS n FROM queue INDEXED BY queue_recent WHERE leased_at IS NOT NULL AND leased_at >= ? GROUP BY provider");
+    this.#going = db.prepare("SELECT principal, workspace, provider FROM queue WHERE state IN ('leased', 'started') AND ended_at IS NULL");
+    this.#recent = db.prepare("SELECT provider, count(*) AS n FROM queue WHERE leased_at IS NOT NULL AND leased_at >= ? GROUP BY provider");
     this.#served = db.prepare<[string], number>("SELECT last_served FROM queue_principals WHERE principal = ?").pluck();
     this.#serve = db.prepare(
       "INSERT INTO queue_principals (principal, last_served) VALUES (?, ?) ON CONFLICT (principal) DO UPDATE SET last_served = max(last_served, excluded.last_served)",

@@ -1,0 +1,244 @@
+/**
+ * The queue of submitted invocations (DESIGN.md "Queued invocations") on every backend, at the
+ * store: identity of a queued id, the start that moves a leased row and creates its claim in one
+ * transaction, cancel racing that start, leases of a dead owner, order, fairness and limits.
+ */
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { sha256Digest } from "../../src/core/digest.js";
+import { isWardenError } from "../../src/core/errors.js";
+import { claimHashOf } from "../../src/invocations/index.js";
+import type { LeaseRequest, NewQueued, QueueStore } from "../../src/invocations/queue-store.js";
+import type { ClaimStore } from "../../src/invocations/claim-store.js";
+import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
+import { tempDir } from "../support/temp.js";
+import { join } from "node:path";
+
+const NOW = Date.now();
+
+function queued(fields: Partial<NewQueued> = {}): NewQueued {
+  const request = fields.request ?? JSON.stringify({ provider: "claude", prompt: "p" });
+  return {
+    scope: "api:ops",
+    id: randomUUID(),
+    request,
+    request_hash: sha256Digest(request),
+    principal: "api:ops",
+    workspace: "default",
+    provider: "claude",
+    priority: 0,
+    labels: {},
+    enqueued_at: NOW,
+    deadline: NOW + 3_600_000,
+    ...fields,
+  };
+}
+
+function leaseOf(fields: Partial<LeaseRequest> = {}): LeaseRequest {
+  return { max: 10, labels: {}, providers: ["claude", "codex"], now: Date.now(), limits: {}, ...fields };
+}
+
+/** The claim a node writes when it starts a row (as Invocations.open writes it). */
+function startClaim(node: StoreNode | ClaimStore, row: NewQueued) {
+  const claims = "claims" in node ? node.claims : node;
+  const identity = { scope: row.scope, id: row.id, request_hash: row.request_hash, agent: "claude", run_id: randomUUID(), created_at: Date.now() };
+  return claims.claim({ ...identity, claim_hash: claimHashOf(identity) }, { dequeued: true });
+}
+
+/**
+ * Two claim stores (two owners) on one state: two nodes of a fleet, or two processes on one home
+ * (the embedded backend's delivery store admits one process, so its claim stores are opened alone).
+ */
+async function twoStores(backend: BackendUnderTest, t: { after(fn: () => unknown): void }): Promise<[ClaimStore, ClaimStore, () => Promise<void>]> {
+  if (backend.name === "postgres") {
+    const state = await backend.state(t, { isolated: true });
+    const b = await state.open();
+    return [(await state.open()).claims, b.claims, () => b.close()];
+  }
+  const root = tempDir("queue-store", (remove) => t.after(remove));
+  const home = join(root, "home");
+  const a = await openEmbeddedBackend({ home });
+  const b = await openEmbeddedBackend({ home });
+  t.after(async () => {
+    await a.close();
+    await b.close();
+  });
+  return [a.claims, b.claims, () => b.close()];
+}
+
+for (const backend of backendsUnderTest()) {
+  describe(`queue store on ${backend.name}`, () => {
+    backend.hooks();
+
+    test("a queued id is stored once: the same key again answers the stored row and writes nothing", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const row = queued();
+      const first = await queue.enqueue(row);
+      assert.equal(first.created, true);
+      assert.equal(first.row.state, "queued");
+      const again = await queue.enqueue({ ...row, request_hash: sha256Digest("other"), priority: 9 });
+      assert.equal(again.created, false);
+      assert.equal(again.row.request_hash, row.request_hash, "the stored row, not the retry's");
+      assert.equal(again.row.priority, 0);
+    });
+
+    test("a leased row starts with its claim in one transaction; a row not leased here is refused and nothing is written", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const row = queued();
+      await queue.enqueue(row);
+      // Not leased yet: the start is refused, no claim.
+      await assert.rejects(startClaim(node, row), (e: unknown) => isWardenError(e) && e.code === "queue-lease-lost");
+      assert.equal(await node.claims.get(row), undefined);
+      const { leased } = await queue.lease(leaseOf());
+      assert.deepEqual(leased.map((r) => r.id), [row.id]);
+      assert.equal(leased[0]!.state, "leased");
+      assert.equal(leased[0]!.lease_owner, queue.ownerId);
+      const attempt = await startClaim(node, row);
+      assert.equal(attempt.created, true);
+      assert.equal((await queue.getQueued(row))?.state, "started");
+      // Nothing left to lease.
+      assert.deepEqual((await queue.lease(leaseOf())).leased, []);
+    });
+
+    test("cancel racing a start: exactly one wins, every time", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const wins = { cancel: 0, start: 0 };
+      for (let i = 0; i < 30; i++) {
+        const row = queued();
+        await queue.enqueue(row);
+        assert.equal((await queue.lease(leaseOf({ max: 1 }))).leased.length, 1);
+        // Alternate who is asked first: each order must give one winner.
+        const start = startClaim(node, row).then(
+          (a) => a.created,
+          (e: unknown) => {
+            if (isWardenError(e) && e.code === "queue-lease-lost") return false;
+            throw e;
+          },
+        );
+        const cancel = queue.cancel(row, "ops", Date.now());
+        const [started, after] = i % 2 === 0 ? await Promise.all([start, cancel]) : (await Promise.all([cancel, start])).reverse() as [boolean, Awaited<typeof cancel>];
+        const claim = await node.claims.get(row);
+        const stored = await queue.getQueued(row);
+        if (started) {
+          wins.start++;
+          assert.notEqual(claim, undefined);
+          assert.equal(stored?.state, "started", "a started row is never cancelled");
+          assert.equal(stored?.cancelled_by, "ops", "the cancel is noted for the runner to stop the run");
+        } else {
+          wins.cancel++;
+          assert.equal(claim, undefined, "a cancelled row never gets a claim");
+          assert.equal(stored?.state, "cancelled");
+          assert.equal(after?.state, "cancelled");
+        }
+      }
+      assert.equal(wins.cancel + wins.start, 30);
+    });
+
+    test("a lease whose owner died goes back to the queue; a started row of a dead owner stops counting", async (t) => {
+      const [a, b, closeB] = await twoStores(backend, t);
+      const qa = a.queue();
+      const qb = b.queue();
+      const notStarted = queued({ enqueued_at: NOW - 2 });
+      const started = queued({ enqueued_at: NOW - 1 });
+      await qa.enqueue(notStarted);
+      await qa.enqueue(started);
+      const { leased } = await qb.lease(leaseOf());
+      assert.equal(leased.length, 2);
+      assert.equal((await startClaim(b, started)).created, true);
+      // While b lives, its leases hold.
+      assert.deepEqual(await qa.sweep(Date.now()), { requeued: 0, expired: 0 });
+      assert.equal((await qa.view()).running, 2);
+      await closeB();
+      assert.deepEqual(await qa.sweep(Date.now()), { requeued: 1, expired: 0 });
+      assert.equal((await qa.getQueued(notStarted))?.state, "queued");
+      assert.equal((await qa.getQueued(started))?.state, "started", "started stays started: its claim decides (unresolved)");
+      assert.equal((await qa.view()).running, 0);
+      const again = await qa.lease(leaseOf());
+      assert.deepEqual(again.leased.map((r) => r.id), [notStarted.id]);
+      assert.equal((await startClaim(a, notStarted)).created, true);
+    });
+
+    test("order: priority first, then the principal with fewer runs going and served longer ago, then age", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const big = Array.from({ length: 6 }, (_, i) => queued({ principal: "api:big", enqueued_at: NOW - 100 + i }));
+      const small = Array.from({ length: 2 }, (_, i) => queued({ principal: "api:small", enqueued_at: NOW - 10 + i }));
+      const urgent = queued({ principal: "api:big", priority: 5, enqueued_at: NOW });
+      for (const row of [...big, ...small, urgent]) await queue.enqueue(row);
+      const { leased } = await queue.lease(leaseOf({ max: 5 }));
+      assert.deepEqual(
+        leased.map((r) => r.id),
+        [urgent.id, small[0]!.id, big[0]!.id, small[1]!.id, big[1]!.id],
+        "after the urgent row, the small principal (fewer going) and then turns",
+      );
+    });
+
+    test("limits: runs going per workspace and per provider, rows leased per minute per provider", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      for (let i = 0; i < 4; i++) await queue.enqueue(queued({ workspace: "w1", enqueued_at: NOW + i }));
+      for (let i = 0; i < 4; i++) await queue.enqueue(queued({ workspace: "w2", provider: "codex", enqueued_at: NOW + 10 + i }));
+      const first = await queue.lease(leaseOf({ limits: { workspace: 2 } }));
+      assert.deepEqual(first.leased.map((r) => r.workspace).sort(), ["w1", "w1", "w2", "w2"]);
+      assert.equal((await queue.lease(leaseOf({ limits: { workspace: 2 } }))).leased.length, 0, "both workspaces at their limit");
+      const byProvider = await queue.lease(leaseOf({ limits: { provider: 3 } }));
+      assert.deepEqual(byProvider.leased.map((r) => r.provider).sort(), ["claude", "codex"]);
+      const rated = await queue.lease(leaseOf({ limits: { rates: { claude: 3 } } }));
+      assert.deepEqual(rated.leased.map((r) => r.provider), ["codex"], "claude has leased 3 in the last minute; one codex row is left");
+    });
+
+    test("labels and providers: a row goes only to a node that has every label it requires", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const gpu = queued({ labels: { gpu: "a100" } });
+      const kimi = queued({ provider: "kimi" });
+      await queue.enqueue(gpu);
+      await queue.enqueue(kimi);
+      assert.deepEqual((await queue.lease(leaseOf({ labels: { gpu: "h100" } }))).leased, []);
+      const leased = await queue.lease(leaseOf({ labels: { gpu: "a100", region: "eu" } }));
+      assert.deepEqual(leased.leased.map((r) => r.id), [gpu.id]);
+      assert.deepEqual((await queue.lease(leaseOf({ providers: ["kimi"] }))).leased.map((r) => r.id), [kimi.id]);
+    });
+
+    test("a row past its deadline expires at the dequeue and at the sweep, and is never leased", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = node.claims.queue();
+      const late = queued({ deadline: NOW - 1 });
+      await queue.enqueue(late);
+      assert.deepEqual(await queue.lease(leaseOf()), { leased: [], expired: 1 });
+      assert.equal((await queue.getQueued(late))?.state, "expired");
+      // With no dequeue, the sweep finds it.
+      const lateToo = queued({ deadline: NOW - 1, provider: "kimi" });
+      await queue.enqueue(lateToo);
+      assert.equal((await queue.sweep(Date.now())).expired, 1);
+      assert.equal((await queue.getQueued(lateToo))?.state, "expired");
+      assert.deepEqual((await queue.lease(leaseOf({ providers: ["kimi"] }))).leased, []);
+    });
+
+    test("two nodes dequeuing one table at once never lease one row twice", async (t) => {
+      const queues: QueueStore[] = (await twoStores(backend, t)).slice(0, 2).map((claims) => (claims as ClaimStore).queue());
+      const rows = Array.from({ length: 120 }, (_, i) => queued({ principal: `api:p${i % 3}`, enqueued_at: NOW + i }));
+      for (const row of rows) await queues[0]!.enqueue(row);
+      const seen = new Map<string, string>();
+      await Promise.all(
+        queues.map(async (queue) => {
+          for (;;) {
+            const { leased } = await queue.lease(leaseOf({ max: 3 }));
+            if (leased.length === 0) return;
+            for (const row of leased) {
+              assert.equal(seen.get(row.id), undefined, `row ${row.id} leased twice`);
+              seen.set(row.id, queue.ownerId);
+            }
+          }
+        }),
+      );
+      assert.equal(seen.size, rows.length);
+      assert.equal(new Set(seen.values()).size, 2, "both nodes took rows");
+    });
+  });
+}
