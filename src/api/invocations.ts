@@ -15,6 +15,13 @@ export const BundleRef = Type.Object(
 );
 export type BundleRef = Static<typeof BundleRef>;
 
+/** What a submission (`respond-async`) carries beside the request (DESIGN.md "Queued invocations"); not its identity. */
+export const QueueFields = {
+  priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000, description: "higher runs first (default 0); with Prefer: respond-async" })),
+  deadline_s: Type.Optional(Type.Integer({ minimum: 1, maximum: 2592000, description: "how long it may wait queued (default: the node's queue.deadlineS); with Prefer: respond-async" })),
+  labels: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 128 }), { description: "labels the node that runs it must have; with Prefer: respond-async" })),
+};
+
 /** The request of an invocation. Its canonical JSON is the request identity. */
 export const InvokeBody = Type.Object(
   {
@@ -37,6 +44,7 @@ export const InvokeBody = Type.Object(
         { additionalProperties: false },
       ),
     ),
+    ...QueueFields,
   },
   { additionalProperties: false },
 );
@@ -44,7 +52,7 @@ export type InvokeBody = Static<typeof InvokeBody>;
 
 export const InvokeHeaders = Type.Object({
   "idempotency-key": Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN, description: "UUID naming this invocation within the caller's scope" }),
-  prefer: Type.Optional(Type.String({ description: "`wait=<seconds>`: answer with the result if the run ends within that time" })),
+  prefer: Type.Optional(Type.String({ description: "`wait=<seconds>`: answer with the result if the run ends within that time; `respond-async`: submit to the queue and answer 202 queued at once" })),
 });
 export type InvokeHeaders = Static<typeof InvokeHeaders>;
 
@@ -99,8 +107,24 @@ export const InvocationStatus = Type.Union([
   Type.Literal("unresolved"),
   Type.Literal("recorded"),
   Type.Literal("reconciled"),
+  Type.Literal("queued"),
+  Type.Literal("cancelled"),
+  Type.Literal("expired"),
+  Type.Literal("refused"),
 ]);
 export type InvocationStatus = Static<typeof InvocationStatus>;
+
+/** The fields of a submitted invocation not started (queued, cancelled, expired, refused). */
+const QueuedFields = {
+  queued_at: Type.Optional(Timestamp),
+  priority: Type.Optional(Type.Integer()),
+  deadline_at: Type.Optional(Timestamp),
+  principal: Type.Optional(Type.String()),
+  workspace: Type.Optional(Type.String()),
+  provider: Type.Optional(Type.String()),
+  cancelled_by: Type.Optional(Type.String()),
+  error: Type.Optional(Type.String()),
+};
 
 /**
  * An invocation as the API shows it. `running` is the answer to the caller that just started
@@ -120,6 +144,7 @@ export const InvocationView = Type.Object({
   reasons: Type.Optional(List(Type.String())),
   findings: Type.Optional(List(Finding)),
   receipt: Type.Optional(ReconciliationReceipt),
+  ...QueuedFields,
 });
 export type InvocationView = Static<typeof InvocationView>;
 
@@ -134,7 +159,13 @@ export const ListStatus = Type.Union([
   Type.Literal("unresolved"),
   Type.Literal("recorded"),
   Type.Literal("reconciled"),
+  Type.Literal("queued"),
+  Type.Literal("cancelled"),
+  Type.Literal("expired"),
+  Type.Literal("refused"),
 ]);
+/** The statuses listed from the queue rather than the claims. */
+export const QUEUE_LIST_STATUSES = ["queued", "cancelled", "expired", "refused"] as const;
 
 export const InvocationListQuery = Type.Object(
   {
@@ -157,6 +188,7 @@ export const InvocationSummary = Type.Object({
   expired: Type.Optional(Type.Boolean()),
   /** the error code of a row that fails its integrity check: it is never replayed or re-run */
   problem: Type.Optional(Type.String()),
+  ...QueuedFields,
 });
 export type InvocationSummary = Static<typeof InvocationSummary>;
 

@@ -53,6 +53,9 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
   const rows: [string, string][] = [];
   if (view.run_id !== undefined) rows.push(["run", view.run_id]);
   if (view.agent !== undefined) rows.push(["agent", view.agent]);
+  if (view.queued_at !== undefined) rows.push(["queued", `${view.queued_at}${view.priority === undefined || view.priority === 0 ? "" : ` priority ${view.priority}`}${view.deadline_at === undefined ? "" : `, expires ${view.deadline_at} unless started`}`]);
+  if (view.cancelled_by !== undefined) rows.push(["cancelled by", view.cancelled_by]);
+  if (view.error !== undefined && view.status === "refused") rows.push(["refused", view.error]);
   if (view.reasons !== undefined && view.reasons.length > 0) rows.push(["reasons", explainUnresolved(view.reasons)]);
   for (const f of view.findings ?? []) rows.push(["finding", f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")]);
   if (view.expired === true) rows.push(["result", "expired (pruned by retention; the outcome is kept)"]);

@@ -38,6 +38,7 @@ const COMMANDS: readonly CommandEntry[] = [
   { name: "materialize", load: async () => (await import("./commands/materialize.js")).registerMaterializeCommand },
   { name: "invoke", load: async () => (await import("./commands/invoke.js")).registerInvokeCommand },
   { name: "invocations", load: async () => (await import("./commands/invocations.js")).registerInvocationsCommands },
+  { name: "cancel", load: async () => (await import("./commands/cancel.js")).registerCancelCommand },
   { name: "inspect", load: async () => (await import("./commands/inspect.js")).registerInspectCommand },
   { name: "reconcile", load: async () => (await import("./commands/reconcile.js")).registerReconcileCommand },
   { name: "apply", load: async () => (await import("./commands/apply.js")).registerApplyCommand },

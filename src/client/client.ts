@@ -52,6 +52,11 @@ export interface RetryOption {
 export interface InvokeOptions {
   /** `Prefer: wait=<s>`: let a fresh run finish within this many seconds before answering 202 */
   readonly waitSeconds?: number;
+  /**
+   * `Prefer: respond-async`: submit to the node's queue and answer `202 queued` at once; the
+   * request may then carry `priority`, `deadline_s` and `labels` (DESIGN.md "Queued invocations").
+   */
+  readonly async?: boolean;
   readonly signal?: AbortSignal;
 }
 
@@ -188,7 +193,8 @@ export class WardenClient implements StageApi {
    */
   async invoke(id: string, request: InvokeBody, options: InvokeOptions = {}): Promise<InvokeReply> {
     const headers: Record<string, string> = { "idempotency-key": id };
-    if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
+    const prefer = [...(options.async === true ? ["respond-async"] : []), ...(options.waitSeconds === undefined ? [] : [`wait=${options.waitSeconds}`])];
+    if (prefer.length > 0) headers.prefer = prefer.join(", ");
     const reply = await this.#http.json<InvocationView>({ method: "POST", path: "/v1/invocations", json: request, headers, signal: options.signal });
     return { httpStatus: reply.status, replayed: reply.headers.get("idempotency-replayed") === "true", invocation: reply.body };
   }
@@ -199,6 +205,15 @@ export class WardenClient implements StageApi {
 
   async listInvocations(query: InvocationListQuery = {}): Promise<InvocationList> {
     return (await this.#http.json<InvocationList>({ method: "GET", path: "/v1/invocations", query })).body;
+  }
+
+  /**
+   * Cancels an invocation (operator): a queued one becomes `cancelled`, a running one's agent is
+   * stopped (its view reads `in_progress` until it ends); a finished one is `409 invocation-finished`.
+   */
+  async cancel(scope: string, id: string): Promise<InvocationView> {
+    const path = `/v1/invocations/${seg(scope)}/${seg(id)}/cancellation`;
+    return (await this.#http.json<InvocationView>({ method: "POST", path })).body;
   }
 
   async inspect(scope: string, id: string): Promise<Inspection> {

@@ -187,6 +187,24 @@ export const ConfigFile = Type.Object(
     signing: Type.Optional(Type.Object({ rules: Type.Array(TrustRule, { maxItems: 256 }) }, { additionalProperties: false })),
     /** budgets per run and per workspace and principal per day, and the price table */
     spend: Type.Optional(SpendConfigFile),
+    /** the queue of submitted invocations (DESIGN.md "Queued invocations") */
+    queue: Type.Optional(
+      Type.Object(
+        {
+          /** runs this node starts from the queue at once (default: limits.activeRuns) */
+          slots: Type.Optional(PositiveInt),
+          /** this node's labels a submission may require */
+          labels: Type.Optional(Type.Record(Type.String({ minLength: 1, maxLength: 128 }), Type.String({ maxLength: 128 }))),
+          /** runs going at once, fleet-wide, per workspace and per provider */
+          limits: Type.Optional(Type.Object({ workspace: Type.Optional(PositiveInt), provider: Type.Optional(PositiveInt) }, { additionalProperties: false })),
+          /** provider → runs started per minute, fleet-wide */
+          rates: Type.Optional(Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(PositiveInt)])), { additionalProperties: false })),
+          /** a submission's default deadline_s (default 86400) */
+          deadlineS: Type.Optional(Type.Integer({ minimum: 1, maximum: 2592000 })),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

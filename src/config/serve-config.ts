@@ -12,6 +12,7 @@ import type { SigningConfig } from "../signing/policy.js";
 import { MAX_POLICY_BYTES } from "../policy/tool-policy.js";
 import type { PolicySource, WorkspacePolicies } from "../runner/runner.js";
 import type { WardenOptions } from "../warden/facade.js";
+import type { QueueConfig } from "../warden/queue-runner.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
 import { checkAgainst } from "./check.js";
@@ -126,6 +127,7 @@ export function loadServeConfig(flags: ServeFlags, env: Readonly<Record<string, 
     ...(flags.log === undefined ? {} : { log: logOptionsOf(flags.log) }),
     ...(file.signing === undefined ? {} : { signing: signingOf(file.signing, home) }),
     ...(file.spend === undefined ? {} : { spend: file.spend }),
+    ...(file.queue === undefined ? {} : { queue: file.queue as QueueConfig }),
     ...(file.policies === undefined ? {} : { policies: policiesOf(file.policies, home) }),
   };
   return {

@@ -170,7 +170,7 @@ export class Invocations {
     const started = this.#runStarted(key, request_hash, checkName(agent, "agent"), options);
     // Existing claims (replays, retries) are answered from a read: no write lock, no fsync. The
     // facade has just read the id itself (one read per new id), and says so.
-    if (options.lookedUp !== true) {
+    if (options.lookedUp !== true && options.dequeued !== true) {
       const existing = await this.#noting(key, () => this.#claims.get(key));
       if (existing !== undefined) return this.#outcomeOf(existing, request_hash);
     }
@@ -197,6 +197,7 @@ export class Invocations {
             creating ??= create();
             creating.catch(() => undefined); // awaited below, or discarded
           },
+          ...(options.dequeued === true ? { dequeued: true } : {}),
         },
       );
     } catch (error) {

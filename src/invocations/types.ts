@@ -79,6 +79,11 @@ export interface OpenOptions {
    * writes nothing.
    */
   readonly lookedUp?: boolean;
+  /**
+   * The run starts a queued invocation this node leased (ClaimOptions.dequeued): the claim is
+   * written only while the lease holds, and always attempted (an existing claim is answered by it).
+   */
+  readonly dequeued?: boolean;
 }
 
 export interface EffectSpec {

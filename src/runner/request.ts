@@ -114,3 +114,54 @@ export interface ParsedInvocation {
 export function parseInvocation(scope: string, id: unknown, input: unknown, bounds: RequestBounds): ParsedInvocation {
   return { scope, id: checkInvocationId(id), request: parseInvokeRequest(input, bounds) };
 }
+
+/** What a submission (`respond-async`) carries beside its request: not part of the request identity. */
+export interface QueueOptions {
+  /** higher runs first (−1000…1000, default 0) */
+  readonly priority: number;
+  /** how long it may wait queued, s (default: the node's `queue.deadlineS`) */
+  readonly deadline_s?: number;
+  /** labels the node that runs it must have */
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+export const QUEUE_FIELDS = ["priority", "deadline_s", "labels"] as const;
+export const MAX_PRIORITY = 1000;
+export const MAX_DEADLINE_S = 30 * 24 * 3600;
+const MAX_LABELS = 32;
+const MAX_LABEL_BYTES = 128;
+
+function badQueue(message: string, field: string): never {
+  throw new ValidationError("queue-request-invalid", message, { details: { field }, status: 422 });
+}
+
+/**
+ * Splits a submission's body into the request (checked by parseInvokeRequest, its identity) and
+ * its queue options, checked here: each broken rule is `queue-request-invalid` naming the field.
+ */
+export function splitQueueOptions(input: unknown): { readonly request: unknown; readonly options: QueueOptions } {
+  if (!isPlainObject(input)) return { request: input, options: { priority: 0, labels: {} } };
+  const { priority, deadline_s, labels, ...request } = input;
+  if (priority !== undefined && (typeof priority !== "number" || !Number.isSafeInteger(priority) || Math.abs(priority) > MAX_PRIORITY)) {
+    badQueue(`priority must be an integer −${MAX_PRIORITY}…${MAX_PRIORITY}`, "priority");
+  }
+  if (deadline_s !== undefined && (typeof deadline_s !== "number" || !Number.isSafeInteger(deadline_s) || deadline_s < 1 || deadline_s > MAX_DEADLINE_S)) {
+    badQueue(`deadline_s must be an integer 1–${MAX_DEADLINE_S}`, "deadline_s");
+  }
+  const checked: Record<string, string> = {};
+  if (labels !== undefined) {
+    if (!isPlainObject(labels)) badQueue("labels must be an object of strings", "labels");
+    const entries = Object.entries(labels);
+    if (entries.length > MAX_LABELS) badQueue(`at most ${MAX_LABELS} labels`, "labels");
+    for (const [name, value] of entries) {
+      if (name.length === 0 || Buffer.byteLength(name, "utf8") > MAX_LABEL_BYTES || typeof value !== "string" || Buffer.byteLength(value, "utf8") > MAX_LABEL_BYTES) {
+        badQueue(`label ${JSON.stringify(name)}: names and values are strings of 1–${MAX_LABEL_BYTES} bytes (values may be empty)`, `labels.${name}`);
+      }
+      checked[name] = value;
+    }
+  }
+  return {
+    request,
+    options: { priority: (priority as number | undefined) ?? 0, labels: checked, ...(deadline_s === undefined ? {} : { deadline_s: deadline_s as number }) },
+  };
+}

@@ -31,7 +31,7 @@ import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { checkProviderConfigured } from "../providers/availability.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import { runHomeEnvNames, type RunHome, type RunHomes } from "../providers/run-home.js";
-import type { BundleRef, BundleSigner, Materialization, ProviderName } from "../providers/types.js";
+import { PROVIDER_NAMES, type BundleRef, type BundleSigner, type Materialization, type ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
@@ -143,6 +143,8 @@ export interface InvokeInput {
 export interface StartInput extends ParsedInvocation {
   /** the caller read the id as absent just before (Warden.start): the claim is attempted without reading it again */
   readonly lookedUp?: boolean;
+  /** the invocation was leased from the queue: its claim is written only while the lease holds (OpenOptions.dequeued) */
+  readonly dequeued?: boolean;
 }
 
 /** What the runner records for a run: the replayed result of its invocation. */
@@ -177,6 +179,10 @@ export class Runner {
   readonly #defaultTimeoutS: number;
   readonly #maxTimeoutS: number;
   readonly #killGraceMs: number;
+  /** run id → how to cancel its agent, while it runs */
+  readonly #cancels = new Map<string, (by: string) => void>();
+  /** run id → who cancelled it before its agent was spawned (it is stopped as it spawns) */
+  readonly #pendingCancels = new Map<string, string>();
   readonly #maxPromptBytes: number;
   readonly #tailBytes: number;
   readonly #maxLineBytes: number;
@@ -266,6 +272,39 @@ export class Runner {
     return started.status === "started" ? started.done : started;
   }
 
+  /** The workspace of requests that name none. */
+  get defaultWorkspace(): string | undefined {
+    return this.#defaultWorkspace;
+  }
+
+  /** The providers this runner can run (configured, or with their credentials in the agents' environment). */
+  get providers(): ProviderName[] {
+    return PROVIDER_NAMES.filter((provider) => {
+      try {
+        checkProviderConfigured(provider, this.#configured?.has(provider) ?? true, this.#env);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /**
+   * Stops the agent of a run of this runner at an operator's request (DESIGN.md "Queued
+   * invocations"): false when no agent of that run is running here (not started yet, or ended).
+   */
+  cancel(runId: string, by: string): boolean {
+    const cancel = this.#cancels.get(runId);
+    if (cancel === undefined) {
+      // Claimed and not spawned yet (materializing, preparing its home): stopped as it spawns.
+      // The caller asks only for runs it is executing; the entry goes with the run's end.
+      this.#pendingCancels.set(runId, by);
+      return false;
+    }
+    cancel(by);
+    return true;
+  }
+
   /**
    * Claims the invocation and, when this caller owns it, starts the run in the background:
    * `done` settles with its outcome. Any existing state is answered at once, nothing launched.
@@ -350,6 +389,7 @@ export class Runner {
     };
     const opened = await this.#invocations.open(input.scope, input.id, requestJson(request), request.provider, {
       ...(input.lookedUp === true ? { lookedUp: true } : {}),
+      ...(input.dequeued === true ? { dequeued: true } : {}),
       provider: request.provider,
       isolation: confinement.record,
       ...(policy === undefined ? {} : { policy: { schema: policy.schema, digest: policy.digest } }),
@@ -476,6 +516,7 @@ export class Runner {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
     } finally {
+      this.#pendingCancels.delete(handle.run_id);
       await gate?.close().catch(() => undefined);
       gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
@@ -617,7 +658,7 @@ export class Runner {
     const budget = launch.spend.budget;
     const meter = new SpendMeter(launch.spend.prices, profile.model?.name, Date.now());
     let breached: BudgetLimit | undefined;
-    let stoppedFor: BudgetLimit | undefined;
+    let stoppedFor: StopCause | undefined;
     let stopAgent: (() => void) | undefined;
     // A breach stops the agent only between tool calls: a call in flight is let finish (or the
     // usual rule judges it), so what the journal records of it is whole.
@@ -625,7 +666,7 @@ export class Runner {
       if (stoppedFor !== undefined) return;
       breached ??= breachOf(budget, meter.totals(Date.now()));
       if (breached === undefined || tools.openCount > 0 || stopAgent === undefined) return;
-      stoppedFor = breached;
+      stoppedFor = { reason: "budget", limit: breached };
       stopAgent();
     };
     const stdout = await OutputCapture.create({
@@ -672,6 +713,19 @@ export class Runner {
     });
     started(agent);
     stopAgent = () => agent.kill();
+    // An operator's cancel (Runner.cancel): journaled first, then SIGTERM to the agent's group and
+    // SIGKILL after the grace. It does not wait for a tool call in flight: that one is left
+    // unknown, and the run unresolved (the usual rule).
+    let cancelKiller: NodeJS.Timeout | undefined;
+    this.#cancels.set(handle.run_id, (by) => {
+      if (stoppedFor?.reason === "cancelled") return;
+      stoppedFor = { reason: "cancelled", by };
+      tools.append({ type: "note", cancelled: { by, at: new Date().toISOString() } });
+      agent.signalGroup("SIGTERM");
+      cancelKiller = setTimeout(() => agent.signalGroup("SIGKILL"), this.#killGraceMs);
+    });
+    const pendingCancel = this.#pendingCancels.get(handle.run_id);
+    if (pendingCancel !== undefined) this.#cancels.get(handle.run_id)?.(pendingCancel);
     const wallClock = budget.wall_s === undefined ? undefined : setTimeout(checkBudget, budget.wall_s * 1000);
     checkBudget();
     if (unrecorded !== undefined) {
@@ -690,7 +744,11 @@ export class Runner {
       tools.append({ type: "note", process: processNote });
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
-    const exited = await agent.exited().finally(() => clearTimeout(wallClock));
+    const exited = await agent.exited().finally(() => {
+      clearTimeout(wallClock);
+      clearTimeout(cancelKiller);
+      this.#cancels.delete(handle.run_id);
+    });
     meter.end(Date.now());
     // Confined, a killed agent reaches us as bubblewrap's exit code 128 + signal.
     const signal = confined.signalOf(exited.exit_code);
@@ -719,7 +777,7 @@ export class Runner {
     const outcome = stopped !== undefined && !tools.lost ? "failed" : processOutcome(exit, tools.lost);
     const detail = processDetail(exit, out, err);
     const journaled = await handle.journal
-      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome, detail: stopped === undefined ? detail : { ...(detail as { [key: string]: JsonValue }), stopped: { reason: "budget", limit: stopped } } })
+      .append({ type: "effect.finished", effect_id: PROCESS_EFFECT, outcome, detail: stopped === undefined ? detail : { ...(detail as { [key: string]: JsonValue }), stopped: { ...stopped } } })
       .then(
         () => !tools.lost,
         () => false,
@@ -765,7 +823,7 @@ export class Runner {
         output_sha256: out.sha256,
         output_tail: run.tail,
         ...run.answer.fields(),
-        stopped: { reason: "budget", limit: run.stopped },
+        stopped: { ...run.stopped },
       };
       return handle.finish(result, { stopped: true });
     }
@@ -789,9 +847,12 @@ export class Runner {
   }
 }
 
+/** Why the node stopped a run's agent ("Spend", "Queued invocations"): what its result's `stopped` says. */
+export type StopCause = { readonly reason: "budget"; readonly limit: BudgetLimit } | { readonly reason: "cancelled"; readonly by: string };
+
 interface Followed {
-  /** the limit the node stopped the agent for, between tool calls */
-  readonly stopped?: BudgetLimit;
+  /** why the node stopped the agent: a budget's limit (between tool calls), or an operator's cancel */
+  readonly stopped?: StopCause;
   /** the first limit the run crossed (it may have ended by itself before it could be stopped) */
   readonly breached?: BudgetLimit;
   readonly spend: SpendTotals;

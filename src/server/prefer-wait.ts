@@ -10,6 +10,11 @@ export function preferredWaitMs(header: string | undefined, maxWaitS: number): n
   return 0;
 }
 
+/** `Prefer: respond-async` (RFC 7240 §4.1): submit to the queue and answer at once. */
+export function prefersAsync(header: string | undefined): boolean {
+  return header !== undefined && header.split(/[,;]/).some((part) => /^\s*respond-async\s*$/i.test(part));
+}
+
 export type Settled<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
 
 /**

@@ -7,7 +7,7 @@ import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import { join, sep } from "node:path";
 import type { JsonValue } from "../core/canonical.js";
-import { LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
+import { ConflictError, LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
@@ -32,7 +32,11 @@ import { Materializer, type PlannedTreeFile } from "../providers/materializer.js
 import { TrustPolicy, type SigningConfig } from "../signing/policy.js";
 import { resolveProfiles, type PermissionMode, type ProviderProfile } from "../providers/profiles.js";
 import { PROVIDER_NAMES, isProviderName, type Materialization, type ProviderName } from "../providers/types.js";
-import { parseInvocation, parseInvokeRequest, requestJson, type InvokeRequest } from "../runner/request.js";
+import { parseInvocation, parseInvokeRequest, requestJson, splitQueueOptions, type InvokeRequest } from "../runner/request.js";
+import { canonicalJson } from "../core/canonical.js";
+import { requestHashOf } from "../invocations/identity.js";
+import type { QueuedRow, QueueState, QueueStore, QueueView } from "../invocations/queue-store.js";
+import { DEFAULT_DEADLINE_S, nodeLabels, QueueRunner, type QueueConfig } from "./queue-runner.js";
 import { Runner, type RunnerHooks, type RunnerOptions } from "../runner/runner.js";
 import { spendDay, type SpendConfig, type SpendCounter, type SpendCounters } from "../runner/spend.js";
 import { RunWorktrees } from "../changes/run-worktrees.js";
@@ -99,6 +103,8 @@ export interface WardenOptions {
   readonly signing?: SigningConfig;
   /** budgets per run and per workspace and principal per day, and the price table (DESIGN.md "Spend") */
   readonly spend?: SpendConfig;
+  /** the queue of submitted invocations: this node's slots, labels, the fleet's limits (DESIGN.md "Queued invocations") */
+  readonly queue?: QueueConfig;
 }
 
 /**
@@ -110,6 +116,40 @@ type NodeBackend = Pick<EmbeddedBackend, "home" | "limits" | "close"> & {
   readonly owner?: { readonly healthy: boolean; readonly id: string };
   readonly nodes?: SharedNodes["registry"];
 };
+
+/**
+ * A submitted invocation not started (DESIGN.md "Queued invocations"): `queued` (also while a
+ * node is starting it), or a known outcome that never ran (`cancelled`, `expired`, `refused`).
+ */
+export interface QueuedInvocation {
+  readonly scope: string;
+  readonly id: string;
+  readonly status: "queued" | "cancelled" | "expired" | "refused";
+  /** RFC 3339 */
+  readonly queued_at: string;
+  readonly priority: number;
+  /** RFC 3339: still queued then, it expires */
+  readonly deadline_at: string;
+  readonly principal: string;
+  readonly workspace: string;
+  readonly provider: string;
+  readonly cancelled_by?: string;
+  /** a refused one's error code */
+  readonly error?: string;
+}
+
+/** What `submit` answers: the queued invocation (`created`: by this call), or the state of an id already claimed. */
+export type Submission = (QueuedInvocation & { readonly created: boolean }) | KnownOutcome;
+
+/** The queue as operators watch it (`Warden.queueView`): the store's counts and this node's slots. */
+export interface NodeQueueView extends QueueView {
+  /** this node's owner id (the `owners` entry that is this node) */
+  readonly self: string;
+  /** runs this node starts from the queue at once */
+  readonly slots: number;
+  /** runs this node executes now (queued or not) */
+  readonly active: number;
+}
 
 /** What `start` answers: this caller started the run, or the invocation's existing state. */
 export type StartedRun = { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> };
@@ -191,6 +231,9 @@ export class Warden {
   readonly #active = new Map<string, RunningRun & { done: Promise<unknown> }>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
   #starting = 0;
+  readonly #queue: QueueStore;
+  readonly #queueConfig: QueueConfig;
+  readonly #queueRunner: QueueRunner;
   /** sessions `materialize` made and not yet released */
   readonly #apiSessions = new Set<string>();
   #closing: Promise<void> | undefined;
@@ -210,6 +253,8 @@ export class Warden {
     log?: OpenedLog | undefined;
     scrub?: Scrub;
     changes: RunChanges;
+    queue: QueueStore;
+    queueConfig: QueueConfig;
   }) {
     this.changes = parts.changes;
     this.log = parts.log?.log;
@@ -229,6 +274,28 @@ export class Warden {
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
     this.#scrub = parts.scrub;
+    this.#queue = parts.queue;
+    this.#queueConfig = parts.queueConfig;
+    const limits = parts.queueConfig.limits ?? {};
+    const providers = parts.runner.providers;
+    this.#queueRunner = new QueueRunner({
+      queue: parts.queue,
+      freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size + this.#starting)),
+      labels: nodeLabels(parts.queueConfig.labels ?? {}, providers),
+      providers,
+      limits: { ...limits, ...(parts.queueConfig.rates === undefined ? {} : { rates: parts.queueConfig.rates }) },
+      start: (row) => this.#startQueued(row),
+      stop: (row) => {
+        const active = this.#active.get(activeKey(row.scope, row.id));
+        if (active !== undefined) this.#runner.cancel(active.run_id, row.cancelled_by ?? "operator");
+      },
+    });
+    this.#queueRunner.start();
+  }
+
+  /** Runs this node starts from the queue at once. */
+  get #slots(): number {
+    return this.#queueConfig.slots ?? this.limits.activeRuns;
   }
 
   /** Statements the log could not store (a failed append is counted, never fails a run or commit). */
@@ -300,6 +367,146 @@ export class Warden {
     done.catch(() => undefined);
     this.#active.set(key, { run_id: started.run_id, scope: invocation.scope, id: invocation.id, done });
     return { status: "started", run_id: started.run_id, done: started.done };
+  }
+
+  /**
+   * Submits `(scope, id)` to the queue (DESIGN.md "Queued invocations"): stored as `queued` and
+   * answered at once; a node with room starts it later. An id already claimed answers its state
+   * (as `start` does); an id already queued answers its row (`created: false`) when the request is
+   * the same, and is refused `idempotency-conflict` (422) when it is not. `priority`, `deadline_s`
+   * and `labels` travel beside the request and are not part of its identity.
+   */
+  async submit(scope: string, id: string, input: unknown): Promise<Submission> {
+    const { request, options } = splitQueueOptions(input);
+    const invocation = parseInvocation(scope, id, request, this.#bounds);
+    const identity = requestJson(invocation.request);
+    const existing = await this.#lookup(invocation.scope, invocation.id, identity);
+    if (existing !== undefined) return existing;
+    if (this.closing) throw shuttingDown();
+    const workspace = invocation.request.workspace ?? this.#runner.defaultWorkspace;
+    if (workspace === undefined) throw new ValidationError("workspace-required", "the request names no workspace and none is the default", { status: 422 });
+    const now = Date.now();
+    const deadlineS = options.deadline_s ?? this.#queueConfig.deadlineS ?? DEFAULT_DEADLINE_S;
+    const request_hash = requestHashOf(identity, this.limits);
+    const { created, row } = await this.#queue.enqueue({
+      scope: invocation.scope,
+      id: invocation.id,
+      request: canonicalJson(identity),
+      request_hash,
+      principal: invocation.scope,
+      workspace,
+      provider: invocation.request.provider,
+      priority: options.priority,
+      labels: options.labels,
+      enqueued_at: now,
+      deadline: now + deadlineS * 1000,
+    });
+    if (row.request_hash !== request_hash) {
+      throw new ConflictError("idempotency-conflict", `invocation ${scope}/${invocation.id} was submitted for a different request`, { status: 422 });
+    }
+    if (created) this.#queueRunner.kick();
+    // Started meanwhile: its claim answers.
+    if (row.state === "started") return (await this.#lookup(invocation.scope, invocation.id, identity)) ?? { ...queuedViewOf(row), created };
+    return { ...queuedViewOf(row), created };
+  }
+
+  /** A submitted invocation that has not started (its claim answers once it has); undefined otherwise. */
+  async lookupQueued(scope: string, id: string): Promise<QueuedInvocation | undefined> {
+    const row = await this.#queue.getQueued({ scope, id: checkInvocationId(id) });
+    return row === undefined || row.state === "started" ? undefined : queuedViewOf(row);
+  }
+
+  /** A page of submitted invocations in one state (`queued`: also those a node is starting), in (scope, id) order. */
+  async listQueued(state: Exclude<QueueState, "leased" | "started">, query: { cursor?: string; limit?: number } = {}): Promise<{ items: QueuedInvocation[]; cursor?: string }> {
+    const limit = query.limit ?? 100;
+    if (!Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError("invalid-list-limit", "limit must be an integer 1–1000");
+    let after: { scope: string; id: string } | undefined;
+    if (query.cursor !== undefined) {
+      try {
+        const value: unknown = JSON.parse(Buffer.from(query.cursor, "base64url").toString("utf8"));
+        if (!Array.isArray(value) || value.length !== 2 || typeof value[0] !== "string" || typeof value[1] !== "string") throw new Error("cursor");
+        after = { scope: value[0], id: value[1] };
+      } catch {
+        throw new ValidationError("invalid-cursor", "cursor is not one this service returned");
+      }
+    }
+    const rows = await this.#queue.listQueued(state, after, limit);
+    const items = rows.map(queuedViewOf);
+    const last = rows[rows.length - 1];
+    return rows.length === limit && last !== undefined ? { items, cursor: Buffer.from(JSON.stringify([last.scope, last.id]), "utf8").toString("base64url") } : { items };
+  }
+
+  /**
+   * Cancels `(scope, id)` for `by` (DESIGN.md "Queued invocations"): a queued one becomes
+   * `cancelled` (never run); a running one's agent is stopped by the node that runs it (this one
+   * at once, another at its next sweep when the run came from the queue), and its outcome follows
+   * the usual rule. A finished one is `409 invocation-finished`; an unknown one `404`.
+   */
+  async cancel(scope: string, id: string, by: string): Promise<KnownOutcome | QueuedInvocation> {
+    const key = { scope, id: checkInvocationId(id) };
+    let outcome = await this.#lookup(key.scope, key.id, undefined);
+    if (outcome === undefined) {
+      const row = await this.#queue.cancel(key, by, Date.now());
+      if (row === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${key.id}`, { details: key });
+      if (row.state === "cancelled") return queuedViewOf(row);
+      if (row.state !== "started") throw finished(key, row.state);
+      // It started as we cancelled: its run is stopped below.
+      outcome = await this.#lookup(key.scope, key.id, undefined);
+      if (outcome === undefined) throw finished(key, row.state);
+    }
+    if (outcome.status !== "in_progress") throw finished(key, outcome.status);
+    const active = this.#active.get(activeKey(key.scope, key.id));
+    if (active !== undefined) {
+      this.#runner.cancel(active.run_id, by);
+      await this.#queue.cancel(key, by, Date.now()).catch(() => undefined);
+      return outcome;
+    }
+    // Running on another node: the request is written on its queue row, and that node stops it.
+    const row = await this.#queue.cancel(key, by, Date.now());
+    if (row?.state !== "started") {
+      throw new ConflictError("cancel-elsewhere", `invocation ${scope}/${key.id} runs on another node and was not submitted through the queue; cancel it on the node that runs it`, { details: key });
+    }
+    return outcome;
+  }
+
+  /** The queue's depth, waits and runs per principal and per node, and this node's slots (DESIGN.md "Queued invocations"). */
+  async queueView(): Promise<NodeQueueView> {
+    const view = await this.#queue.view();
+    return { ...view, self: this.#queue.ownerId, slots: this.#slots, active: this.#active.size };
+  }
+
+  /** Starts a row this node leased: its claim is written only while the lease holds (OpenOptions.dequeued). */
+  async #startQueued(row: QueuedRow): Promise<void> {
+    const key = { scope: row.scope, id: row.id };
+    let started: Awaited<ReturnType<Runner["start"]>>;
+    this.#starting++;
+    try {
+      const invocation = parseInvocation(row.scope, row.id, JSON.parse(row.request) as unknown, this.#bounds);
+      started = await this.#runner.start({ ...invocation, lookedUp: true, dequeued: true });
+    } catch (error) {
+      // Cancelled or requeued meanwhile: not started, nothing to do.
+      if (isWardenError(error) && error.code === "queue-lease-lost") return;
+      // What passes by itself (a busy store, a provider's CLI being installed, a spent day)
+      // waits in the queue again; anything else would fail again: the row is refused.
+      const transient = !isWardenError(error) || error.status === 429 || error.status >= 500;
+      await this.#queue.unlease(key, transient ? undefined : { error: error.code, at: Date.now() }).catch(() => undefined);
+      return;
+    } finally {
+      this.#starting--;
+    }
+    if (started.status !== "started") {
+      // The id was claimed directly meanwhile: that run is not one of the queue's to count.
+      await this.#queue.ended(key, Date.now()).catch(() => undefined);
+      return;
+    }
+    const done = started.done.finally(() => {
+      this.#active.delete(activeKey(row.scope, row.id));
+      this.#agents.prune();
+      this.#queue.ended(key, Date.now()).catch(() => undefined);
+      this.#queueRunner.kick();
+    });
+    done.catch(() => undefined);
+    this.#active.set(activeKey(row.scope, row.id), { run_id: started.run_id, scope: row.scope, id: row.id, done });
   }
 
   /** The state of `(scope, id)` without creating anything; with `request`, conflicts are refused. */
@@ -575,6 +782,8 @@ export class Warden {
   }
 
   async #shutdown(graceMs: number, onProgress: (event: ShutdownEvent) => void): Promise<void> {
+    // Leases nothing more; a start under way is claimed (and counted below) or refused first.
+    await this.#queueRunner.stop();
     const running = [...this.#active.values()].map(({ run_id, scope, id }) => ({ run_id, scope, id }));
     if (running.length > 0) onProgress({ type: "waiting", runs: running, grace_ms: graceMs });
     if (!(await settledWithin(this.#runs(), graceMs))) {
@@ -762,7 +971,23 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     // The queue's slow check of every recorded run (see scrub.ts).
     const scrub = new Scrub(invocations);
     scrub.start();
-    return new Warden({ backend, delivery, invocations, materializer, runner, journals, agents, bounds, reaped, retention, log, scrub, changes });
+    return new Warden({
+      backend,
+      delivery,
+      invocations,
+      materializer,
+      runner,
+      journals,
+      agents,
+      bounds,
+      reaped,
+      retention,
+      log,
+      scrub,
+      changes,
+      queue: backend.claims.queue(),
+      queueConfig: options.queue ?? {},
+    });
   } catch (error) {
     await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);
@@ -840,4 +1065,24 @@ function refuseHomeOverlap(home: string, id: string, dir: string): void {
       details: { workspace: id, path: dir },
     });
   }
+}
+
+function queuedViewOf(row: QueuedRow): QueuedInvocation {
+  return {
+    scope: row.scope,
+    id: row.id,
+    status: row.state === "leased" || row.state === "started" ? "queued" : row.state,
+    queued_at: new Date(row.enqueued_at).toISOString(),
+    priority: row.priority,
+    deadline_at: new Date(row.deadline).toISOString(),
+    principal: row.principal,
+    workspace: row.workspace,
+    provider: row.provider,
+    ...(row.cancelled_by === undefined ? {} : { cancelled_by: row.cancelled_by }),
+    ...(row.error === undefined ? {} : { error: row.error }),
+  };
+}
+
+function finished(key: { scope: string; id: string }, status: string): ConflictError {
+  return new ConflictError("invocation-finished", `invocation ${key.scope}/${key.id} is ${status}: there is nothing to cancel`, { details: { ...key, status } });
 }

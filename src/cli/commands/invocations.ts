@@ -15,7 +15,7 @@ interface ListFlags extends NodeFlags, OutputFlags {
 }
 type ShowFlags = NodeFlags & OutputFlags;
 
-const STATUSES = ["in_progress", "unresolved", "recorded", "reconciled"] as const;
+const STATUSES = ["in_progress", "unresolved", "recorded", "reconciled", "queued", "cancelled", "expired", "refused"] as const;
 
 function parseStatus(value: string): NonNullable<InvocationListQuery["status"]> {
   if (!(STATUSES as readonly string[]).includes(value)) throw new InvalidArgumentError(`--status must be one of ${STATUSES.join(", ")}`);
@@ -49,7 +49,12 @@ export function registerInvocationsCommands(program: Command, ctx: CliContext): 
 
 function row(item: InvocationSummary): string {
   const extra = [item.expired === true ? "expired" : "", item.problem ?? ""].filter((s) => s !== "").join(", ");
-  const known = item.run_id === undefined ? "" : `  run ${item.run_id}  ${item.agent ?? "?"}  ${item.created_at ?? "?"}`;
+  const known =
+    item.run_id !== undefined
+      ? `  run ${item.run_id}  ${item.agent ?? "?"}  ${item.created_at ?? "?"}`
+      : item.queued_at !== undefined
+        ? `  queued ${item.queued_at}  ${item.provider ?? "?"}  priority ${item.priority ?? 0}${item.error === undefined ? "" : `  ${item.error}`}`
+        : "";
   return `${item.status.padEnd(11)} ${item.scope} ${item.id}${known}${extra !== "" ? `  (${extra})` : ""}\n`;
 }
 

@@ -10,7 +10,21 @@ import { exitCodeOfInvocation, printInvocation } from "../invocation-view.js";
 import { fetchRunFailure } from "../run-failure.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_FAILED, printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { InvalidArgumentError } from "commander";
 import { PROVIDERS_TEXT, isUuid, parseNonNegativeInt, parsePositiveInt, parseProvider } from "../parse.js";
+
+function parseInteger(flag: string): (value: string) => number {
+  return (value) => {
+    if (!/^-?\d{1,9}$/.test(value)) throw new InvalidArgumentError(`${flag} must be an integer`);
+    return Number(value);
+  };
+}
+
+function collectLabel(value: string, previous: Record<string, string> | undefined): Record<string, string> {
+  const eq = value.indexOf("=");
+  if (eq < 1) throw new InvalidArgumentError(`--label must be name=value, not ${JSON.stringify(value)}`);
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
 
 interface InvokeFlags extends NodeFlags, OutputFlags {
   id: string;
@@ -20,6 +34,10 @@ interface InvokeFlags extends NodeFlags, OutputFlags {
   base?: string;
   timeout?: number;
   wait: number;
+  async?: boolean;
+  priority?: number;
+  deadline?: number;
+  label?: Record<string, string>;
 }
 
 const DEFAULT_WAIT_S = 60;
@@ -39,6 +57,10 @@ export function registerInvokeCommand(program: Command, ctx: CliContext): void {
     .option("--base <ref>", "a git workspace's ref or commit the run starts from (default: its HEAD when the run is claimed)")
     .option("--timeout <s>", "seconds the agent may run (node default otherwise)", parsePositiveInt("--timeout"))
     .option("--wait <s>", "seconds to wait for the result before answering \"running\" (0: do not wait)", parseNonNegativeInt("--wait"), DEFAULT_WAIT_S)
+    .option("--async", "submit to the node's queue and print the queued invocation at once (exit 0); a node with room runs it later")
+    .option("--priority <n>", "with --async: higher runs first (−1000…1000, default 0)", parseInteger("--priority"))
+    .option("--deadline <s>", "with --async: seconds it may wait queued before it expires (node default otherwise)", parsePositiveInt("--deadline"))
+    .option("--label <name=value>", "with --async: a label the node that runs it must have (repeatable)", collectLabel)
     .option("--json", "print the invocation as JSON (status, run_id, result…)");
   nodeOptions(command).action((prompt: string[], flags: InvokeFlags) => runCommand(ctx, flags, () => invoke(ctx, prompt.join(" "), flags)));
 }
@@ -54,6 +76,23 @@ async function invoke(ctx: CliContext, prompt: string, flags: InvokeFlags): Prom
     ...(flags.base !== undefined ? { base: flags.base } : {}),
     ...(flags.timeout !== undefined ? { timeout_s: flags.timeout } : {}),
   };
+  if (flags.async !== true && (flags.priority !== undefined || flags.deadline !== undefined || flags.label !== undefined)) {
+    throw new ValidationError("invoke-options-invalid", "--priority, --deadline and --label go with --async (they are the queue's)");
+  }
+  if (flags.async === true) {
+    const submitted: InvokeBody = {
+      ...body,
+      ...(flags.priority !== undefined ? { priority: flags.priority } : {}),
+      ...(flags.deadline !== undefined ? { deadline_s: flags.deadline } : {}),
+      ...(flags.label !== undefined ? { labels: flags.label } : {}),
+    };
+    const reply = await client.invoke(flags.id, submitted, { async: true });
+    const view = reply.invocation;
+    if (flags.json === true) printJson(ctx, { ...view, replayed: reply.replayed });
+    else printInvocation(ctx, view, reply.httpStatus === 202 ? ` (queued at ${view.queued_at ?? "?"}; \`warden invocations show ${view.scope} ${view.id}\` follows it)` : "");
+    // Submitted (or already known): the submission itself succeeded.
+    return view.status === "queued" ? 0 : exitCodeOfInvocation(view);
+  }
   const reply = await invokeWaiting(() => client.invoke(flags.id, body, flags.wait > 0 ? { waitSeconds: flags.wait } : {}), flags.wait);
   const view = reply.invocation;
   const exitCode = exitCodeOfInvocation(view);

@@ -14,6 +14,7 @@ import {
   InvocationView,
   InvokeBody,
   InvokeHeaders,
+  QUEUE_LIST_STATUSES,
   ReconcileReply,
   Review,
   type InvocationView as InvocationViewType,
@@ -22,9 +23,9 @@ import { ProblemResponse } from "../../api/problem.js";
 import { ConflictError, NotFoundError, isWardenError } from "../../core/errors.js";
 import type { RunFailure } from "../../api/console.js";
 import type { ExistingOutcome } from "../../invocations/index.js";
-import type { KnownOutcome } from "../../warden/facade.js";
+import type { KnownOutcome, QueuedInvocation } from "../../warden/facade.js";
 import { callerOf, type App, type RouteContext } from "../context.js";
-import { preferredWaitMs, settleWithin } from "../prefer-wait.js";
+import { preferredWaitMs, prefersAsync, settleWithin } from "../prefer-wait.js";
 import { validatorCompiler } from "../validation.js";
 
 export function invocationRoutes(ctx: RouteContext) {
@@ -55,6 +56,18 @@ export function invocationRoutes(ctx: RouteContext) {
       async (request, reply) => {
         const id = keyOf(request.headers["idempotency-key"]);
         const scope = scopeOf(callerOf(request).name);
+        if (prefersAsync(request.headers.prefer)) {
+          const submitted = await warden.submit(scope, id, request.body);
+          if ("created" in submitted) {
+            countInvocation(submitted.created ? "queued" : `queued_${submitted.status}`);
+            if (submitted.status !== "queued") return reply.code(200).send(queuedViewOf(submitted));
+            reply.header("location", `/v1/invocations/${encodeURIComponent(scope)}/${id}`);
+            return reply.code(202).send({ scope, id, status: "queued" as const, queued_at: submitted.queued_at });
+          }
+          countInvocation(outcomeLabel(submitted));
+          if (submitted.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
+          return reply.code(200).send(answerOf(scope, id, submitted));
+        }
         const started = await warden.start(scope, id, request.body);
         if (started.status !== "started") {
           countInvocation(outcomeLabel(started));
@@ -96,7 +109,14 @@ export function invocationRoutes(ctx: RouteContext) {
     app.get(
       "/v1/invocations",
       { schema: { operationId: "listInvocations", summary: "Page through invocations", querystring: InvocationListQuery, response: { 200: InvocationList, "4xx": ProblemResponse } } },
-      async (request) => warden.listInvocations(request.query),
+      async (request) => {
+        const { status, ...page } = request.query;
+        if (status !== undefined && (QUEUE_LIST_STATUSES as readonly string[]).includes(status)) {
+          const listed = await warden.listQueued(status as (typeof QUEUE_LIST_STATUSES)[number], page);
+          return { items: listed.items.map(queuedViewOf), ...(listed.cursor === undefined ? {} : { cursor: listed.cursor }) };
+        }
+        return warden.listInvocations({ ...page, ...(status === undefined ? {} : { status: status as Exclude<typeof status, (typeof QUEUE_LIST_STATUSES)[number]> }) });
+      },
     );
 
     app.get(
@@ -105,8 +125,32 @@ export function invocationRoutes(ctx: RouteContext) {
       async (request) => {
         const { scope, id } = request.params;
         const outcome = await warden.lookup(scope, id);
-        if (outcome === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${id}`, { details: { scope, id } });
-        return viewOf(scope, id.toLowerCase(), outcome);
+        if (outcome !== undefined) return viewOf(scope, id.toLowerCase(), outcome);
+        // Submitted and not started: the queue's row answers (its claim does once it starts).
+        const queued = await warden.lookupQueued(scope, id);
+        if (queued !== undefined) return queuedViewOf(queued);
+        // Started between the two reads: its claim answers now.
+        const started = await warden.lookup(scope, id);
+        if (started === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${id}`, { details: { scope, id } });
+        return viewOf(scope, id.toLowerCase(), started);
+      },
+    );
+
+    app.post(
+      "/v1/invocations/:scope/:id/cancellation",
+      {
+        schema: {
+          operationId: "cancelInvocation", summary: "Cancel a queued invocation, or stop a running one",
+          params: InvocationParams,
+          response: { 200: InvocationView, "4xx": ProblemResponse },
+        },
+      },
+      async (request) => {
+        const { scope, id } = request.params;
+        const caller = callerOf(request).name;
+        const outcome = await warden.cancel(scope, id, `api:${caller}`);
+        app.log.info({ scope, id, by: caller, status: outcome.status }, "invocation cancelled");
+        return "queued_at" in outcome ? queuedViewOf(outcome) : viewOf(scope, id.toLowerCase(), outcome);
       },
     );
 
@@ -201,6 +245,22 @@ function viewOf(scope: string, id: string, outcome: KnownOutcome): InvocationVie
     case "reconciled":
       return { ...base, receipt: outcome.receipt };
   }
+}
+
+function queuedViewOf(q: QueuedInvocation): InvocationViewType & { status: QueuedInvocation["status"] } {
+  return {
+    scope: q.scope,
+    id: q.id,
+    status: q.status,
+    queued_at: q.queued_at,
+    priority: q.priority,
+    deadline_at: q.deadline_at,
+    principal: q.principal,
+    workspace: q.workspace,
+    provider: q.provider,
+    ...(q.cancelled_by === undefined ? {} : { cancelled_by: q.cancelled_by }),
+    ...(q.error === undefined ? {} : { error: q.error }),
+  };
 }
 
 function outcomeLabel(outcome: ExistingOutcome): string {

@@ -1,0 +1,126 @@
+/**
+ * A node's dequeue loop (DESIGN.md "Queued invocations"): while the node has free slots it leases
+ * the best eligible rows of the queue and starts them; it sweeps dead owners' leases and rows
+ * past their deadline, and stops the runs of this node an operator cancelled through another
+ * node. It ticks at each submission this node receives, at each run's end and every POLL_MS.
+ */
+import type { QueuedRow, QueueLimits, QueueStore } from "../invocations/queue-store.js";
+import type { Labels } from "../invocations/queue-store.js";
+
+/** `warden.json` `queue` (all optional; DESIGN.md "Queued invocations"). */
+export interface QueueConfig {
+  /** runs this node starts from the queue at once (default: limits.activeRuns) */
+  readonly slots?: number;
+  readonly labels?: Labels;
+  readonly limits?: { readonly workspace?: number; readonly provider?: number };
+  /** provider → rows leased per minute */
+  readonly rates?: Readonly<Record<string, number>>;
+  /** a submission's default deadline_s */
+  readonly deadlineS?: number;
+}
+
+export const DEFAULT_DEADLINE_S = 24 * 3600;
+const POLL_MS = 250;
+const SWEEP_MS = 2000;
+
+export interface QueueRunnerOptions {
+  readonly queue: QueueStore;
+  /** slots free now (the node's slots minus the runs it is executing or starting) */
+  readonly freeSlots: () => number;
+  readonly labels: Labels;
+  readonly providers: readonly string[];
+  readonly limits: QueueLimits;
+  /** starts a leased row (the facade: parse, claim with the lease, launch); settles once claimed or refused */
+  readonly start: (row: QueuedRow) => Promise<void>;
+  /** stops the run of a started row of this node that someone asked to stop */
+  readonly stop: (row: QueuedRow) => void;
+  /** told of a failed tick (the loop goes on) */
+  readonly onError?: (error: unknown) => void;
+  readonly pollMs?: number;
+}
+
+export class QueueRunner {
+  readonly #options: QueueRunnerOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #ticking: Promise<void> | undefined;
+  #again = false;
+  #stopped = false;
+  #lastSweep = 0;
+  /** Stop requests already passed on (a run is stopped once; the row stays until it ends). */
+  readonly #stopping = new Set<string>();
+
+  constructor(options: QueueRunnerOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    this.kick();
+  }
+
+  /** Ticks soon (a submission arrived, a run ended); a tick under way runs once more after. */
+  kick(): void {
+    if (this.#stopped) return;
+    if (this.#ticking !== undefined) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#tick(), 0);
+    this.#timer.unref();
+  }
+
+  /** Leases nothing more; resolves when the tick under way (and the starts it made) settled. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#ticking;
+  }
+
+  #tick(): void {
+    this.#ticking = this.#once()
+      .catch((error: unknown) => this.#options.onError?.(error))
+      .finally(() => {
+        this.#ticking = undefined;
+        if (this.#stopped) return;
+        const again = this.#again;
+        this.#again = false;
+        this.#timer = setTimeout(() => this.#tick(), again ? 0 : (this.#options.pollMs ?? POLL_MS));
+        this.#timer.unref();
+      });
+  }
+
+  async #once(): Promise<void> {
+    const o = this.#options;
+    const now = Date.now();
+    if (now - this.#lastSweep >= SWEEP_MS) {
+      this.#lastSweep = now;
+      await o.queue.sweep(now);
+      await this.#passStops();
+    }
+    const free = o.freeSlots();
+    if (free <= 0 || this.#stopped) return;
+    const { leased } = await o.queue.lease({ max: free, labels: o.labels, providers: o.providers, now: Date.now(), limits: o.limits });
+    // Each start claims (a write) before it launches: they go together, and the tick ends once
+    // all are claimed or refused, so the next one counts them as running.
+    await Promise.all(leased.map((row) => o.start(row).catch((error: unknown) => o.onError?.(error))));
+    if (leased.length === free) this.#again = true;
+  }
+
+  async #passStops(): Promise<void> {
+    const rows = await this.#options.queue.stopRequests();
+    const live = new Set<string>();
+    for (const row of rows) {
+      const key = `${row.scope}\0${row.id}`;
+      live.add(key);
+      if (this.#stopping.has(key)) continue;
+      this.#stopping.add(key);
+      this.#options.stop(row);
+    }
+    for (const key of this.#stopping) if (!live.has(key)) this.#stopping.delete(key);
+  }
+}
+
+/** A node's labels: the configured ones, and `provider.<name>: "true"` for each provider it runs. */
+export function nodeLabels(configured: Labels, providers: readonly string[]): Labels {
+  return { ...Object.fromEntries(providers.map((p) => [`provider.${p}`, "true"])), ...configured };
+}
