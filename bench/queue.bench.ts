@@ -76,7 +76,7 @@ function phaseResult(side: string, n: number, t0: bigint, lines: readonly QueueL
   if (report.startsByJob.size !== jobs.size) throw new Error(`${side}: ${report.startsByJob.size} of ${jobs.size} jobs ran`);
   const maxPerNode = Math.max(...report.maxConcurrency.byNode.values());
   if (maxPerNode > SLOTS) throw new Error(`${side}: a node ran ${maxPerNode} agents at once with ${SLOTS} slots`);
-  const lastEnd = report.agents.reduce((m, a) => (a.end! > m ? a.end! : m), 0n);
+  const lastEnd = report.agents.reduce((m, a) => (a.endMono! > m ? a.endMono! : m), 0n);
   const seconds = Number(lastEnd - t0) / 1e9;
   return { n, runs: jobs.size, perSec: jobs.size / seconds, seconds, maxPerNode };
 }
@@ -242,7 +242,7 @@ async function wardenDequeueToSpawn(url: string, log: string): Promise<Spread> {
  * (`FOR UPDATE SKIP LOCKED`, the lease in the same statement) until none is left; with `spawn`,
  * each then starts the same agent and the sample runs to its start line.
  */
-async function bareDequeue(url: string, rows: number, loops: number, spawnLog: string | undefined): Promise<Spread> {
+export async function bareDequeue(url: string, rows: number, loops: number, spawnLog: string | undefined): Promise<Spread> {
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   const table = `bench_bare_queue_${spawnLog === undefined ? "alone" : "spawn"}`;
@@ -299,7 +299,7 @@ async function bareDequeue(url: string, rows: number, loops: number, spawnLog: s
   if (spawnLog !== undefined) {
     for (const line of readQueueLog(spawnLog)) {
       const t0 = line.ev === "start" && line.job !== null ? spawnStarts.get(line.job) : undefined;
-      if (t0 !== undefined) samples.push(Number(BigInt(line.mono) - t0) / 1e6);
+      if (t0 !== undefined) samples.push(Number(BigInt(line.mono!) - t0) / 1e6);
     }
   }
   return spread(samples);

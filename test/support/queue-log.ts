@@ -4,23 +4,30 @@
  * ran at once — overall, per node, per workspace, per provider, per principal — and the order in
  * which principals' runs started.
  *
- * Concurrency is swept over the agents' own monotonic timestamps. An agent's logged interval lies
- * inside the time its node held a slot for it (it logs after it started and before it exits), so
- * the figures here never overstate what the node ran; an agent with no end (killed with SIGKILL,
- * or still running) counts as running until the end of the log.
+ * Concurrency is swept over the order of the log's lines, not over any clock: every line is one
+ * write to a file opened O_APPEND, so the file's order is the order in which the writes happened,
+ * across all agents of all nodes (an agent's end is written before it exits, before its node can
+ * know it has a free slot and start another, whose start comes after). An agent's interval lies
+ * inside the time its node held a slot for it, so the figures here never overstate what the node
+ * ran; an agent with no end (killed with SIGKILL, or still running) counts as running until the
+ * end of the log. A test can write its own `mark` lines (`appendMark`) to place its actions in
+ * that order.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 
 export interface QueueLogLine {
-  readonly ev: "start" | "end";
+  readonly ev: "start" | "end" | "mark";
   readonly job: string | null;
   readonly run: string | null;
   readonly node: string;
   readonly provider: string;
   readonly pid: number;
-  /** CLOCK_MONOTONIC, ns, as a decimal string */
-  readonly mono: string;
+  /** CLOCK_MONOTONIC, ns, as a decimal string (queue-agent.mjs; the shell agent has none) */
+  readonly mono?: string;
+  /** ms since the epoch */
   readonly wall: number;
+  /** a mark's name */
+  readonly name?: string;
   readonly code?: number;
   readonly cwd?: string;
 }
@@ -37,9 +44,13 @@ export interface AgentRun {
   readonly node: string;
   readonly provider: string;
   readonly pid: number;
-  readonly start: bigint;
-  /** undefined: no end logged (killed, or still running) */
-  readonly end: bigint | undefined;
+  /** the index of its start line in the log */
+  readonly start: number;
+  /** the index of its end line; undefined: no end logged (killed, or still running) */
+  readonly end: number | undefined;
+  /** CLOCK_MONOTONIC ns of its start and end, when the agent logs it */
+  readonly startMono: bigint | undefined;
+  readonly endMono: bigint | undefined;
   readonly code: number | undefined;
 }
 
@@ -61,6 +72,13 @@ export interface QueueLogReport {
   };
   /** the principal of each start, in start order (only jobs `meta` names) */
   readonly principalOrder: readonly string[];
+  /** the index in the log of each mark, by name */
+  readonly marks: ReadonlyMap<string, number>;
+}
+
+/** Appends a mark to the log, one O_APPEND write like the agents' lines: "what came after this". */
+export function appendMark(file: string, name: string): void {
+  appendFileSync(file, `${JSON.stringify({ ev: "mark", name, job: null, run: null, node: "test", provider: "", pid: process.pid, wall: Date.now() })}\n`, { mode: 0o600 });
 }
 
 export function readQueueLog(file: string): QueueLogLine[] {
@@ -79,29 +97,34 @@ export function readQueueLog(file: string): QueueLogLine[] {
 
 export function analyzeQueueLog(lines: readonly QueueLogLine[], meta: ReadonlyMap<string, JobMeta> = new Map()): QueueLogReport {
   // An agent is its pid's start and the end that follows it (pids are reused only after exit).
-  const open = new Map<number, { line: QueueLogLine; end?: QueueLogLine }>();
-  const agents: { line: QueueLogLine; end?: QueueLogLine }[] = [];
-  const ordered = [...lines].sort((a, b) => compareMono(a.mono, b.mono));
-  for (const line of ordered) {
-    if (line.ev === "start") {
-      const agent = { line };
+  const open = new Map<number, { line: QueueLogLine; at: number; end?: QueueLogLine; endAt?: number }>();
+  const agents: { line: QueueLogLine; at: number; end?: QueueLogLine; endAt?: number }[] = [];
+  const marks = new Map<string, number>();
+  for (const [at, line] of lines.entries()) {
+    if (line.ev === "mark") {
+      marks.set(line.name ?? "", at);
+    } else if (line.ev === "start") {
+      const agent = { line, at };
       open.set(line.pid, agent);
       agents.push(agent);
     } else {
       const agent = open.get(line.pid);
       if (agent === undefined) throw new Error(`queue log: an end of pid ${line.pid} with no start before it`);
       agent.end = line;
+      agent.endAt = at;
       open.delete(line.pid);
     }
   }
-  const runs: AgentRun[] = agents.map(({ line, end }) => ({
+  const runs: AgentRun[] = agents.map(({ line, at, end, endAt }) => ({
     job: line.job ?? "",
     run: line.run,
     node: line.node,
     provider: line.provider,
     pid: line.pid,
-    start: BigInt(line.mono),
-    end: end === undefined ? undefined : BigInt(end.mono),
+    start: at,
+    end: endAt,
+    startMono: line.mono === undefined ? undefined : BigInt(line.mono),
+    endMono: end?.mono === undefined ? undefined : BigInt(end.mono),
     code: end?.code,
   }));
   const startsByJob = new Map<string, number>();
@@ -128,27 +151,20 @@ export function analyzeQueueLog(lines: readonly QueueLogLine[], meta: ReadonlyMa
       const p = meta.get(r.job)?.principal;
       return p === undefined ? [] : [p];
     }),
+    marks,
   };
 }
 
-function compareMono(a: string, b: string): number {
-  const [x, y] = [BigInt(a), BigInt(b)];
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/**
- * The most intervals open at once per key. At one instant an end is taken before a start: an
- * agent that logged its end has left its slot before one that logs its start at that instant.
- */
+/** The most intervals open at once per key (line indexes: no two events share one). */
 function maxOverlap(runs: readonly AgentRun[], key: (r: AgentRun) => string | undefined): Map<string, number> {
-  const events: { at: bigint; delta: 1 | -1; key: string }[] = [];
+  const events: { at: number; delta: 1 | -1; key: string }[] = [];
   for (const r of runs) {
     const k = key(r);
     if (k === undefined) continue;
     events.push({ at: r.start, delta: 1, key: k });
     if (r.end !== undefined) events.push({ at: r.end, delta: -1, key: k });
   }
-  events.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.delta - b.delta));
+  events.sort((a, b) => a.at - b.at);
   const now = new Map<string, number>();
   const max = new Map<string, number>();
   for (const e of events) {
