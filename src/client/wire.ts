@@ -28,6 +28,8 @@ export type {
   Manifest,
   NodeSummary,
   SpendToday,
+  QueueSummary,
+  QueuePrincipal,
   Fleet,
   FleetNode,
   OutputTail,

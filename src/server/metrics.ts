@@ -192,7 +192,7 @@ export interface GaugeSources {
   /** what each workspace and principal spent today */
   spendToday?(): Promise<readonly SpendCounter[]>;
   /** the queue of submitted invocations (the fleet's on PostgreSQL) and this node's slots */
-  queue?: { view(): Promise<QueueView>; slots: number };
+  queueView?(): Promise<QueueView & { readonly slots: number }>;
 }
 
 type LogSnapshot = ReturnType<TransparencyLog["snapshot"]>;
@@ -222,15 +222,15 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
   if (sources.log !== undefined) logMetrics(registry, sources.log);
   if (sources.spendToday !== undefined) spendMetrics(registry, sources.spendToday);
-  if (sources.queue !== undefined) queueMetrics(registry, sources.queue);
+  if (sources.queueView !== undefined) queueMetrics(registry, sources.queueView);
   return metrics;
 }
 
 /** The queue as the claims store counts it (DESIGN.md "Queued invocations"), read at each scrape. */
-function queueMetrics(registry: MetricsRegistry, queue: NonNullable<GaugeSources["queue"]>): void {
-  let view: QueueView | undefined;
+function queueMetrics(registry: MetricsRegistry, read: () => Promise<QueueView & { readonly slots: number }>): void {
+  let view: (QueueView & { readonly slots: number }) | undefined;
   registry.refreshEachScrape(async () => {
-    view = await queue.view();
+    view = await read();
   });
   const perPrincipal = (value: (p: QueueView["principals"][number]) => number | undefined) => () =>
     (view?.principals ?? []).flatMap((p) => {
@@ -238,7 +238,7 @@ function queueMetrics(registry: MetricsRegistry, queue: NonNullable<GaugeSources
       return v === undefined ? [] : [{ labels: { principal: p.principal }, value: v }];
     });
   const fleet = "the fleet's on PostgreSQL";
-  registry.observe("warden_queue_slots", "Runs this node starts from the queue at once (queue.slots)", "gauge", () => queue.slots);
+  registry.observe("warden_queue_slots", "Runs this node starts from the queue at once (queue.slots)", "gauge", () => view?.slots ?? 0);
   registry.observeSeries("warden_queue_depth", `Submitted invocations waiting in the queue, by principal (${fleet})`, "gauge", perPrincipal((p) => p.queued));
   registry.observeSeries("warden_queue_running", `Queued invocations leased or running, by principal (${fleet})`, "gauge", perPrincipal((p) => p.running));
   registry.observeSeries(
