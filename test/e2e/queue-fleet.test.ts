@@ -1,7 +1,8 @@
 /**
  * Queued invocations on a fleet (issue 32): three real `warden serve --postgres` processes on one
  * throwaway PostgreSQL take submitted invocations (`Prefer: respond-async`) from the shared queue.
- * What ran is read from outside the nodes: the fixture agent (test/fixtures/agents/queue-agent.mjs)
+ * What ran is read from outside the nodes: the fixture agent (test/fixtures/agents/queue-agent.sh,
+ * the shell twin of queue-agent.mjs: a thousand Node agents would cost the machine minutes of CPU)
  * logs its own start and end to one file, and test/support/queue-log.ts checks the log.
  *
  * - 1,000 queued invocations from two principals (900 and 100, the small one submitting after the
@@ -19,7 +20,7 @@ import * as path from "node:path";
 import { createHash, randomUUID } from "node:crypto";
 import { fixtureAgents, httpCall, startNode, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
-import { analyzeQueueLog, interleaving, readQueueLog, type JobMeta } from "../support/queue-log.js";
+import { analyzeQueueLog, appendMark, interleaving, readQueueLog, type JobMeta } from "../support/queue-log.js";
 import { tempDir } from "../support/temp.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
 
@@ -55,7 +56,7 @@ describe("queued invocations on a fleet of three warden serve --postgres process
       fs.mkdirSync(dir, { recursive: true });
       return ["--workspace", `${ws}=${dir}`];
     });
-    const agent = path.join(fixtureAgents, "queue-agent.mjs");
+    const agent = path.join(fixtureAgents, "queue-agent.sh");
     return startNode({
       home,
       args: ["--postgres", url, "--provider", `claude=${agent}`, "--provider", `codex=${agent}`, ...workspaces, "--log-level", "warn"],
@@ -76,7 +77,8 @@ describe("queued invocations on a fleet of three warden serve --postgres process
 
   after(async () => {
     await Promise.all([...nodes.values()].map((n) => n.kill()));
-    for (const agent of readQueueLog(log ?? "")) {
+    // Agents still running (no end logged): the long ones of a killed node.
+    for (const agent of analyzeQueueLog(readQueueLog(log ?? "")).agents.filter((a) => a.end === undefined)) {
       try {
         process.kill(agent.pid, "SIGKILL");
       } catch {
@@ -87,7 +89,7 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });
   });
 
-  it(`${RUNS} queued invocations from two principals: each runs once, within every limit, on every node, the small principal served through the big one's backlog`, { timeout: LONG_TEST_MS }, async () => {
+  it(`${RUNS} queued invocations from two principals: each runs once, within every limit, on every node, the small principal served through the big one's backlog`, { timeout: LONG_TEST_MS }, async (t) => {
     const smallCount = Math.round(RUNS / 10);
     const meta = new Map<string, JobMeta>();
     const job = (principal: "big" | "small", i: number): { key: string; body: Record<string, unknown> } => {
@@ -116,9 +118,11 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     };
 
     await burst("big", RUNS - smallCount);
-    const smallFrom = process.hrtime.bigint();
+    // In the log's own order: what started after this line started after the small principal began submitting.
+    appendMark(log, "small-submits");
+    const submitting = Date.now();
     await burst("small", smallCount);
-    const smallUntil = process.hrtime.bigint();
+    const submitMs = Date.now() - submitting;
 
     const lines = await waitFor(
       `all ${RUNS} agents to log their end`,
@@ -151,7 +155,8 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     // A first-come queue would run that whole backlog first; fewest-running-first takes the small
     // principal's whenever it has fewer going, so each of its runs waits behind about one of the
     // big principal's, plus what was in flight on the fleet (at most its slots).
-    const starts = [...report.agents].sort((x, y) => (x.start < y.start ? -1 : 1));
+    const starts = report.agents;
+    const smallFrom = report.marks.get("small-submits")!;
     const principalOf = (j: string): string => meta.get(j)!.principal;
     const bigBefore = starts.filter((a) => a.start < smallFrom && principalOf(a.job) === "api:big").length;
     const backlog = RUNS - smallCount - bigBefore;
@@ -161,7 +166,8 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     const bigBetween = starts.filter((a) => a.start > smallFrom && a.start < smallLast && principalOf(a.job) === "api:big").length;
     const fleetSlots = SLOTS * NODES.length;
     const order = interleaving(report.principalOrder.slice(RUNS - smallCount - backlog), "api:small");
-    const detail = `backlog ${backlog}; ${bigBetween} big starts from the small principal's first submission to its last start; small's last start at ${(order.lastAt * 100).toFixed(0)}% of the starts after it submitted, longest run of big starts between two of small's ${order.longestGap}; submitted in ${Number(smallUntil - smallFrom) / 1e6} ms`;
+    const detail = `backlog ${backlog}; ${bigBetween} big starts from the small principal's first submission to its last start; small's last start at ${(order.lastAt * 100).toFixed(0)}% of the starts after it submitted, longest run of big starts between two of small's ${order.longestGap}; submitted in ${submitMs} ms`;
+    t.diagnostic(`concurrency ${seen}; runs per node ${JSON.stringify(Object.fromEntries(perNode))}; ${detail}`);
     assert.ok(bigBetween <= smallCount + 2 * fleetSlots, `the small principal waited behind the big one's backlog: ${detail}`);
     assert.ok(order.longestGap <= fleetSlots + 2 * NODES.length, `a long run of the big principal's starts between two of the small one's: ${detail}`);
 
