@@ -82,7 +82,7 @@ describe("kill -9 of a node holding leases on queued runs not yet spawned and on
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });
   });
 
-  it("the leased rows run elsewhere exactly once, the started ones are unresolved, no agent runs twice", { timeout: LONG_TEST_MS }, async () => {
+  it("the leased rows run elsewhere exactly once, the started ones are unresolved, no agent runs twice", { timeout: LONG_TEST_MS }, async (t) => {
     let leasedAtDeath: string[] = [];
     let startedAtDeath: string[] = [];
     const long: string[] = [];
@@ -111,6 +111,7 @@ describe("kill -9 of a node holding leases on queued runs not yet spawned and on
       for (const key of mine) assert.ok(startedAtDeath.includes(key), `long run ${key} was started by X: ${JSON.stringify(final)}`);
     }
     assert.ok(leasedAtDeath.length > 0, `in ${ATTEMPTS} attempts, X was never killed between a lease and its start`);
+    t.diagnostic(`at X's death: ${leasedAtDeath.length} rows leased and not started, ${startedAtDeath.length} started (${LONG} of them long runs)`);
     const startedAgents = new Set(readQueueLog(log).filter((l) => l.ev === "start").map((l) => l.job));
     for (const key of leasedAtDeath) assert.ok(!startedAgents.has(key), `a row leased and not started at X's death has an agent: ${key}`);
 
