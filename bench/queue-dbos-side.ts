@@ -22,11 +22,11 @@ export const DBOS_WORKFLOW = "agentWorkflow";
 /** DBOS polls its queues every second by default; warden's nodes look every 250 ms (and at each run's end). */
 export const DBOS_POLL_MS = 250;
 
-const agentPath = join(dirname(fileURLToPath(import.meta.url)), "..", "test", "fixtures", "agents", "queue-agent.mjs");
+const agentPath = join(dirname(fileURLToPath(import.meta.url)), "..", "test", "fixtures", "agents", "queue-agent.sh");
 
 /** Runs the agent as a node runs it (claude's print mode, stream-json) and waits for its exit. */
 function runAgent(prompt: string, executor: string): Promise<number> {
-  const child = spawn(process.execPath, [agentPath, "-p", "--output-format", "stream-json", "--verbose", "--", prompt], {
+  const child = spawn(agentPath, ["-p", "--output-format", "stream-json", "--verbose", "--", prompt], {
     env: { PATH: process.env.PATH ?? "", WARDEN_FIXTURE_QUEUE_LOG: process.env.WARDEN_FIXTURE_QUEUE_LOG ?? "", WARDEN_FIXTURE_NODE: executor },
     stdio: ["ignore", "pipe", "ignore"],
   });

@@ -45,7 +45,7 @@ const DBOS_SIDE = join(dirname(fileURLToPath(import.meta.url)), "queue-dbos-side
 /** The longest a phase may take before the bench gives up, naming what it waited for. */
 const PHASE_LIMIT_MS = 600_000;
 
-const monoNow = (): bigint => process.hrtime.bigint();
+const AGENT = join(fixtureAgents, "queue-agent.sh");
 
 /** Waits until the log holds an end for every one of `jobs`; answers the lines of those jobs. */
 async function waitForEnds(log: string, jobs: ReadonlySet<string>, what: string): Promise<QueueLogLine[]> {
@@ -68,7 +68,7 @@ interface PhaseResult {
 }
 
 /** Checks what the log says of a phase (each job once, no node over its slots) and answers its rate. */
-function phaseResult(side: string, n: number, t0: bigint, lines: readonly QueueLogLine[], jobs: ReadonlySet<string>): PhaseResult {
+function phaseResult(side: string, n: number, t0: number, lines: readonly QueueLogLine[], jobs: ReadonlySet<string>): PhaseResult {
   const report = analyzeQueueLog(lines);
   if (report.duplicates.length > 0) throw new Error(`${side}: jobs ran more than once: ${report.duplicates.slice(0, 5).join(", ")}`);
   const failed = report.agents.filter((a) => a.code !== 0);
@@ -76,12 +76,13 @@ function phaseResult(side: string, n: number, t0: bigint, lines: readonly QueueL
   if (report.startsByJob.size !== jobs.size) throw new Error(`${side}: ${report.startsByJob.size} of ${jobs.size} jobs ran`);
   const maxPerNode = Math.max(...report.maxConcurrency.byNode.values());
   if (maxPerNode > SLOTS) throw new Error(`${side}: a node ran ${maxPerNode} agents at once with ${SLOTS} slots`);
-  const lastEnd = report.agents.reduce((m, a) => (a.endMono! > m ? a.endMono! : m), 0n);
-  const seconds = Number(lastEnd - t0) / 1e9;
+  const lastEnd = Math.max(...report.agents.map((a) => a.endWall!));
+  const seconds = (lastEnd - t0) / 1000;
   return { n, runs: jobs.size, perSec: jobs.size / seconds, seconds, maxPerNode };
 }
 
-const jobIds = (label: string, count: number): string[] => Array.from({ length: count }, () => `${label}-${randomUUID()}`);
+// Idempotency keys are UUIDs; a phase knows its own by the set it submitted.
+const jobIds = (_label: string, count: number): string[] => Array.from({ length: count }, () => randomUUID());
 const prompt = (job: string): string => `job=${job} sleep=${SLEEP_MS} queue bench`;
 
 /** Runs `work` over `items` from `concurrency` loops. */
@@ -115,7 +116,7 @@ class WardenFleet {
       this.nodes.push(
         await startNode({
           home: join(this.#root, name),
-          args: ["--postgres", this.#url, "--provider", `claude=${join(fixtureAgents, "queue-agent.mjs")}`, "--workspace", `main=${workspace}`, "--log-level", "warn"],
+          args: ["--postgres", this.#url, "--provider", `claude=${AGENT}`, "--workspace", `main=${workspace}`, "--log-level", "warn"],
           env: { ...AS_LAUNCHED_ENV, WARDEN_TOKEN: TOKEN, WARDEN_FIXTURE_QUEUE_LOG: this.#log, WARDEN_FIXTURE_NODE: name },
           config: { defaultWorkspace: "main", queue: { slots: SLOTS } },
         }),
@@ -126,7 +127,7 @@ class WardenFleet {
   async phase(n: number): Promise<PhaseResult> {
     await this.grow(n);
     const jobs = jobIds(`warden${n}`, WAVES * SLOTS * n);
-    const t0 = monoNow();
+    const t0 = Date.now();
     let i = 0;
     await pool(jobs, 16, async (job) => {
       const node = this.nodes[i++ % this.nodes.length]!;
@@ -181,7 +182,7 @@ export class DbosFleet {
     await this.grow(n);
     const client = this.#client!;
     const jobs = jobIds(`dbos${n}`, WAVES * SLOTS * n);
-    const t0 = monoNow();
+    const t0 = Date.now();
     await pool(jobs, 16, async (job) => {
       await client.enqueue({ queueName: DBOS_QUEUE, workflowName: DBOS_WORKFLOW, workflowID: job, appVersion: DBOS_VERSION }, prompt(job));
     });
@@ -264,12 +265,13 @@ export async function bareDequeue(url: string, rows: number, loops: number, spaw
     }),
   );
   const samples: number[] = [];
-  const spawnStarts = new Map<string, bigint>();
+  const spawnStarts = new Map<string, number>();
   try {
     await Promise.all(
       clients.map(async (c, loop) => {
         for (;;) {
-          const t0 = monoNow();
+          const t0 = performance.now();
+          const at = Date.now();
           const { rows: got } = await c.query<{ id: string }>({
             name: "bare-dequeue",
             text:
@@ -280,11 +282,11 @@ export async function bareDequeue(url: string, rows: number, loops: number, spaw
           const id = got[0]?.id;
           if (id === undefined) return;
           if (spawnLog === undefined) {
-            samples.push(Number(monoNow() - t0) / 1e6);
+            samples.push(performance.now() - t0);
             continue;
           }
-          spawnStarts.set(id, t0);
-          const child = spawn(process.execPath, [join(fixtureAgents, "queue-agent.mjs"), "-p", "--output-format", "stream-json", "--verbose", "--", `job=${id} queue bench`], {
+          spawnStarts.set(id, at);
+          const child = spawn(AGENT, ["-p", "--output-format", "stream-json", "--verbose", "--", `job=${id} queue bench`], {
             env: { PATH: process.env.PATH ?? "", WARDEN_FIXTURE_QUEUE_LOG: spawnLog, WARDEN_FIXTURE_NODE: `bare-${loop}` },
             stdio: ["ignore", "pipe", "ignore"],
           });
@@ -299,7 +301,7 @@ export async function bareDequeue(url: string, rows: number, loops: number, spaw
   if (spawnLog !== undefined) {
     for (const line of readQueueLog(spawnLog)) {
       const t0 = line.ev === "start" && line.job !== null ? spawnStarts.get(line.job) : undefined;
-      if (t0 !== undefined) samples.push(Number(BigInt(line.mono!) - t0) / 1e6);
+      if (t0 !== undefined) samples.push(line.wall - t0);
     }
   }
   return spread(samples);
@@ -323,16 +325,18 @@ export default async function (): Promise<void> {
       results.warden.push(await warden.phase(n));
       results.dbos.push(await dbos.phase(n));
     }
+    const ratio = (label: string, value: number, base: number, target?: number): string =>
+      `${label}: ${value.toFixed(2)} vs ${base.toFixed(2)} runs/s = ${(value / base).toFixed(2)}x${target === undefined ? "" : `  (target >= ${target}x: ${value / base >= target ? "met" : "NOT met"})`}`;
     const line = (side: string, r: PhaseResult): string =>
       `  ${side}, ${r.n} ${r.n === 1 ? "process" : "processes"}: ${fmt(r.runs)} runs in ${r.seconds.toFixed(1)} s = ${r.perSec.toFixed(2)} runs/s (ideal ${((SLOTS * r.n * 1000) / SLEEP_MS).toFixed(0)}/s); at most ${r.maxPerNode} agents at once on a node`;
     for (const r of results.warden) console.log(line("warden", r));
     for (const r of results.dbos) console.log(line("DBOS", r));
     const [w1, w3] = [results.warden[0]!, results.warden.at(-1)!];
     const [d1, d3] = [results.dbos[0]!, results.dbos.at(-1)!];
-    console.log(ratioLine("warden scaling, runs/s with 3 nodes vs 1 node", w3.perSec, w1.perSec, "runs/s", 2.7));
-    console.log(ratioLine("DBOS scaling, runs/s with 3 processes vs 1 process (for reference)", d3.perSec, d1.perSec, "runs/s"));
+    console.log(ratio("warden scaling, runs/s with 3 nodes vs 1 node", w3.perSec, w1.perSec, 2.7));
+    console.log(ratio("DBOS scaling, runs/s with 3 processes vs 1 process (for reference)", d3.perSec, d1.perSec));
     for (let i = 0; i < FLEET.length; i++) {
-      console.log(ratioLine(`runs/s with ${FLEET[i]} node(s), warden vs DBOS Transact's queue`, results.warden[i]!.perSec, results.dbos[i]!.perSec, "runs/s"));
+      console.log(ratio(`runs/s with ${FLEET[i]} node(s), warden vs DBOS Transact's queue`, results.warden[i]!.perSec, results.dbos[i]!.perSec));
     }
 
     const totalSlots = SLOTS * FLEET.at(-1)!;

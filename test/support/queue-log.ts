@@ -51,6 +51,9 @@ export interface AgentRun {
   /** CLOCK_MONOTONIC ns of its start and end, when the agent logs it */
   readonly startMono: bigint | undefined;
   readonly endMono: bigint | undefined;
+  /** ms since the epoch of its start and end */
+  readonly startWall: number;
+  readonly endWall: number | undefined;
   readonly code: number | undefined;
 }
 
@@ -125,6 +128,8 @@ export function analyzeQueueLog(lines: readonly QueueLogLine[], meta: ReadonlyMa
     end: endAt,
     startMono: line.mono === undefined ? undefined : BigInt(line.mono),
     endMono: end?.mono === undefined ? undefined : BigInt(end.mono),
+    startWall: line.wall,
+    endWall: end?.wall,
     code: end?.code,
   }));
   const startsByJob = new Map<string, number>();
