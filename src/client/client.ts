@@ -55,6 +55,7 @@ export interface InvokeOptions {
   /**
    * `Prefer: respond-async`: submit to the node's queue and answer `202 queued` at once; the
    * request may then carry `priority`, `deadline_s` and `labels` (DESIGN.md "Queued invocations").
+   * `waitSeconds` is not sent with it.
    */
   readonly async?: boolean;
   readonly signal?: AbortSignal;
@@ -193,8 +194,9 @@ export class WardenClient implements StageApi {
    */
   async invoke(id: string, request: InvokeBody, options: InvokeOptions = {}): Promise<InvokeReply> {
     const headers: Record<string, string> = { "idempotency-key": id };
-    const prefer = [...(options.async === true ? ["respond-async"] : []), ...(options.waitSeconds === undefined ? [] : [`wait=${options.waitSeconds}`])];
-    if (prefer.length > 0) headers.prefer = prefer.join(", ");
+    // A wait with respond-async would start the run now (the server's rule): a submission sends none.
+    if (options.async === true) headers.prefer = "respond-async";
+    else if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
     const reply = await this.#http.json<InvocationView>({ method: "POST", path: "/v1/invocations", json: request, headers, signal: options.signal });
     return { httpStatus: reply.status, replayed: reply.headers.get("idempotency-replayed") === "true", invocation: reply.body };
   }

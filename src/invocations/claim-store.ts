@@ -5,7 +5,6 @@
  */
 import type { Digest } from "../core/digest.js";
 import type { WardenError } from "../core/errors.js";
-import type { QueueStore } from "./queue-store.js";
 
 export interface ClaimKey {
   readonly scope: string;
@@ -180,9 +179,6 @@ export interface ClaimStore {
 
   /** Drops payloads of results recorded before `olderThan` (ms); keeps everything else (G4). */
   pruneResults(olderThan: number, now: number): Promise<number>;
-
-  /** The queue of invocations submitted to wait for a node with room, kept beside the claims. */
-  queue(): QueueStore;
 
   close(): Promise<void>;
 }

@@ -152,3 +152,9 @@ export interface QueueStore {
 
   view(): Promise<QueueView>;
 }
+
+/** A claim store that keeps the queue beside its claims (both backends' claim stores). */
+export interface QueueHost {
+  /** The queue of invocations submitted to wait for a node with room. */
+  queue(): QueueStore;
+}

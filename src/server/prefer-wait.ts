@@ -10,9 +10,15 @@ export function preferredWaitMs(header: string | undefined, maxWaitS: number): n
   return 0;
 }
 
-/** `Prefer: respond-async` (RFC 7240 §4.1): submit to the queue and answer at once. */
+/**
+ * `Prefer: respond-async` (RFC 7240 §4.1) without `wait`: submit to the queue and answer at once.
+ * With a `wait` too, the caller asked to wait for the result, as clients did before the queue: the
+ * run starts now and the wait applies (DESIGN.md "Queued invocations").
+ */
 export function prefersAsync(header: string | undefined): boolean {
-  return header !== undefined && header.split(/[,;]/).some((part) => /^\s*respond-async\s*$/i.test(part));
+  if (header === undefined) return false;
+  const parts = header.split(/[,;]/);
+  return parts.some((part) => /^\s*respond-async\s*$/i.test(part)) && !parts.some((part) => /^\s*wait\s*=/i.test(part));
 }
 
 export type Settled<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };

@@ -16,12 +16,11 @@ import { execFileSync } from "node:child_process";
 import { createHash, randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 import { treeDifferences, treeOf } from "../changes/trees.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const TOKEN = "changes-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
@@ -66,13 +65,7 @@ describe("real claude in a git workspace: the change set is what its tools did",
 
   const git = (cwd: string, ...args: string[]): string =>
     execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args], { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: root } }).trim();
-  const warden = async (args: readonly string[]): Promise<CliRun> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, signal: null, stdout, stderr };
-  };
+  const warden = (args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root });
   const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
   /** A clean checkout of the base, as an operator makes one to apply a run's change set to. */
   const checkout = (name: string): string => {

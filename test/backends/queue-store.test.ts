@@ -9,7 +9,7 @@ import { randomUUID } from "node:crypto";
 import { sha256Digest } from "../../src/core/digest.js";
 import { isWardenError } from "../../src/core/errors.js";
 import { claimHashOf } from "../../src/invocations/index.js";
-import type { LeaseRequest, NewQueued, QueueStore } from "../../src/invocations/queue-store.js";
+import type { LeaseRequest, NewQueued, QueueHost, QueueStore } from "../../src/invocations/queue-store.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
 import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
@@ -38,6 +38,11 @@ function queued(fields: Partial<NewQueued> = {}): NewQueued {
 
 function leaseOf(fields: Partial<LeaseRequest> = {}): LeaseRequest {
   return { max: 10, labels: {}, providers: ["claude", "codex"], now: Date.now(), limits: {}, ...fields };
+}
+
+/** Both backends' claim stores keep the queue. */
+function queueOf(claims: ClaimStore): QueueStore {
+  return (claims as ClaimStore & QueueHost).queue();
 }
 
 /** The claim a node writes when it starts a row (as Invocations.open writes it). */
@@ -74,7 +79,7 @@ for (const backend of backendsUnderTest()) {
 
     test("a queued id is stored once: the same key again answers the stored row and writes nothing", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const row = queued();
       const first = await queue.enqueue(row);
       assert.equal(first.created, true);
@@ -87,7 +92,7 @@ for (const backend of backendsUnderTest()) {
 
     test("a leased row starts with its claim in one transaction; a row not leased here is refused and nothing is written", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const row = queued();
       await queue.enqueue(row);
       // Not leased yet: the start is refused, no claim.
@@ -106,22 +111,33 @@ for (const backend of backendsUnderTest()) {
 
     test("cancel racing a start: exactly one wins, every time", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const wins = { cancel: 0, start: 0 };
       for (let i = 0; i < 30; i++) {
         const row = queued();
         await queue.enqueue(row);
         assert.equal((await queue.lease(leaseOf({ max: 1 }))).leased.length, 1);
         // Alternate who is asked first: each order must give one winner.
-        const start = startClaim(node, row).then(
-          (a) => a.created,
-          (e: unknown) => {
-            if (isWardenError(e) && e.code === "queue-lease-lost") return false;
-            throw e;
-          },
-        );
-        const cancel = queue.cancel(row, "ops", Date.now());
-        const [started, after] = i % 2 === 0 ? await Promise.all([start, cancel]) : (await Promise.all([cancel, start])).reverse() as [boolean, Awaited<typeof cancel>];
+        const startNow = (): Promise<boolean> =>
+          startClaim(node, row).then(
+            (a) => a.created,
+            (e: unknown) => {
+              if (isWardenError(e) && e.code === "queue-lease-lost") return false;
+              throw e;
+            },
+          );
+        const cancelNow = () => queue.cancel(row, "ops", Date.now());
+        let started: boolean;
+        let after: Awaited<ReturnType<typeof cancelNow>>;
+        if (i % 2 === 0) {
+          const s = startNow();
+          const c = cancelNow();
+          [started, after] = await Promise.all([s, c]);
+        } else {
+          const c = cancelNow();
+          const s = startNow();
+          [after, started] = await Promise.all([c, s]);
+        }
         const claim = await node.claims.get(row);
         const stored = await queue.getQueued(row);
         if (started) {
@@ -129,6 +145,7 @@ for (const backend of backendsUnderTest()) {
           assert.notEqual(claim, undefined);
           assert.equal(stored?.state, "started", "a started row is never cancelled");
           assert.equal(stored?.cancelled_by, "ops", "the cancel is noted for the runner to stop the run");
+          assert.equal(after?.state, "started", "the cancel came second: it saw the run started, never cancelled it");
         } else {
           wins.cancel++;
           assert.equal(claim, undefined, "a cancelled row never gets a claim");
@@ -141,8 +158,8 @@ for (const backend of backendsUnderTest()) {
 
     test("a lease whose owner died goes back to the queue; a started row of a dead owner stops counting", async (t) => {
       const [a, b, closeB] = await twoStores(backend, t);
-      const qa = a.queue();
-      const qb = b.queue();
+      const qa = queueOf(a);
+      const qb = queueOf(b);
       const notStarted = queued({ enqueued_at: NOW - 2 });
       const started = queued({ enqueued_at: NOW - 1 });
       await qa.enqueue(notStarted);
@@ -165,7 +182,7 @@ for (const backend of backendsUnderTest()) {
 
     test("order: priority first, then the principal with fewer runs going and served longer ago, then age", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const big = Array.from({ length: 6 }, (_, i) => queued({ principal: "api:big", enqueued_at: NOW - 100 + i }));
       const small = Array.from({ length: 2 }, (_, i) => queued({ principal: "api:small", enqueued_at: NOW - 10 + i }));
       const urgent = queued({ principal: "api:big", priority: 5, enqueued_at: NOW });
@@ -180,7 +197,7 @@ for (const backend of backendsUnderTest()) {
 
     test("limits: runs going per workspace and per provider, rows leased per minute per provider", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       for (let i = 0; i < 4; i++) await queue.enqueue(queued({ workspace: "w1", enqueued_at: NOW + i }));
       for (let i = 0; i < 4; i++) await queue.enqueue(queued({ workspace: "w2", provider: "codex", enqueued_at: NOW + 10 + i }));
       const first = await queue.lease(leaseOf({ limits: { workspace: 2 } }));
@@ -194,7 +211,7 @@ for (const backend of backendsUnderTest()) {
 
     test("labels and providers: a row goes only to a node that has every label it requires", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const gpu = queued({ labels: { gpu: "a100" } });
       const kimi = queued({ provider: "kimi" });
       await queue.enqueue(gpu);
@@ -207,7 +224,7 @@ for (const backend of backendsUnderTest()) {
 
     test("a row past its deadline expires at the dequeue and at the sweep, and is never leased", async (t) => {
       const node = await (await backend.state(t, { isolated: true })).open();
-      const queue = node.claims.queue();
+      const queue = queueOf(node.claims);
       const late = queued({ deadline: NOW - 1 });
       await queue.enqueue(late);
       assert.deepEqual(await queue.lease(leaseOf()), { leased: [], expired: 1 });
@@ -221,7 +238,7 @@ for (const backend of backendsUnderTest()) {
     });
 
     test("two nodes dequeuing one table at once never lease one row twice", async (t) => {
-      const queues: QueueStore[] = (await twoStores(backend, t)).slice(0, 2).map((claims) => (claims as ClaimStore).queue());
+      const queues: QueueStore[] = (await twoStores(backend, t)).slice(0, 2).map((claims) => queueOf(claims as ClaimStore));
       const rows = Array.from({ length: 120 }, (_, i) => queued({ principal: `api:p${i % 3}`, enqueued_at: NOW + i }));
       for (const row of rows) await queues[0]!.enqueue(row);
       const seen = new Map<string, string>();

@@ -14,8 +14,8 @@ import { tempDir } from "../support/temp.js";
 import { canonicalJson } from "../../src/core/canonical.js";
 import { sha256Digest, type Digest } from "../../src/core/digest.js";
 import { parseManifest, type ChangeSetManifest } from "../../src/changes/format.js";
-import { main } from "../../src/cli/main.js";
 import { b64, editingAgent, makeRepo, prompt } from "./helpers.js";
+import { wardenInProcess } from "../support/cli.js";
 
 test("GET /v1/runs/{id}/changes, ?stat, blobs, their problems, and `warden changes`", async (t) => {
   const root = tempDir("changes-api");
@@ -74,12 +74,7 @@ test("GET /v1/runs/{id}/changes, ?stat, blobs, their problems, and `warden chang
   // The CLI, over real HTTP: the stat, and the patch checked against the digest.
   await node.app.listen({ host: "127.0.0.1", port: 0 });
   const url = `http://127.0.0.1:${(node.app.server.address() as AddressInfo).port}`;
-  const cli = async (...args: string[]) => {
-    let stdout = "";
-    let stderr = "";
-    const code = await main(["node", "warden", ...args], { stdout: (x) => void (stdout += x), stderr: (x) => void (stderr += x), env: { WARDEN_URL: url, WARDEN_TOKEN: OPERATOR_TOKEN }, cwd: root });
-    return { code, stdout, stderr };
-  };
+  const cli = (...args: string[]) => wardenInProcess(args, { env: { WARDEN_URL: url, WARDEN_TOKEN: OPERATOR_TOKEN }, cwd: root });
   const statOut = await cli("changes", runId, "--stat");
   assert.equal(statOut.code, 0, statOut.stderr);
   assert.match(statOut.stdout, /a\.txt\s+\| modified +\+1 -1/);

@@ -13,7 +13,6 @@ import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
 import { canonicalJson } from "../../src/core/canonical.js";
 import { OPERATOR, OPERATOR_TOKEN, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { tempDir } from "../support/temp.js";
@@ -21,6 +20,7 @@ import { waitFor } from "../support/wait.js";
 import { verifyWithSecuresystemslib } from "../attestation/intoto-verifier.js";
 import { b64, editingAgent, git, makeRepo, prompt, type Op } from "./helpers.js";
 import { treeDifferences, treeOf } from "./trees.js";
+import { wardenInProcess } from "../support/cli.js";
 
 /** Beside the editing agent: copies the tree it leaves (its .git file aside) to $WARDEN_FIXTURE_SNAPSHOT/<worktree name> as it exits. */
 const SNAPSHOT_AGENT = `#!/usr/bin/env node
@@ -114,16 +114,9 @@ describe("warden apply and warden attest of a run in a git workspace", () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
-  async function cli(args: string[], via = url): Promise<{ code: number; out: string; err: string }> {
-    let out = "";
-    let err = "";
-    const code = await main(["node", "warden", ...args], {
-      stdout: (t) => void (out += t),
-      stderr: (t) => void (err += t),
-      env: { WARDEN_URL: via, WARDEN_TOKEN: OPERATOR_TOKEN },
-      cwd: root,
-    });
-    return { code, out, err };
+  async function cli(args: string[], via = url): Promise<{ code: number | null; out: string; err: string }> {
+    const run = await wardenInProcess(args, { env: { WARDEN_URL: via, WARDEN_TOKEN: OPERATOR_TOKEN }, cwd: root });
+    return { code: run.code, out: run.stdout, err: run.stderr };
   }
 
   /** A clean checkout of the run's base, as an operator makes one. */

@@ -9,10 +9,9 @@ import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { spawn } from "node:child_process";
 import { cleanEnv, cliEntry, repo, warden as wardenProcess, type CliRun } from "../support/node.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const dir = mkdtempSync(join(tmpdir(), "warden-cli-usage-"));
 const missing = join(dir, "missing.json");
@@ -20,13 +19,7 @@ const keyFile = join(dir, "node.pub");
 const jwk = generateKeyPairSync("ed25519").publicKey.export({ format: "jwk" });
 writeFileSync(keyFile, Buffer.from(jwk.x!, "base64url").toString("base64"));
 
-async function warden(args: readonly string[], env: Record<string, string> = {}): Promise<CliRun> {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_HOME: join(dir, "home"), ...env }, cwd: dir };
-  const code = await main(["node", "warden", ...args], io);
-  return { code, signal: null, stdout, stderr };
-}
+const warden = (args: readonly string[], env: Record<string, string> = {}): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_HOME: join(dir, "home"), ...env }, cwd: dir });
 
 function assertOneLine(run: CliRun, code: string): void {
   assert.equal(run.code, 1, `exit code; stdout: ${run.stdout} stderr: ${run.stderr}`);

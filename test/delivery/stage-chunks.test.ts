@@ -19,6 +19,7 @@ import {
   tempHome,
   uploadMissing,
 } from "./store-harness.js";
+import { waitFor } from "../support/wait.js";
 
 const enc = (s: string): Uint8Array => new TextEncoder().encode(s);
 
@@ -208,8 +209,10 @@ test("an unsafe partial path (directory or symlink) is refused and nothing is wr
   const { manifest, blobs } = skillManifest();
   const begun = await delivery.begin(manifest);
   const [first, second] = begun.missing;
+  // Their empty partials are created ahead of the chunks: each is replaced by the planted path.
+  await partialsCreatedAhead(opened, begun.stage_id, [first!.digest, second!.digest]);
   const dirPartial = opened.layout.partialPath(begun.stage_id, first!.digest);
-  fs.mkdirSync(path.dirname(dirPartial), { mode: 0o700 });
+  fs.rmSync(dirPartial);
   fs.mkdirSync(dirPartial, { mode: 0o700 });
   await rejectsWith(delivery.putChunk(begun.stage_id, first!.digest, 0, blobs.get(first!.digest)!), "unsafe-storage-not-regular");
   assert.ok(fs.statSync(dirPartial).isDirectory(), "the planted directory is left alone");
@@ -217,12 +220,56 @@ test("an unsafe partial path (directory or symlink) is refused and nothing is wr
   const outside = path.join(home, "outside.txt");
   fs.writeFileSync(outside, "precious", { mode: 0o600 });
   const linkPartial = opened.layout.partialPath(begun.stage_id, second!.digest);
+  fs.rmSync(linkPartial);
   fs.symlinkSync(outside, linkPartial);
   await rejectsWith(delivery.putChunk(begun.stage_id, second!.digest, 0, blobs.get(second!.digest)!), "unsafe-storage-symlink");
   assert.equal(fs.readFileSync(outside, "utf8"), "precious");
   assert.ok(fs.lstatSync(linkPartial).isSymbolicLink());
   // Fails closed every time, not just once.
   await rejectsWith(delivery.putChunk(begun.stage_id, second!.digest, 0, blobs.get(second!.digest)!), "unsafe-storage-symlink");
+});
+
+/** Waits until the empty partials of `digests` exist, created ahead of their first chunk. */
+async function partialsCreatedAhead(opened: { readonly layout: { partialPath(stageId: string, digest: string): string } }, stageId: string, digests: readonly string[]): Promise<void> {
+  await waitFor(`the empty partials of ${digests.length} blobs created ahead of their chunks`, () =>
+    digests.every((d) => fs.lstatSync(opened.layout.partialPath(stageId, d), { throwIfNoEntry: false })?.isFile() === true) ? true : undefined,
+    60_000,
+  );
+}
+
+test("begin creates the first blobs' empty partials ahead of their chunks (0600, nothing in them); each chunk takes its file", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const files = Array.from({ length: 40 }, (_, i) => ({ path: `data/f${String(i).padStart(2, "0")}.bin`, content: bytesOf(100 + i, 1000) }));
+  const { manifest, blobs } = buildManifest(files);
+  const begun = await delivery.begin(manifest);
+  assert.equal(begun.missing.length, 40);
+  // Bounded: a begin creates the next 16 the client is told to send, not one file per blob.
+  const ahead = begun.missing.slice(0, 16).map((m) => m.digest);
+  await partialsCreatedAhead(opened, begun.stage_id, ahead);
+  for (const digest of ahead) {
+    const st = fs.lstatSync(opened.layout.partialPath(begun.stage_id, digest));
+    assert.equal(st.size, 0);
+    assert.equal(st.mode & 0o777, 0o600);
+  }
+  assert.equal(fs.existsSync(opened.layout.partialPath(begun.stage_id, begun.missing[16]!.digest)), false);
+  // The status still asks for every blob from 0: an empty partial records nothing.
+  assert.deepEqual((await delivery.status(begun.stage_id)).missing, begun.missing);
+  // Each chunk moves the window on; every blob is received and the commit publishes the bundle.
+  await uploadMissing(delivery, begun, blobs);
+  await delivery.commit(begun.stage_id);
+  assert.equal(fs.existsSync(opened.layout.stageDir(begun.stage_id)), false);
+});
+
+test("a stage aborted while its partials are being created ahead leaves no file behind", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const files = Array.from({ length: 16 }, (_, i) => ({ path: `data/f${String(i).padStart(2, "0")}.bin`, content: bytesOf(200 + i, 100) }));
+  for (let round = 0; round < 5; round++) {
+    const begun = await delivery.begin(buildManifest(files, "abort-ahead", `r${round}`).manifest);
+    await delivery.abort(begun.stage_id);
+    assert.equal(fs.existsSync(opened.layout.stageDir(begun.stage_id)), false, `round ${round}: the stage directory is gone`);
+  }
 });
 
 test("a failure right after creating a partial removes it, and the exact retry succeeds", async (t) => {

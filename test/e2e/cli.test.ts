@@ -14,9 +14,9 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { hostname } from "node:os";
 import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { closedPort, fixtureAgents, removeHome, repo, startNode, warden as runWarden, type CliRun, type NodeProcess } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const example = join(repo, "examples", "review-bundle");
 const COMMANDS = [
@@ -41,13 +41,7 @@ function assertOneErrorLine(run: CliRun, code: number, problem: string): void {
   assert.doesNotMatch(run.stderr, /\n\s+at |Error:/, "no stack trace");
 }
 
-async function inProcess(args: readonly string[], env: Record<string, string>): Promise<CliRun> {
-  let stdout = "";
-  let stderr = "";
-  const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env, cwd: repo };
-  const code = await main(["node", "warden", ...args], io);
-  return { code, signal: null, stdout, stderr };
-}
+const inProcess = (args: readonly string[], env: Record<string, string>): Promise<CliRun> => wardenInProcess(args, { env, cwd: repo });
 
 function json<T>(run: CliRun): T {
   try {

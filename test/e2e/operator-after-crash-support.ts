@@ -1,10 +1,9 @@
 /** Shared by the operator-after-*.test.ts files: a node with the fixture claude, the CLI on its home, and polling. */
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { fixtureAgents, startNode, type CliRun, type NodeProcess } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 export { waitFor } from "../support/wait.js";
 
@@ -49,13 +48,7 @@ export function operatorScene(area: string, token: string): OperatorScene {
     root,
     home,
     start: () => startClaudeNode(home, token, ["--workspace", `main=${workspace}`], { WARDEN_FIXTURE_STARTS: starts }),
-    warden: async (args) => {
-      let stdout = "";
-      let stderr = "";
-      const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_HOME: home, WARDEN_TOKEN: token }, cwd: root };
-      const code = await main(["node", "warden", ...args], io);
-      return { code, signal: null, stdout, stderr };
-    },
+    warden: (args) => wardenInProcess(args, { env: { WARDEN_HOME: home, WARDEN_TOKEN: token }, cwd: root }),
     startedPids,
     remove: () => {
       for (const pid of [...startedPids("claude"), ...startedPids("grandchild")]) {

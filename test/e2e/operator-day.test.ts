@@ -16,12 +16,11 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
 import { WardenClient } from "../../src/client/client.js";
 import { compileDirectory } from "../../src/delivery/compile/directory.js";
-import type { CliIo } from "../../src/cli/context.js";
 import { fixtureAgents, httpCall, removeHome, repo, startNode, type CliRun, type NodeProcess } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const example = join(repo, "examples", "review-bundle");
 const GIT_CHECKING_CODEX = `#!/usr/bin/env node
@@ -49,13 +48,7 @@ describe("operator: a day against a real node", () => {
   let revision: string;
   const scratch = tempDir("operator-day");
 
-  const warden = async (args: readonly string[], cwd = repo): Promise<CliRun> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_HOME: node.home }, cwd };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, signal: null, stdout, stderr };
-  };
+  const warden = (args: readonly string[], cwd = repo): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_HOME: node.home }, cwd });
 
   before(async () => {
     const workspace = join(scratch, "workspace");

@@ -16,20 +16,14 @@ import * as http from "node:http";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { FileLock } from "../../src/storage/lock.js";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
-import { repo } from "../support/node.js";
+import { repo, type CliRun } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const TOKEN = "home-operator-token-7f3a91c4d2e8b605";
 
 /** The real CLI entry point, in this process (its own process costs a second or more per run). */
-async function warden(args: readonly string[], env: Record<string, string>): Promise<{ code: number; stderr: string }> {
-  let stderr = "";
-  const io: CliIo = { stdout: () => undefined, stderr: (t) => void (stderr += t), env, cwd: repo };
-  const code = await main(["node", "warden", ...args], io);
-  return { code, stderr };
-}
+const warden = (args: readonly string[], env: Record<string, string>): Promise<CliRun> => wardenInProcess(args, { env, cwd: repo });
 
 describe("security: a stale node.json never gets the operator token", () => {
   let root: string;

@@ -13,7 +13,6 @@ import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { EmbeddedLogStore, LOG_DATABASE } from "../../src/backends/embedded/log/log-store.js";
-import { main } from "../../src/cli/main.js";
 import { parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { leafHash, verifyInclusion } from "../../src/tlog/merkle.js";
 import { parseNote } from "../../src/tlog/note.js";
@@ -25,6 +24,7 @@ import { entryLeaves } from "./entries.js";
 import { makeKey } from "../signing/ssh-fixtures.js";
 import { OBSERVER, OBSERVER_TOKEN, json, openTestNode } from "../support/app-node.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const CHILD = fileURLToPath(new URL("../fixtures/tlog/kill-before-append.ts", import.meta.url));
 const ORIGIN = "warden.test/catch-up";
@@ -100,14 +100,7 @@ describe("transparency log catch-up after kill -9", () => {
         }
         // The auditor's check of the run, online against the restarted node.
         fs.writeFileSync(path.join(root, "policy.txt"), `log ${vkey}\nquorum none\n`);
-        let out = "";
-        let err = "";
-        const code = await main(["node", "warden", "journal", "verify", runId, "--policy", "policy.txt"], {
-          stdout: (t) => void (out += t),
-          stderr: (t) => void (err += t),
-          env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN },
-          cwd: root,
-        });
+        const { code, stdout: out, stderr: err } = await wardenInProcess(["journal", "verify", runId, "--policy", "policy.txt"], { env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN }, cwd: root });
         assert.equal(code, 0, `${out}${err}`);
         assert.match(out, new RegExp(`LOGGED run ${runId}: leaf ${indexes.seal} of ${ORIGIN}`));
       } finally {

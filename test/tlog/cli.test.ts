@@ -9,7 +9,6 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
-import { main } from "../../src/cli/main.js";
 import type { JournalEvent } from "../../src/journal/types.js";
 import { formatCheckpoint, parseCheckpointText } from "../../src/tlog/checkpoint.js";
 import { leafHash } from "../../src/tlog/merkle.js";
@@ -18,6 +17,7 @@ import { buildLines, entryOf } from "../journal/helpers.js";
 import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { tempDir } from "../support/temp.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { wardenInProcess } from "../support/cli.js";
 
 describe("warden journal verify --policy, warden log verify", () => {
   let root: string;
@@ -34,16 +34,9 @@ describe("warden journal verify --policy, warden log verify", () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
-  async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = "";
-    let err = "";
-    const code = await main(["node", "warden", ...argv], {
-      stdout: (t) => void (out += t),
-      stderr: (t) => void (err += t),
-      env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN },
-      cwd: root,
-    });
-    return { code, out, err };
+  async function cli(...argv: string[]): Promise<{ code: number | null; out: string; err: string }> {
+    const run = await wardenInProcess(argv, { env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN }, cwd: root });
+    return { code: run.code, out: run.stdout, err: run.stderr };
   }
   const get = (u: string) => node.app.inject({ url: u, headers: OBSERVER });
   async function recordedRun(): Promise<string> {

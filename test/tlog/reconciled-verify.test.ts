@@ -11,7 +11,6 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import type { AddressInfo } from "node:net";
 import { EmbeddedKeyStore } from "../../src/backends/embedded/journal/key-store.js";
-import { main } from "../../src/cli/main.js";
 import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import { verifierFor } from "../../src/tlog/cosignature.js";
 import { formatVkey, parseVkey, SIG_ED25519 } from "../../src/tlog/note.js";
@@ -22,6 +21,7 @@ import { waitFor } from "../support/wait.js";
 import { OBSERVER, OBSERVER_TOKEN, OPERATOR, json, openTestNode, type TestNode } from "../support/app-node.js";
 import { startWitness, type RunningWitness } from "./witness-fixture.js";
 import { tempDir } from "../support/temp.js";
+import { wardenInProcess } from "../support/cli.js";
 
 const ORIGIN = "warden.test/reconciled";
 
@@ -51,16 +51,9 @@ describe("journal verify --policy of a reconciled run", () => {
     fs.rmSync(root, { recursive: true, force: true });
   });
 
-  async function cli(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = "";
-    let err = "";
-    const code = await main(["node", "warden", ...argv], {
-      stdout: (t) => void (out += t),
-      stderr: (t) => void (err += t),
-      env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN },
-      cwd: root,
-    });
-    return { code, out, err };
+  async function cli(...argv: string[]): Promise<{ code: number | null; out: string; err: string }> {
+    const run = await wardenInProcess(argv, { env: { WARDEN_URL: url, WARDEN_TOKEN: OBSERVER_TOKEN }, cwd: root });
+    return { code: run.code, out: run.stdout, err: run.stderr };
   }
   const get = (u: string) => node.app.inject({ url: u, headers: OBSERVER });
 

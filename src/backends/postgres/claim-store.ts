@@ -9,6 +9,7 @@
  * Reads answer owner liveness in the same query (warden_owner_alive, a read of pg_locks), and
  * only for claims that are still open: a replay of a recorded claim never looks at locks.
  */
+import type { QueueHost } from "../../invocations/queue-store.js";
 import { IntegrityError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
 import { EMPTY_SHA256, type Digest } from "../../core/digest.js";
 import type {
@@ -169,7 +170,7 @@ type ReadRow = StateRow & {
   journal_end: number | null;
 };
 
-export class PostgresClaimStore implements ClaimStore {
+export class PostgresClaimStore implements ClaimStore, QueueHost {
   readonly #pool: PgPool;
   readonly #owner: OwnerSession;
   readonly #maxClaims: number;

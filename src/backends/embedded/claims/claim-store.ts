@@ -5,6 +5,7 @@
  * event loop — and owner liveness through per-process flock files (owner.ts). Reads use the
  * store's own connection: WAL readers see every transaction committed before they start.
  */
+import type { QueueHost } from "../../../invocations/queue-store.js";
 import { setImmediate as yieldToLoop } from "node:timers/promises";
 import type { Worker } from "node:worker_threads";
 import { workerEntry } from "../../../core/worker-entry.js";
@@ -99,7 +100,7 @@ export const QUEUE_PAGE =
   "UNION SELECT scope, id FROM (SELECT scope, id FROM claim_problems WHERE (scope, id) > (?, ?) ORDER BY scope, id LIMIT ?)" +
   ") AS k CROSS JOIN claims c ON c.scope = k.scope AND c.id = k.id ORDER BY k.scope, k.id LIMIT ?";
 
-export class EmbeddedClaimStore implements ClaimStore {
+export class EmbeddedClaimStore implements ClaimStore, QueueHost {
   readonly #db: SqliteDatabase;
   readonly #owners: OwnerRegistry;
   readonly #writes: ClaimWrites;

@@ -20,8 +20,8 @@ import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode, isStorage
 import { partialLost } from "../../../delivery/delivery-errors.js";
 import { checkStageRecord, ManifestCache } from "../../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../../delivery/manifest-types.js";
-import type { PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../../delivery/stage.js";
-import { checkFileStats, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
+import { missingOf, type PartialAppender, type StageActivity, type StageBlob, type StageRecord, type StageStore } from "../../../delivery/stage.js";
+import { checkFileStats, createPrivateFd, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
 import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
@@ -39,6 +39,14 @@ const SYNC_WRITE_BYTES = 128 * 1024;
 const SYNCS_IN_FLIGHT = 4;
 /** ... and once a commit waits for them (nothing more is written for its stage). */
 const SYNCS_IN_FLIGHT_AT_COMMIT = 8;
+
+/**
+ * Empty partials created ahead of the chunks that fill them, and created at once (see
+ * `#createAhead`). Bounded so that a begin alone creates a few files, not one per blob of a large
+ * bundle.
+ */
+const CREATE_AHEAD = 16;
+const CREATES_IN_FLIGHT = 4;
 
 /**
  * Activity is written to the stage's row at most this often: a crash can make a stage look up to
@@ -71,6 +79,12 @@ interface BlobProgress {
   sync: Promise<unknown> | undefined;
   /** This process created or opened its partial (and checked the path) already. */
   opened: boolean;
+  /**
+   * Its empty partial being created ahead of its first chunk (settles either way), and whether
+   * that creation succeeded and no chunk has taken the file yet.
+   */
+  creating?: Promise<void>;
+  createdAhead?: boolean;
 }
 
 /** What this process knows of a stage: its row, and more. */
@@ -85,6 +99,9 @@ interface LiveStage {
   unsynced: Set<Digest>;
   /** This process checked (or created) the stage's directory: `remove` is the only way it goes. */
   dirChecked: boolean;
+  /** Blobs whose partial is to be created ahead, in the order the client is told to send them, and the next one to create. */
+  readonly ahead: readonly Digest[];
+  nextAhead: number;
 }
 
 const STAGE_COLUMNS = "stage_id, manifest_digest, created_at, last_active_at, reserved_bytes";
@@ -105,6 +122,9 @@ export class EmbeddedStageStore implements StageStore {
    */
   readonly #live = new Map<string, LiveStage>();
   readonly #syncs = new BoundedRunner(SYNCS_IN_FLIGHT);
+  readonly #creates = new BoundedRunner(CREATES_IN_FLIGHT);
+  /** Each stage's partials being created ahead: `remove` waits for them before it lists the directory. */
+  readonly #creatingAhead = new Map<string, Set<Promise<void>>>();
   readonly #insertStage;
   readonly #insertBlob;
   readonly #selectStage;
@@ -173,7 +193,48 @@ export class EmbeddedStageStore implements StageStore {
       persistedActive: stage.last_active_at,
       unsynced: new Set(),
       dirChecked: false,
+      ahead: missingOf(stage).map((m) => m.digest),
+      nextAhead: 0,
     });
+    this.#createAhead(stage.stage_id, this.#live.get(stage.stage_id)!, 0);
+  }
+
+  /**
+   * Creates the empty partials of the next CREATE_AHEAD blobs the client will send (from `from`,
+   * their position in the order begin gave it), in the background. Creating a file waits on the
+   * file system's journal, which the fdatasyncs of blobs received before keep busy: a few
+   * milliseconds each on a busy disk, that a chunk would otherwise wait for before it can be
+   * written. A chunk then opens its blob's empty partial (as after a restart) without waiting.
+   * Durability is unchanged: an empty partial records nothing (received 0), as a missing one does.
+   */
+  #createAhead(stageId: string, live: LiveStage, from: number): void {
+    const until = Math.min(live.ahead.length, from + CREATE_AHEAD);
+    if (live.nextAhead >= until) return;
+    if (!live.dirChecked) this.#ensureStageDir(stageId, live);
+    let pending = this.#creatingAhead.get(stageId);
+    if (pending === undefined) this.#creatingAhead.set(stageId, (pending = new Set()));
+    for (; live.nextAhead < until; live.nextAhead++) {
+      const digest = live.ahead[live.nextAhead]!;
+      const blob = live.blobs.get(digest);
+      if (blob === undefined || blob.complete || blob.received > 0 || blob.opened) continue;
+      const path = this.#layout.partialPath(stageId, digest);
+      const creating = this.#creates
+        .run(() => createPrivateFd(path, "append"))
+        .then(
+          (fd) => {
+            fs.closeSync(fd);
+            blob.createdAhead = true;
+          },
+          () => undefined, // a chunk creates it itself, and reports what goes wrong
+        )
+        .finally(() => {
+          pending.delete(creating);
+          if (pending.size === 0 && this.#creatingAhead.get(stageId) === pending) this.#creatingAhead.delete(stageId);
+          if (blob.creating === creating) blob.creating = undefined;
+        });
+      blob.creating = creating;
+      pending.add(creating);
+    }
   }
 
   async get(stageId: string): Promise<StageRecord | undefined> {
@@ -218,6 +279,12 @@ export class EmbeddedStageStore implements StageStore {
     // A partial this process opened before is opened straight away: the descriptor checks
     // (regular file, owner, mode, one link) still run on every open.
     if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received);
+    if (live !== undefined && blob !== undefined) {
+      const index = live.ahead.indexOf(digest, Math.max(0, live.nextAhead - CREATE_AHEAD));
+      if (index >= 0) this.#createAhead(stageId, live, index + 1);
+      if (blob.creating !== undefined) await blob.creating;
+      if (blob.createdAhead === true && received === 0) return this.#takeCreatedAhead(stageId, digest, path, blob);
+    }
     // The stage directory is checked (made, if missing) once per stage by this process.
     if (live?.dirChecked !== true) this.#ensureStageDir(stageId, live);
     const existing = lstatOrUndefined(path);
@@ -245,6 +312,26 @@ export class EmbeddedStageStore implements StageStore {
     checkFileStats(path, existing);
     const partial = await this.#reopen(stageId, digest, path, received);
     if (blob !== undefined) blob.opened = true;
+    return partial;
+  }
+
+  /**
+   * Opens the empty partial created ahead for the blob's first chunk: to the chunk it is the
+   * partial it created (the same checks, and the same `partial-created` point), only without the wait.
+   */
+  async #takeCreatedAhead(stageId: string, digest: Digest, path: string, blob: BlobProgress): Promise<PartialAppender> {
+    blob.createdAhead = false;
+    const existing = lstatOrUndefined(path);
+    if (existing === undefined) return this.openPartial(stageId, digest, 0);
+    checkFileStats(path, existing);
+    const partial = await this.#reopen(stageId, digest, path, 0);
+    try {
+      fire(this.#faults, "partial-created");
+    } catch (error) {
+      await partial.abandon();
+      throw error;
+    }
+    blob.opened = true;
     return partial;
   }
 
@@ -459,6 +546,9 @@ export class EmbeddedStageStore implements StageStore {
 
   async remove(stageId: string): Promise<void> {
     const dir = this.#layout.stageDir(stageId);
+    // A partial still being created ahead would appear after the directory was listed.
+    const creating = this.#creatingAhead.get(stageId);
+    if (creating !== undefined) await Promise.all(creating);
     // A directory holding anything but partials refuses before the row or the memory change (G10).
     stageDirNames(dir);
     const row = this.#selectStage.get(stageId);
@@ -531,7 +621,8 @@ export class EmbeddedStageStore implements StageStore {
       }
       blobs.set(digest, { byte_len: b.byte_len, received, complete: b.complete === 1, sync: undefined, opened: false });
     }
-    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>(), dirChecked: false };
+    // A stage read back (after a restart) creates nothing ahead: its partials mostly exist already.
+    const live = { row, blobs, lastActive: row.last_active_at, persistedActive: row.last_active_at, unsynced: new Set<Digest>(), dirChecked: false, ahead: [], nextAhead: 0 };
     this.#live.set(row.stage_id, live);
     return live;
   }
