@@ -15,7 +15,7 @@ import * as fs from "node:fs";
 import * as net from "node:net";
 import { isWardenError } from "../core/errors.js";
 import type { ToolAction } from "./schema.js";
-import { claudeToolCall, type ToolCall } from "./tool-call.js";
+import { hookToolCall, type HookProvider, type ToolCall } from "./tool-call.js";
 import type { ToolDecision, ToolPolicy, ToolRequest, ToolVerdict } from "./tool-policy.js";
 
 /** The journal entry of one decision. */
@@ -42,6 +42,8 @@ export interface DecisionGateOptions {
   readonly principal: ToolRequest["principal"];
   readonly context: ToolRequest["context"];
   readonly journal: DecisionJournal;
+  /** whose hook input the socket reads (default claude) */
+  readonly provider?: HookProvider;
 }
 
 /** Largest hook input read (a Write call carries the whole file). */
@@ -63,7 +65,7 @@ export class DecisionGate {
   readonly #decided = new Map<string, ToolVerdict>();
   readonly #sockets = new Set<net.Socket>();
   readonly #pending = new Set<Promise<void>>();
-  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict) => void>();
+  readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, call: ToolCall) => void>();
 
   private constructor(socketPath: string, options: DecisionGateOptions) {
     this.socketPath = socketPath;
@@ -90,8 +92,8 @@ export class DecisionGate {
     return this.#decided.get(callId);
   }
 
-  /** Called with every decision once it is durable. */
-  onDecision(listener: (callId: string, verdict: ToolVerdict) => void): void {
+  /** Called with every decision once it is durable, and the call it decided. */
+  onDecision(listener: (callId: string, verdict: ToolVerdict, call: ToolCall) => void): void {
     this.#listeners.add(listener);
   }
 
@@ -99,7 +101,7 @@ export class DecisionGate {
   async decide(input: unknown): Promise<Answer> {
     let call: ToolCall;
     try {
-      call = claudeToolCall(input, this.#options.workspace);
+      call = hookToolCall(this.#options.provider ?? "claude", input, this.#options.workspace);
     } catch (error) {
       return { decision: "deny", reason: isWardenError(error) ? `${error.message} (${error.code})` : "the tool call could not be read" };
     }
@@ -125,10 +127,12 @@ export class DecisionGate {
       this.#decided.set(call.callId, verdict);
       return { decision: "deny", ...(verdict.reason === undefined ? {} : { reason: verdict.reason }) };
     }
-    for (const listener of this.#listeners) listener(call.callId, verdict);
+    for (const listener of this.#listeners) listener(call.callId, verdict, call);
     if (verdict.decision === "allow") return { decision: "allow" };
-    // A run cannot wait for an operator yet: a call that needs one is denied, and says so.
-    const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; this run cannot wait for one, so the call is denied` : verdict.reason;
+    // A run cannot wait for an operator yet (and Codex's `exec` mode never can: its hooks cannot
+    // ask): a call that needs one is denied, and says so.
+    const cannotWait = this.#options.provider === "codex" ? "codex exec cannot ask for an approval, so ask is deny" : "this run cannot wait for one, so the call is denied";
+    const reason = verdict.decision === "ask" ? `${verdict.reason ?? "needs an operator's approval"}; ${cannotWait}` : verdict.reason;
     return { decision: "deny", ...(reason === undefined ? {} : { reason: `warden policy: ${reason}` }) };
   }
 

@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
-import { claudeHookSettings } from "../policy/hook.js";
+import { CODEX_HOOK_TRUST_ARGS, claudeHookSettings, codexHookConfig } from "../policy/hook.js";
 import { HOME_DIR } from "./binding.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
@@ -142,6 +142,7 @@ export class RunHomes {
       const skills = request.materialization === undefined ? undefined : join(request.materialization.root, HOME_DIR, "skills");
       if (skills !== undefined && (await isDirectory(skills))) await fsp.symlink(skills, join(codexHome, "skills"));
       env.CODEX_HOME = codexHome;
+      if (request.preToolHook !== undefined) args.push(...CODEX_HOOK_TRUST_ARGS);
     }
     return { path, env, args };
   }
@@ -173,14 +174,25 @@ export class RunHomes {
  * bundle and the node's model endpoint) or, without a tree, the same generator's; and the
  * workspace as a trusted project when it is one. Codex loads a project's `.codex/config.toml`
  * only for a project its home marks trusted, so an untrusted workspace is left unnamed.
+ *
+ * Under a tool policy, the pre-tool hook (`[[hooks.PreToolUse]]`), and the hosted web search off
+ * (`web_search = "disabled"`): the model provider runs that tool itself, where no hook of the
+ * CLI can decide it, and it would be a tool call with no decision.
  */
 async function codexConfig(request: RunHomeRequest): Promise<string> {
-  const base =
+  let text =
     request.materialization === undefined
       ? codexConfigToml(request.profile.model === undefined ? {} : { model: request.profile.model })
       : await fsp.readFile(join(request.materialization.root, HOME_DIR, CODEX_CONFIG_FILE), "utf8");
-  if (!request.trusted) return base;
-  return `${base}${base.endsWith("\n") || base === "" ? "" : "\n"}${stringify({ projects: { [request.workspace]: { trust_level: "trusted" } } })}\n`;
+  const tables: Record<string, unknown>[] = [];
+  if (request.trusted) tables.push({ projects: { [request.workspace]: { trust_level: "trusted" } } });
+  if (request.preToolHook !== undefined) {
+    // A top-level key: before the first table, where TOML reads it as the document's own.
+    text = `${stringify({ web_search: "disabled" })}\n${text}`;
+    tables.push({ hooks: codexHookConfig(request.preToolHook) });
+  }
+  for (const table of tables) text = `${text}${text.endsWith("\n") || text === "" ? "" : "\n"}${stringify(table)}\n`;
+  return text;
 }
 
 async function writePrivate(path: string, text: string): Promise<void> {

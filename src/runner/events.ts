@@ -22,7 +22,14 @@ import { sha256Digest } from "../core/digest.js";
 import type { EventFormat } from "../providers/profiles.js";
 
 export type ToolEvent =
-  | { readonly type: "start"; readonly id: string; readonly name: string; readonly fingerprint: string }
+  | {
+      readonly type: "start";
+      readonly id: string;
+      readonly name: string;
+      readonly fingerprint: string;
+      /** a Codex command's line as printed (`/bin/bash -lc '<command>'`): pairs it with its hook's call (codex-calls.ts) */
+      readonly command?: string;
+    }
   | {
       readonly type: "finish";
       readonly id: string;
@@ -204,10 +211,10 @@ function claudeTokens(usage: { readonly [key: string]: number }): { input_tokens
 
 const CODEX_TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_change", "web_search"]);
 
-function codexIdentity(item: Json): { name: string; fingerprint: string } {
+function codexIdentity(item: Json): { name: string; fingerprint: string; command?: string } {
   switch (item.type) {
     case "command_execution":
-      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }) };
+      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }), ...(typeof item.command === "string" ? { command: item.command } : {}) };
     case "mcp_tool_call":
       return {
         name: `mcp:${String(item.server)}/${String(item.tool)}`,

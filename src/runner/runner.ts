@@ -36,7 +36,7 @@ import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.j
 import { findCommand } from "./command-path.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
-import { eventReader, stderrReader, STDERR_LINE_BYTES } from "./events.js";
+import { eventReader, stderrReader, STDERR_LINE_BYTES, type ParsedEvent } from "./events.js";
 import { parseInvocation, requestJson, type InvokeRequest, type ParsedInvocation, type RequestBounds } from "./request.js";
 import { ToolEffects } from "./tool-effects.js";
 import { RunAnswer } from "./run-answer.js";
@@ -48,6 +48,7 @@ import { inheritedEnvironment } from "../sandbox/environment.js";
 import { DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
 import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
 import { DecisionGate } from "../policy/gate.js";
+import { CodexCalls } from "./codex-calls.js";
 import { hookCommand } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
 import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
@@ -130,7 +131,7 @@ export interface PolicySource {
 export type WorkspacePolicies = Partial<Record<ProviderName | "default", PolicySource>>;
 
 /** The providers whose CLI's pre-tool hook warden drives: a policy for another refuses its runs. */
-const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude"]);
+const GOVERNABLE_PROVIDERS: ReadonlySet<ProviderName> = new Set(["claude", "codex"]);
 
 /** An invocation as a caller of `invoke` hands it over: the request not yet parsed. */
 export interface InvokeInput {
@@ -446,7 +447,7 @@ export class Runner {
     if (policy !== undefined && !GOVERNABLE_PROVIDERS.has(provider)) {
       throw new WardenError(
         "tool-policy-provider-unsupported",
-        `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's pre-tool hook is driven): the run is refused`,
+        `workspace ${JSON.stringify(workspace)} decides tool calls by a policy, and warden cannot ask it before a ${provider} tool call (only claude's and codex's pre-tool hooks are driven): the run is refused`,
         422,
         { details: { workspace, provider } },
       );
@@ -486,6 +487,7 @@ export class Runner {
           gateSocket = this.#confinement.decisionSocket(handle.run_id);
           const runId = handle.run_id;
           gate = await DecisionGate.listen(gateSocket.path, {
+            provider: request.provider === "codex" ? "codex" : "claude",
             policy: launch.governance.policy,
             workspace: cwd,
             principal: launch.governance.principal,
@@ -634,7 +636,7 @@ export class Runner {
     // The egress proxy journals into the same ordered stream as the agent's tool calls.
     this.#tools.set(handle.run_id, tools);
     try {
-      return await this.#followWith(handle, profile, launch, spawn, confined, tools, (a) => {
+      return await this.#followWith(handle, profile, launch, spawn, confined, tools, gate, (a) => {
         agent = a;
       });
     } finally {
@@ -649,6 +651,7 @@ export class Runner {
     spawn: AgentSpawn,
     confined: RunConfinement,
     tools: ToolEffects,
+    gate: DecisionGate | undefined,
     started: (agent: AgentProcess) => void,
   ): Promise<Followed> {
     let agent: AgentProcess;
@@ -669,6 +672,16 @@ export class Runner {
       stoppedFor = { reason: "budget", limit: breached };
       stopAgent();
     };
+    const take = (parsed: ParsedEvent): void => {
+      const e = tools.governed(parsed);
+      if (e.type === "turn") meter.take(e);
+      tools.apply(e);
+      answer.take(e);
+    };
+    // A governed Codex run: its items take their hook calls' ids, and a call not allowed, of
+    // which Codex prints nothing, is journaled refused from its decision (codex-calls.ts).
+    const codexCalls = gate !== undefined && profile.events === "codex-jsonl" ? new CodexCalls() : undefined;
+    if (codexCalls !== undefined) gate?.onDecision((_, verdict, call) => codexCalls.decided(call, verdict.decision === "allow").forEach(take));
     const stdout = await OutputCapture.create({
       path: outputPath(this.#outputDir, handle.run_id, "stdout"),
       tailBytes: this.#tailBytes,
@@ -678,12 +691,7 @@ export class Runner {
         ? {}
         : {
             onLine: (line: string) => {
-              for (const parsed of read(line)) {
-                const e = tools.governed(parsed);
-                if (e.type === "turn") meter.take(e);
-                tools.apply(e);
-                answer.take(e);
-              }
+              for (const parsed of read(line)) take(codexCalls?.paired(parsed) ?? parsed);
               checkBudget();
             },
             onOversizedLine: () => {

@@ -8,7 +8,8 @@
  * Code prints the call (the event this reads) before its pre-tool hook asks the node, so a start
  * read before its decision is held until the decision is durable, or until the call's result or
  * the end of the run shows none is coming (then it is journaled as it is, and `journal verify`
- * names it). A call the policy did not allow finishes `failed`, refused by the policy.
+ * names it). A call the policy did not allow finishes `failed`, refused by the policy. Codex runs
+ * its hook first and prints its items under ids of its own: codex-calls.ts gives them the calls'.
  */
 import type { JsonValue } from "../core/canonical.js";
 import type { EffectFinishedEvent, EffectStartedEvent, NoteEvent, PolicyDecisionEvent } from "../journal/types.js";

@@ -16,6 +16,7 @@ import { tempDir } from "../support/temp.js";
 const POLICY = ToolPolicy.compile(
   `@id("no-push") forbid(principal, action == Action::"shell", resource) when { resource.command like "*git push*" };
 @id("deploy") @ask forbid(principal, action == Action::"file.write", resource) when { resource.path like "/srv/deploy/*" };
+@id("clean") @ask forbid(principal, action == Action::"shell", resource) when { resource.command like "rm -rf *" };
 @id("all") permit(principal, action, resource);`,
   "test.cedar",
 );
@@ -24,8 +25,9 @@ const dir = tempDir("gate");
 after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
-async function gateWith(append: (event: PolicyDecisionEvent) => Promise<boolean>): Promise<DecisionGate> {
+async function gateWith(append: (event: PolicyDecisionEvent) => Promise<boolean>, provider?: "codex"): Promise<DecisionGate> {
   return DecisionGate.listen(join(dir, `g${n++}.sock`), {
+    ...(provider === undefined ? {} : { provider }),
     policy: POLICY,
     workspace: "/srv/workspace",
     principal: { scope: "api:op", name: "op", role: "operator" },
@@ -104,5 +106,26 @@ describe("a run's decision socket", () => {
     assert.match(lost.reason ?? "", /could not be journaled/);
     assert.equal(gate.decision("claude:toolu_10")?.decision, "deny");
     await gate.close();
+  });
+
+  it("a codex run's socket reads Codex's hook input: codex:<call id>, apply_patch a file edit, and ask is deny saying codex exec cannot ask", async () => {
+    const journaled: PolicyDecisionEvent[] = [];
+    const gate = await gateWith(async (event) => (journaled.push(event), true), "codex");
+    // Closed whatever happens: a gate left listening keeps the test process alive.
+    try {
+      const patch = await ask(gate.socketPath, call("call_6", "apply_patch", { command: "*** Begin Patch\n*** Add File: /srv/deploy/app.yml\n+x\n*** End Patch\n" }));
+      assert.equal(patch.decision, "allow");
+      const clean = await ask(gate.socketPath, call("call_7", "Bash", { command: "rm -rf build" }));
+      assert.equal(clean.decision, "deny");
+      assert.match(clean.reason ?? "", /approval.*codex exec cannot ask for an approval, so ask is deny/);
+      assert.equal((await ask(gate.socketPath, call("call_8", "Bash", { command: "git push" }))).decision, "deny");
+      assert.deepEqual(journaled.map((e) => [e.call_id, e.tool, e.action, e.decision]), [
+        ["codex:call_6", "apply_patch", "file.edit", "allow"],
+        ["codex:call_7", "Bash", "shell", "ask"],
+        ["codex:call_8", "Bash", "shell", "deny"],
+      ]);
+    } finally {
+      await gate.close();
+    }
   });
 });
