@@ -92,13 +92,18 @@ describe("the console's Queue page and the queue's figures (real Chromium, real 
     await waitFor("the queued run to be recorded", async () => ((await call("GET", `/v1/invocations/api:operator/${ran}`)).body.status === "recorded" ? true : undefined));
     assert.equal(readQueueLog(log).filter((l) => l.ev === "start" && l.job === ran).length, 1);
 
-    const summary = (await call("GET", "/v1/node")).body.queue as {
+    type Summary = {
       slots: number;
       depth: number;
       running: number;
       principals: { principal: string; queued: number; running: number; oldest_queued_at?: string }[];
       waits: { count: number; sum_s: number; max_s: number };
     };
+    // The queue row is marked ended just after the result is recorded: wait until it no longer counts as running.
+    const summary = await waitFor("the queue to count no run going", async () => {
+      const queue = (await call("GET", "/v1/node")).body.queue as Summary;
+      return queue.running === 0 ? queue : undefined;
+    });
     // Two of the first test's three still wait (the third was cancelled), none runs.
     assert.equal(summary.slots, 2);
     assert.equal(summary.depth, 2);
