@@ -28,6 +28,10 @@
  *    moves several-fold from minute to minute on a shared machine, and alternation exposes all
  *    three to the same moments.
  *
+ * 5. Tracing on against off (issue 33, bench/traced-runs.ts): whole runs of the fixture claude
+ *    agent through the facade at concurrency 8, on a node exporting its spans over OTLP/HTTP to a
+ *    loopback receiver against one that traces nothing, alternating rounds (medians); target 0.95x.
+ *
  * The machine's load average is printed with the baseline: on a shared machine it explains most
  * of the spread between runs.
  */
@@ -45,7 +49,8 @@ import type { RunChecker } from "../src/invocations/run-checker.js";
 import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
 import { SIGN_WORKER_URL, Signer, setSharedSigner } from "../src/journal/signer.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
-import { AS_LAUNCHED_ENV, benchDir, fmt, median, medianBy, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
+import { tracedRuns } from "./traced-runs.js";
+import { AS_LAUNCHED_ENV, benchDir, keepUntilRunEnds, fmt, median, medianBy, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
 const SCOPE = "bench";
@@ -337,6 +342,7 @@ function verdict(ok: boolean, target: string): string {
 }
 
 export default async function (): Promise<void> {
+  await tracedRuns(keepUntilRunEnds(benchDir("invocations-traced")));
   const root = benchDir("invocations-lookup");
   // A real run's journal, whose signing cost is measured at the end, beside the figure it bounds.
   let templateJournal: Uint8Array | undefined;

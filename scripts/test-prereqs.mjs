@@ -27,6 +27,12 @@ export const DEBIAN_PREREQUISITES = [
     packages: ["python3-securesystemslib"],
     files: ["/usr/lib/python3/dist-packages/securesystemslib/signer/_key.py"],
   },
+  {
+    why: "traces: Google's protobuf (not warden's code) decodes what warden exports against the official OTLP .proto files (test/fixtures/otlp-proto), compiled by protoc",
+    command: "/usr/bin/protoc",
+    packages: ["protobuf-compiler", "python3-protobuf"],
+    files: ["/usr/lib/python3/dist-packages/google/protobuf/json_format.py"],
+  },
   { why: "the console's browser tests (Playwright drives Debian's Chromium)", command: "/usr/bin/chromium", packages: ["chromium"] },
   { why: "signed bundles: signatures made and checked by the real OpenSSH", command: "ssh-keygen", packages: ["openssh-client"] },
   { why: "git workspaces: a worktree per run and its change set (DESIGN.md \"Change sets\")", command: "/usr/bin/git", packages: ["git"] },

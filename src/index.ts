@@ -19,7 +19,9 @@ export {
   type CloseOptions,
   type ShutdownEvent,
   type RunningRun,
+  type StartOptions,
 } from "./warden/facade.js";
+export type { TraceCarrier, TracingOptions } from "./tracing/tracing.js";
 export type { LogOptions } from "./warden/transparency.js";
 export type { PostgresNodeOptions } from "./backends/postgres/node.js";
 export type { RunnerHooks } from "./runner/runner.js";

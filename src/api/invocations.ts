@@ -53,6 +53,8 @@ export type InvokeBody = Static<typeof InvokeBody>;
 export const InvokeHeaders = Type.Object({
   "idempotency-key": Type.String({ pattern: IDEMPOTENCY_KEY_PATTERN, description: "UUID naming this invocation within the caller's scope" }),
   prefer: Type.Optional(Type.String({ description: "`wait=<seconds>`: answer with the result if the run ends within that time; `respond-async`: submit to the queue and answer 202 queued at once" })),
+  traceparent: Type.Optional(Type.String({ description: "W3C Trace Context: the run's `invoke_agent` span becomes this span's child (an invalid one is ignored); not part of the request's identity" })),
+  tracestate: Type.Optional(Type.String({ description: "W3C Trace Context vendor state, carried with `traceparent`" })),
 });
 export type InvokeHeaders = Static<typeof InvokeHeaders>;
 

@@ -3,6 +3,7 @@
  * thrown as WardenHttpError with the node's problem `code`. `push` drives the delivery routes to
  * upload a directory resumably (push.ts).
  */
+import type { TraceCarrier } from "../tracing/tracing.js";
 import type { Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";
 import type { PushOptions, PushResult, StageApi } from "./push.js";
@@ -59,6 +60,12 @@ export interface InvokeOptions {
    */
   readonly async?: boolean;
   readonly signal?: AbortSignal;
+  /**
+   * The caller's W3C trace context, sent as `traceparent`/`tracestate` so the run's span joins
+   * the caller's trace (DESIGN.md "Traces"). Default: this process's `TRACEPARENT` and
+   * `TRACESTATE` variables, as a traced parent hands them to a child; `false` sends none.
+   */
+  readonly trace?: TraceCarrier | false;
 }
 
 export interface InvokeReply {
@@ -197,6 +204,11 @@ export class WardenClient implements StageApi {
     // A wait with respond-async would start the run now (the server's rule): a submission sends none.
     if (options.async === true) headers.prefer = "respond-async";
     else if (options.waitSeconds !== undefined) headers.prefer = `wait=${options.waitSeconds}`;
+    const trace = options.trace ?? { traceparent: process.env.TRACEPARENT, tracestate: process.env.TRACESTATE };
+    if (trace !== false && trace.traceparent !== undefined && trace.traceparent !== "") {
+      headers.traceparent = trace.traceparent;
+      if (trace.tracestate !== undefined && trace.tracestate !== "") headers.tracestate = trace.tracestate;
+    }
     const reply = await this.#http.json<InvocationView>({ method: "POST", path: "/v1/invocations", json: request, headers, signal: options.signal });
     return { httpStatus: reply.status, replayed: reply.headers.get("idempotency-replayed") === "true", invocation: reply.body };
   }

@@ -75,6 +75,16 @@ export interface RunHomeRequest {
   readonly materialization?: Materialization;
   /** the command of the run's pre-tool hook, when a policy decides its tool calls (policy/hook.ts) */
   readonly preToolHook?: string;
+  /** a traced run (DESIGN.md "Traces"): the run span's context for the agent, and where the node's traces go */
+  readonly trace?: RunHomeTrace;
+}
+
+/** What a traced run's agent is told of its trace. */
+export interface RunHomeTrace {
+  /** `TRACEPARENT` (and `TRACESTATE`): Claude Code and Codex continue the trace from it */
+  readonly env: Readonly<Record<string, string>>;
+  /** the OTLP/HTTP traces endpoint Codex's `[otel]` table exports to (never the node's headers) */
+  readonly tracesEndpoint: string;
 }
 
 export interface RunHome {
@@ -144,6 +154,8 @@ export class RunHomes {
       env.CODEX_HOME = codexHome;
       if (request.preToolHook !== undefined) args.push(...CODEX_HOOK_TRUST_ARGS);
     }
+    // Last: the run span's context is the run's own, whatever else set these names.
+    if (request.trace !== undefined) Object.assign(env, request.trace.env);
     return { path, env, args };
   }
 
@@ -191,6 +203,9 @@ async function codexConfig(request: RunHomeRequest): Promise<string> {
     text = `${stringify({ web_search: "disabled" })}\n${text}`;
     tables.push({ hooks: codexHookConfig(request.preToolHook) });
   }
+  // Codex 0.171 exports its own spans with `[otel] trace_exporter` and continues TRACEPARENT's trace.
+  // No headers: a collector's credentials are the node's, never an agent's.
+  if (request.trace !== undefined) tables.push({ otel: { environment: "warden", trace_exporter: { "otlp-http": { endpoint: request.trace.tracesEndpoint, protocol: "json" } } } });
   for (const table of tables) text = `${text}${text.endsWith("\n") || text === "" ? "" : "\n"}${stringify(table)}\n`;
   return text;
 }

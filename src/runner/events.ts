@@ -72,7 +72,13 @@ export interface TurnUsage {
   readonly total?: true;
 }
 
-export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage;
+/** The CLI's own session id (Claude Code's `session_id`, Codex's `thread_id`): a trace's conversation id. */
+export interface SessionEvent {
+  readonly type: "session";
+  readonly id: string;
+}
+
+export type ParsedEvent = ToolEvent | ProviderReport | AnswerEvent | NoteFromEvent | TurnUsage | SessionEvent;
 
 type Json = Record<string, unknown>;
 
@@ -171,7 +177,8 @@ function claudeEvents(event: Json): ParsedEvent[] {
       skills: names(event.skills),
       plugins: names(event.plugins, "name"),
     };
-    return [{ type: "note", note: { agent_session: session } }];
+    const note: ParsedEvent = { type: "note", note: { agent_session: session } };
+    return typeof event.session_id === "string" && event.session_id !== "" ? [note, { type: "session", id: event.session_id }] : [note];
   }
   if (typeof event.type !== "string" || !CLAUDE_KNOWN.has(event.type)) return [{ type: "note", note: { provider_event: summary(event) } }];
   const message = event.message;
@@ -261,6 +268,7 @@ export class CodexEventReader {
       const message = isObject(event.error) && typeof event.error.message === "string" ? event.error.message : "codex reported turn.failed";
       return [{ type: "error", message }];
     }
+    if (event.type === "thread.started" && typeof event.thread_id === "string" && event.thread_id !== "") return [{ type: "session", id: event.thread_id }];
     if (typeof event.type === "string" && CODEX_QUIET.has(event.type)) return [];
     if (event.type !== "item.started" && event.type !== "item.completed") return [{ type: "note", note: { provider_event: summary(event) } }];
     const item = event.item;

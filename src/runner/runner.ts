@@ -25,6 +25,7 @@ import { DEFAULT_LIMITS } from "../core/limits.js";
 import { NotFoundError, ValidationError, WardenError, errnoCode, isWardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import type { Invocations, InvocationHandle, ExistingOutcome } from "../invocations/index.js";
+import type { JournalEntry } from "../journal/types.js";
 import type { Materializer } from "../providers/materializer.js";
 import { expandLaunchArgs, expandRunLaunch, resolveProfiles, type PermissionMode, type ProviderProfile, type ProviderProfiles } from "../providers/profiles.js";
 import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
@@ -53,6 +54,8 @@ import { hookCommand } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
 import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
 import type { Worktree } from "../changes/worktrees.js";
+import { TRACE_ENV_NAMES, type RunTrace, type TraceCarrier, type Tracing } from "../tracing/tracing.js";
+import type { RunJournal } from "../invocations/handle.js";
 
 export interface RunnerHooks {
   /** After the bundle is materialized, before it is revalidated and the agent launched. */
@@ -119,6 +122,10 @@ export interface RunnerOptions {
   readonly spendCounters?: SpendCounters;
   /** git workspaces get a worktree per run and a change set (DESIGN.md "Change sets"); without it every workspace is a plain directory */
   readonly worktrees?: RunWorktrees;
+  /** OpenTelemetry traces of runs (DESIGN.md "Traces"); without it nothing is traced */
+  readonly tracing?: Tracing;
+  /** the index of a recorded run's seal in the node's transparency log (a traced run's `warden.log.leaf`) */
+  readonly logLeaf?: (runId: string) => Promise<number | undefined>;
 }
 
 /** A policy's Cedar text and where it came from (named in its errors). */
@@ -146,6 +153,8 @@ export interface StartInput extends ParsedInvocation {
   readonly lookedUp?: boolean;
   /** the invocation was leased from the queue: its claim is written only while the lease holds (OpenOptions.dequeued) */
   readonly dequeued?: boolean;
+  /** the caller's trace context (the HTTP request's `traceparent`): the run's span is its child; not part of the request */
+  readonly trace?: TraceCarrier;
 }
 
 /** What the runner records for a run: the replayed result of its invocation. */
@@ -197,6 +206,8 @@ export class Runner {
   readonly #counters: SpendCounters | undefined;
   readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
   readonly #worktrees: RunWorktrees | undefined;
+  readonly #tracing: Tracing | undefined;
+  readonly #logLeaf: ((runId: string) => Promise<number | undefined>) | undefined;
 
   constructor(options: RunnerOptions) {
     this.#invocations = options.invocations;
@@ -250,6 +261,8 @@ export class Runner {
       throw new ValidationError("spend-counters-required", "day budgets (workspaceDay, principalDay) need the node's spend counters (spendCounters)");
     }
     this.#worktrees = options.worktrees;
+    this.#tracing = options.tracing;
+    this.#logLeaf = options.logLeaf;
   }
 
   /** The configured workspaces' directories (where a dead node's worktrees are looked up). */
@@ -358,6 +371,7 @@ export class Runner {
         ...Object.keys(this.#agentTagEnv),
         ...Object.keys(profile.bundleEnv ?? {}),
         ...runHomeEnvNames(request.provider),
+        ...(this.#tracing === undefined ? [] : TRACE_ENV_NAMES),
       ]),
       ...(policy === undefined ? {} : { decisions: true }),
     });
@@ -407,7 +421,15 @@ export class Runner {
     });
     if (opened.status !== "fresh") return opened;
     const handle = opened.handle;
-    const done = this.#run(handle, request, cwd, launch);
+    const trace = this.#tracing?.startRun({
+      runId: handle.run_id,
+      scope: input.scope,
+      idempotencyId: input.id,
+      provider: request.provider,
+      ...(profile.model === undefined ? {} : { model: profile.model.name }),
+      ...(input.trace === undefined ? {} : { parent: input.trace }),
+    });
+    const done = this.#run(handle, request, cwd, trace === undefined ? launch : { ...launch, trace });
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
     return { status: "started", run_id: handle.run_id, done };
   }
@@ -507,6 +529,7 @@ export class Runner {
           trusted: launch.trusted,
           ...(materialization === undefined ? {} : { materialization }),
           ...(preToolHook === undefined ? {} : { preToolHook }),
+          ...(launch.trace === undefined ? {} : { trace: { env: traceEnv(launch.trace.carrier()), tracesEndpoint: launch.trace.agentExport.endpoint } }),
         });
       } catch (error) {
         if (!isWardenError(error)) throw error;
@@ -519,6 +542,7 @@ export class Runner {
       throw error;
     } finally {
       this.#pendingCancels.delete(handle.run_id);
+      if (launch.trace !== undefined) this.#endTrace(launch.trace, handle, outcome);
       await gate?.close().catch(() => undefined);
       gateSocket?.remove();
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
@@ -528,6 +552,16 @@ export class Runner {
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
       if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded") await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
+  }
+
+  /**
+   * Ends a traced run's span; a recorded run's log leaf is read first, off the run's path: the
+   * outcome is the caller's as soon as it is known, the span follows.
+   */
+  #endTrace(trace: RunTrace, handle: InvocationHandle, outcome: ExistingOutcome | undefined): void {
+    const end = { ...traceEnd(handle, outcome), at: Date.now() };
+    const leaf = outcome?.status === "recorded" && this.#logLeaf !== undefined ? this.#logLeaf(handle.run_id).catch(() => undefined) : Promise.resolve(undefined);
+    void leaf.then((logLeaf) => trace.end(logLeaf === undefined ? end : { ...end, logLeaf }));
   }
 
   async #materialize(handle: InvocationHandle, provider: ProviderName, bundle: BundleRef | undefined): Promise<Materialization> {
@@ -605,7 +639,7 @@ export class Runner {
         gate,
       );
       const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
-      return await this.#conclude(handle, profile, launch.spend, changed);
+      return await this.#conclude(handle, profile, launch.spend, changed, launch.trace);
     } finally {
       confined.remove();
     }
@@ -628,7 +662,9 @@ export class Runner {
   async #follow(handle: InvocationHandle, profile: ProviderProfile, launch: RunLaunch, spawn: AgentSpawn, confined: RunConfinement, gate: DecisionGate | undefined): Promise<Followed> {
     let agent: AgentProcess | undefined;
     // An effect the journal cannot record must not happen unrecorded: stop the agent.
-    const tools = new ToolEffects(handle.journal, () => agent?.kill());
+    const trace = launch.trace;
+    // A traced run's tool spans are made of its effect entries as they become durable.
+    const tools = new ToolEffects(trace === undefined ? handle.journal : observedJournal(handle.journal, (entry) => trace.take(entry)), () => agent?.kill());
     if (gate !== undefined) {
       tools.govern();
       gate.onDecision((callId, verdict) => tools.decided(callId, verdict.decision, verdict.reason));
@@ -675,6 +711,7 @@ export class Runner {
     const take = (parsed: ParsedEvent): void => {
       const e = tools.governed(parsed);
       if (e.type === "turn") meter.take(e);
+      else if (e.type === "session") launch.trace?.conversation(e.id);
       tools.apply(e);
       answer.take(e);
     };
@@ -798,8 +835,9 @@ export class Runner {
    * of its workspace and principal. A journal that can no longer be written leaves the run
    * unresolved anyway; the counters count what was spent whatever the outcome.
    */
-  async #recordSpend(handle: InvocationHandle, spend: RunSpend, run: Followed): Promise<void> {
+  async #recordSpend(handle: InvocationHandle, spend: RunSpend, run: Followed, trace: RunTrace | undefined): Promise<void> {
     const totals = run.spend;
+    trace?.spent(totals.input_tokens, totals.output_tokens);
     const uncounted = await this.#counters?.add(spend.day, spend.subjects, totals).then(
       () => undefined,
       (error: unknown) => (isWardenError(error) ? error.code : (errnoCode(error) ?? "spend-count-failed")),
@@ -822,9 +860,9 @@ export class Runner {
   }
 
   /** Records the run when it ended knowably; anything uncertain leaves the claim unresolved. */
-  async #conclude(handle: InvocationHandle, profile: ProviderProfile, spend: RunSpend, run: Followed): Promise<ExistingOutcome> {
+  async #conclude(handle: InvocationHandle, profile: ProviderProfile, spend: RunSpend, run: Followed, trace: RunTrace | undefined): Promise<ExistingOutcome> {
     const { exit, out } = run;
-    await this.#recordSpend(handle, spend, run);
+    await this.#recordSpend(handle, spend, run, trace);
     if (run.journaled && run.stopped !== undefined) {
       const result: RunResult = {
         exit_code: null,
@@ -890,6 +928,8 @@ interface RunLaunch {
   };
   /** a git workspace: the run gets its own worktree at this base */
   readonly worktree?: PlannedWorktree;
+  /** the run's span, once it is claimed and traced */
+  readonly trace?: RunTrace;
 }
 
 /** What a run may spend and where its spend is counted, decided before the claim. */
@@ -971,6 +1011,46 @@ function checkWorkspaces(workspaces: Readonly<Record<string, string>>): Readonly
   return out;
 }
 
+
+/** The run span's context as the agent's environment: `TRACEPARENT`, `TRACESTATE`. */
+function traceEnv(carrier: TraceCarrier): Record<string, string> {
+  return {
+    ...(carrier.traceparent === undefined ? {} : { TRACEPARENT: carrier.traceparent }),
+    ...(carrier.tracestate === undefined ? {} : { TRACESTATE: carrier.tracestate }),
+  };
+}
+
+/** What the run's span says of its end: the invocation's state, a recorded failure, the journal's head. */
+function traceEnd(handle: InvocationHandle, outcome: ExistingOutcome | undefined): Parameters<RunTrace["end"]>[0] {
+  const result = outcome?.status === "recorded" && typeof outcome.result === "object" && outcome.result !== null && !Array.isArray(outcome.result) ? outcome.result : undefined;
+  const stopped = result?.stopped;
+  return {
+    status: outcome?.status ?? "crashed",
+    journalHead: handle.journal.tailHash,
+    ...(result === undefined ? {} : { failed: result.error !== undefined || result.exit_code !== 0 }),
+    ...(typeof stopped === "object" && stopped !== null && !Array.isArray(stopped) && typeof stopped.reason === "string" ? { stopped: stopped.reason } : {}),
+  };
+}
+
+/** The run's journal, telling `take` of every entry once it is durable. */
+function observedJournal(journal: RunJournal, take: (entry: JournalEntry) => void): RunJournal {
+  return {
+    get runId() {
+      return journal.runId;
+    },
+    get entries() {
+      return journal.entries;
+    },
+    get tailHash() {
+      return journal.tailHash;
+    },
+    append: async (event) => {
+      const appended = await journal.append(event);
+      take(appended.entry);
+      return appended;
+    },
+  };
+}
 
 function notLaunched(error: WardenError): RunResult {
   return { exit_code: null, output_sha256: EMPTY_SHA256, output_tail: "", error: { code: error.code, message: error.message } };

@@ -32,7 +32,9 @@ export async function startNode(config: ServeConfig, options: StartNodeOptions =
   const { reservation, ...serverOptions } = options;
   let warden: Warden;
   try {
-    warden = await openWarden(config.warden);
+    // Told once when the collector cannot take the node's spans: in the node's log, once it has one.
+    const traces = config.warden.traces === false ? false : { version: serverOptions.version ?? packageVersion(), warn: (message: string) => app?.log.warn(message) };
+    warden = await openWarden({ ...config.warden, traces });
   } catch (error) {
     await reservation?.release();
     throw error;

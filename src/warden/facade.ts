@@ -56,6 +56,7 @@ import { Scrub } from "./scrub.js";
 import { Fleet, type SharedNodes } from "./fleet.js";
 import { deliveryAttest, openEmbeddedLog, openLog, type LogOptions, type OpenedLog } from "./transparency.js";
 import { catchUpLog } from "./log-catchup.js";
+import { Tracing, type TraceCarrier, type TracingOptions } from "../tracing/tracing.js";
 import { attestRun, type RunAttestation } from "./attestation.js";
 import type { TransparencyLog } from "../tlog/log.js";
 
@@ -105,6 +106,11 @@ export interface WardenOptions {
   readonly spend?: SpendConfig;
   /** the queue of submitted invocations: this node's slots, labels, the fleet's limits (DESIGN.md "Queued invocations") */
   readonly queue?: QueueConfig;
+  /**
+   * OpenTelemetry traces of runs (DESIGN.md "Traces"): on or off by the standard `OTEL_*`
+   * environment (off when it sets nothing); `false` turns them off whatever it says.
+   */
+  readonly traces?: TracingOptions | false;
 }
 
 /**
@@ -149,6 +155,12 @@ export interface NodeQueueView extends QueueView {
   readonly slots: number;
   /** runs this node executes now (queued or not) */
   readonly active: number;
+}
+
+/** How a caller starts a run besides its request (nothing of it is part of the request's identity). */
+export interface StartOptions {
+  /** the caller's W3C trace context (an HTTP request's `traceparent`/`tracestate`): the run's span is its child */
+  readonly trace?: TraceCarrier;
 }
 
 /** What `start` answers: this caller started the run, or the invocation's existing state. */
@@ -238,6 +250,7 @@ export class Warden {
   /** sessions `materialize` made and not yet released */
   readonly #apiSessions = new Set<string>();
   #closing: Promise<void> | undefined;
+  readonly #tracing: Tracing | undefined;
 
   /** Use `openWarden`. */
   constructor(parts: {
@@ -256,6 +269,7 @@ export class Warden {
     changes: RunChanges;
     queue: QueueStore;
     queueConfig: QueueConfig;
+    tracing?: Tracing | undefined;
   }) {
     this.changes = parts.changes;
     this.log = parts.log?.log;
@@ -275,6 +289,7 @@ export class Warden {
     this.#bounds = parts.bounds;
     this.#retention = parts.retention;
     this.#scrub = parts.scrub;
+    this.#tracing = parts.tracing;
     this.#queue = parts.queue;
     this.#queueConfig = parts.queueConfig;
     const limits = parts.queueConfig.limits ?? {};
@@ -343,7 +358,7 @@ export class Warden {
    * the same id is a ConflictError `idempotency-conflict` (422). The id and the request are
    * parsed here, once; from here on they travel parsed.
    */
-  async start(scope: string, id: string, input: unknown): Promise<InvocationStart> {
+  async start(scope: string, id: string, input: unknown, options: StartOptions = {}): Promise<InvocationStart> {
     const invocation = parseInvocation(scope, id, input, this.#bounds);
     const existing = await this.#lookup(invocation.scope, invocation.id, requestJson(invocation.request));
     if (existing !== undefined) return existing;
@@ -355,7 +370,7 @@ export class Warden {
     let started: Awaited<ReturnType<Runner["start"]>>;
     try {
       // The id was read as absent just now: the claim is attempted without reading it again.
-      started = await this.#runner.start({ ...invocation, lookedUp: true });
+      started = await this.#runner.start({ ...invocation, lookedUp: true, ...(options.trace === undefined ? {} : { trace: options.trace }) });
     } finally {
       this.#starting--;
     }
@@ -569,8 +584,8 @@ export class Warden {
   }
 
   /** Runs `(scope, id)` to its end (`start`, then the run's outcome), or answers its existing state. */
-  async invoke(scope: string, id: string, input: unknown): Promise<KnownOutcome> {
-    const started = await this.start(scope, id, input);
+  async invoke(scope: string, id: string, input: unknown, options: StartOptions = {}): Promise<KnownOutcome> {
+    const started = await this.start(scope, id, input, options);
     return started.status === "started" ? started.done : started;
   }
 
@@ -802,6 +817,8 @@ export class Warden {
       await settledWithin(this.#runs(), SETTLE_AFTER_KILL_MS);
     }
     this.invocations.close();
+    // After the runs: their spans are queued; what the collector does not take now is dropped.
+    await this.#tracing?.shutdown();
     await this.#retention.stop();
     await this.#scrub?.stop();
     try {
@@ -844,6 +861,8 @@ export class Warden {
 /** Opens a node's state under `options.home` (embedded backend, or `options.postgres`) and everything on top of it. */
 export async function openWarden(options: WardenOptions): Promise<Warden> {
   const limits = options.limits === undefined ? {} : { limits: options.limits };
+  // Before any store is opened: an OTEL_* environment warden cannot honour is refused first.
+  const tracing = options.traces === false ? undefined : Tracing.fromEnvironment(options.traces ?? {});
   checkAncestorsSync(options.home);
   ensurePrivateDirSync(options.home, { create: true, recursive: true });
   const home = claimHome(options.home, options.postgres === undefined ? "embedded" : "postgres");
@@ -857,6 +876,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
           await (await import("../backends/postgres/node.js")).openPostgresNodeBackend(options.home, { ...options.postgres, ...limits });
   } catch (error) {
     homeLock.release();
+    await tracing?.shutdown();
     throw error;
   }
   try {
@@ -864,6 +884,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
   } catch (error) {
     await opened.close().catch(() => undefined);
     homeLock.release();
+    await tracing?.shutdown();
     throw error;
   }
   // The home stays this process's until its stores are closed.
@@ -933,8 +954,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     const userHooks = options.runnerHooks ?? {};
     const outputDir = join(backend.home, "outputs");
     const worktrees = new RunWorktrees(backend.home);
+    const tlog = log?.log;
     const runner = new Runner({
       worktrees,
+      ...(tracing === undefined ? {} : { tracing, ...(tlog === undefined ? {} : { logLeaf: async (runId: string) => (await tlog.leaf(`run:${runId}`))?.index }) }),
       invocations,
       materializer,
       workspaces,
@@ -995,10 +1018,12 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       log,
       scrub,
       changes,
+      tracing,
       queue: backend.claims.queue(),
       queueConfig: options.queue ?? {},
     });
   } catch (error) {
+    await tracing?.shutdown();
     await log?.log.close().catch(() => undefined);
     await delivery?.close().catch(() => undefined);
     await backend.close().catch(() => undefined);

@@ -27,7 +27,9 @@ describe("event readers", () => {
     const fromCodex = REAL_CODEX.flatMap(codex);
     assert.deepEqual(tools(fromClaude), []);
     assert.deepEqual(tools(fromCodex), []);
-    assert.deepEqual(fromClaude.map(label), ["note", "note"]);
+    // The CLI's session (a trace's gen_ai.conversation.id): Claude Code's session_id, Codex's thread_id.
+    assert.deepEqual(fromClaude.map(label), ["note", "session", "note"]);
+    assert.deepEqual(fromClaude[1], { type: "session", id: "f0ec839a-f915-45f1-afad-f5ebde7be539" });
     // The init line says which skills and plugins the CLI loaded; a retry is an event of its own.
     assert.deepEqual(fromClaude[0]?.type === "note" ? fromClaude[0].note.agent_session : undefined, {
       provider: "claude",
@@ -37,9 +39,10 @@ describe("event readers", () => {
       skills: ["review-tools:lint", "review-tools:review"],
       plugins: ["review-tools"],
     });
-    assert.deepEqual(fromClaude[1]?.type === "note" ? (fromClaude[1].note.provider_event as { subtype: string }).subtype : undefined, "api_retry");
+    assert.deepEqual(fromClaude[2]?.type === "note" ? (fromClaude[2].note.provider_event as { subtype: string }).subtype : undefined, "api_retry");
     // codex: a reconnect message and an `error` item are warnings it went on after: notes, not errors.
-    assert.deepEqual(fromCodex.map(label), ["note", "note"]);
+    assert.deepEqual(fromCodex.map(label), ["session", "note", "note"]);
+    assert.deepEqual(fromCodex[0], { type: "session", id: "01a227eb-252d-7032-acf0-f1c416466e61" });
     assert.equal(eventReader("text"), undefined);
   });
 

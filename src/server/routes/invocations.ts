@@ -68,7 +68,10 @@ export function invocationRoutes(ctx: RouteContext) {
           if (submitted.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
           return reply.code(200).send(answerOf(scope, id, submitted));
         }
-        const started = await warden.start(scope, id, request.body);
+        const { traceparent, tracestate } = request.headers;
+        // The caller's trace, if any: never part of the request, so a retry under another trace is the same invocation.
+        const trace = traceparent === undefined ? {} : { trace: { traceparent, ...(tracestate === undefined ? {} : { tracestate }) } };
+        const started = await warden.start(scope, id, request.body, trace);
         if (started.status !== "started") {
           countInvocation(outcomeLabel(started));
           if (started.status === "recorded") reply.header(IDEMPOTENCY_REPLAYED_HEADER, "true");
