@@ -20,7 +20,11 @@ export {
   type ShutdownEvent,
   type RunningRun,
   type StartOptions,
+  type QueuedInvocation,
+  type Submission,
+  type NodeQueueView,
 } from "./warden/facade.js";
+export type { QueueConfig } from "./warden/queue-runner.js";
 export type { TraceCarrier, TracingOptions } from "./tracing/tracing.js";
 export type { LogOptions } from "./warden/transparency.js";
 export type { PostgresNodeOptions } from "./backends/postgres/node.js";

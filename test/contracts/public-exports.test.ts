@@ -13,7 +13,8 @@ import { repo } from "../support/node.js";
 
 const PUBLIC = [
   // the facade
-  "openWarden", "Warden", "WardenOptions", "InvocationStart", "StartedRun", "KnownOutcome", "RunVerification", "CloseOptions", "ShutdownEvent", "RunningRun",
+  "openWarden", "Warden", "WardenOptions", "InvocationStart", "StartedRun", "KnownOutcome", "RunVerification", "CloseOptions", "ShutdownEvent", "RunningRun", "StartOptions",
+  "QueuedInvocation", "Submission", "NodeQueueView", "QueueConfig", "TraceCarrier", "TracingOptions",
   "LogOptions", "PostgresNodeOptions", "RunnerHooks", "DEFAULT_LIMITS", "Limits", "parseInvokeRequest", "InvokeRequest",
   "PROVIDER_NAMES", "isProviderName", "ProviderName", "Materialization", "DEFAULT_PROVIDER_PROFILES", "ProviderProfile", "ProviderProfiles",
   // typed errors
