@@ -68,6 +68,35 @@ export const SpendToday = Type.Object({
 });
 export type SpendToday = Static<typeof SpendToday>;
 
+/** One principal's part of the queue (DESIGN.md "Queued invocations"). */
+export const QueuePrincipal = Type.Object({
+  principal: Type.String(),
+  /** waiting */
+  queued: Count,
+  /** leased or running */
+  running: Count,
+  /** when its oldest waiting invocation was submitted */
+  oldest_queued_at: Type.Optional(Timestamp),
+});
+export type QueuePrincipal = Static<typeof QueuePrincipal>;
+
+/** The queue of submitted invocations: the fleet's on PostgreSQL, with this node's slots and waits. */
+export const QueueSummary = Type.Object({
+  /** runs this node starts from the queue at once (`queue.slots`) */
+  slots: Count,
+  /** invocations waiting */
+  depth: Count,
+  /** queued invocations leased or running, on every node */
+  running: Count,
+  oldest_queued_at: Type.Optional(Timestamp),
+  principals: List(QueuePrincipal),
+  /** queued invocations leased or running per node (its owner id, as `fleet.nodes[].node_id`) */
+  nodes: List(Type.Object({ node_id: Type.String(), running: Count })),
+  /** how long the queued invocations this node process started had waited (submitted to leased) */
+  waits: Type.Object({ count: Count, sum_s: Type.Number({ minimum: 0 }), max_s: Type.Number({ minimum: 0 }) }),
+});
+export type QueueSummary = Static<typeof QueueSummary>;
+
 export const NodeSummary = Type.Object({
   version: Type.String(),
   backend: Type.Union([Type.Literal("embedded"), Type.Literal("postgres")]),
@@ -82,6 +111,7 @@ export const NodeSummary = Type.Object({
   recent_failures: List(RunFailure),
   /** today's spend per workspace and principal, the fleet's on PostgreSQL */
   spend_today: SpendToday,
+  queue: QueueSummary,
 });
 export type NodeSummary = Static<typeof NodeSummary>;
 

@@ -29,6 +29,8 @@ export type {
   Manifest,
   NodeSummary,
   SpendToday,
+  QueueSummary,
+  QueuePrincipal,
   Fleet,
   FleetNode,
   OutputTail,

@@ -8,6 +8,7 @@ import { Bundles } from "./pages/bundles.js";
 import { Invocations } from "./pages/invocations.js";
 import { Keys } from "./pages/keys.js";
 import { Overview } from "./pages/overview.js";
+import { Queue } from "./pages/queue.js";
 import { Reconcile } from "./pages/reconcile.js";
 import { Run } from "./pages/run.js";
 import { BASE, href, Link, navigate, useRoute, type Route } from "./router.js";
@@ -64,6 +65,7 @@ function Login(props: { onSession: (session: SessionView) => void }) {
 const NAV = [
   { label: "Overview", href: href.overview(), match: (p: string) => p === "/" },
   { label: "Invocations", href: href.invocations(), match: (p: string) => p.startsWith("/invocations") },
+  { label: "Queue", href: href.queue(), match: (p: string) => p === "/queue" },
   { label: "Bundles", href: href.bundles(), match: (p: string) => p.startsWith("/bundles") },
   { label: "Keys", href: href.keys(), match: (p: string) => p.startsWith("/keys") },
 ];
@@ -81,6 +83,7 @@ function Page(props: { route: Route; session: SessionView }) {
   }
   if (parts[0] === "bundles") return <Bundles operator={operator} {...(parts[1] === undefined ? {} : { selected: parts[1] })} />;
   if (parts[0] === "keys") return <Keys />;
+  if (path === "/queue") return <Queue operator={operator} />;
   return <ErrorBox error={{ message: `the console has no page ${path}`, code: "page-not-found" }} />;
 }
 

@@ -66,6 +66,7 @@ export const href = {
   },
   invocation: (scope: string, id: string) => `${BASE}/invocations/${encodeURIComponent(scope)}/${encodeURIComponent(id)}`,
   reconcile: (scope: string, id: string) => `${BASE}/invocations/${encodeURIComponent(scope)}/${encodeURIComponent(id)}/reconcile`,
+  queue: () => `${BASE}/queue`,
   bundles: () => `${BASE}/bundles`,
   bundle: (id: string) => `${BASE}/bundles/${encodeURIComponent(id)}`,
   keys: () => `${BASE}/keys`,

@@ -136,12 +136,15 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       activeRuns: () => warden.activeRuns,
       journalAppends: () => warden.journalAppends,
       spendToday: () => warden.spendToday(),
+      queueView: () => warden.queueView(),
       ...(warden.log === undefined ? {} : { log: { snapshot: () => warden.log!.snapshot(), failures: () => warden.logFailures } }),
     }),
     stages: new Set(),
     closers: new Set(),
     recentFailures: [],
   };
+  // Submitted to leased: how long each queued run this node started waited (DESIGN.md "Queued invocations").
+  warden.onQueuedStart((row) => ctx.metrics.queueWait.observe(Math.max(0, (row.leased_at ?? Date.now()) - row.enqueued_at) / 1000, { principal: row.principal }));
 
   // Node answers `Expect: 100-continue` by itself, before any hook: a client without a valid token
   // (or an observer writing) was invited to send its body, a chunk of up to chunkBytes, only to be

@@ -4,12 +4,13 @@
  */
 import type { TransparencyLog } from "../tlog/log.js";
 import type { SpendCounter } from "../runner/spend.js";
+import type { QueueView } from "../invocations/queue-store.js";
 type Labels = Readonly<Record<string, string>>;
 
 interface Family {
   readonly name: string;
   readonly help: string;
-  readonly type: "counter" | "gauge";
+  readonly type: "counter" | "gauge" | "histogram";
   readonly series: Map<string, { labels: Labels; value: number }>;
   /** gauges read at scrape time */
   readonly read?: () => number;
@@ -31,6 +32,7 @@ function escapeLabel(value: string): string {
 export class MetricsRegistry {
   readonly #families = new Map<string, Family>();
   readonly #refreshers: (() => Promise<void>)[] = [];
+  readonly #histograms = new Map<string, Histogram>();
 
   /** Reads, before each scrape, what only an asynchronous store can tell (the day's spend). */
   refreshEachScrape(refresh: () => Promise<void>): void {
@@ -56,10 +58,23 @@ export class MetricsRegistry {
     this.#families.set(name, { name, help, type, series: new Map(), readSeries: read });
   }
 
+  /** A histogram with fixed upper bounds (seconds, ascending); `+Inf` is added. */
+  histogram(name: string, help: string, bounds: readonly number[]): Histogram {
+    const histogram = new Histogram(bounds);
+    this.#histograms.set(name, histogram);
+    this.#families.set(name, { name, help, type: "histogram", series: new Map() });
+    return histogram;
+  }
+
   render(): string {
     const out: string[] = [];
     for (const f of this.#families.values()) {
       out.push(`# HELP ${f.name} ${f.help}`, `# TYPE ${f.name} ${f.type}`);
+      const histogram = this.#histograms.get(f.name);
+      if (histogram !== undefined) {
+        histogram.render(f.name, out);
+        continue;
+      }
       if (f.read !== undefined) {
         out.push(`${f.name} ${f.read()}`);
         continue;
@@ -102,6 +117,58 @@ export class Counter {
   }
 }
 
+/**
+ * A Prometheus histogram, one per label set: cumulative `_bucket{le}` counts, `_sum`, `_count`.
+ * Observations are rare (one per queued run's start), so each walks the bounds.
+ */
+export class Histogram {
+  readonly #bounds: readonly number[];
+  readonly #series = new Map<string, { labels: Labels; buckets: number[]; sum: number; count: number; max: number }>();
+
+  constructor(bounds: readonly number[]) {
+    this.#bounds = bounds;
+  }
+
+  observe(value: number, labels: Labels = {}): void {
+    const key = labelKey(labels);
+    let series = this.#series.get(key);
+    if (series === undefined) {
+      series = { labels, buckets: this.#bounds.map(() => 0), sum: 0, count: 0, max: 0 };
+      this.#series.set(key, series);
+    }
+    this.#bounds.forEach((bound, i) => {
+      if (value <= bound) series.buckets[i]!++;
+    });
+    series.sum += value;
+    series.count++;
+    series.max = Math.max(series.max, value);
+  }
+
+  /** count, sum and max of every observation (all label sets) */
+  totals(): { readonly count: number; readonly sum: number; readonly max: number } {
+    let [count, sum, max] = [0, 0, 0];
+    for (const s of this.#series.values()) {
+      count += s.count;
+      sum += s.sum;
+      max = Math.max(max, s.max);
+    }
+    return { count, sum, max };
+  }
+
+  render(name: string, out: string[]): void {
+    for (const [key, s] of this.#series) {
+      const labelled = (extra: string): string => (key === "" ? extra : extra === "" ? key : `${key},${extra}`);
+      const braces = (inner: string): string => (inner === "" ? "" : `{${inner}}`);
+      this.#bounds.forEach((bound, i) => out.push(`${name}_bucket{${labelled(`le="${bound}"`)}} ${s.buckets[i]}`));
+      out.push(`${name}_bucket{${labelled('le="+Inf"')}} ${s.count}`);
+      out.push(`${name}_sum${braces(labelled(""))} ${s.sum}`, `${name}_count${braces(labelled(""))} ${s.count}`);
+    }
+  }
+}
+
+/** Upper bounds (seconds) of the queue's wait histogram: from a dequeue at once to a day's backlog. */
+export const QUEUE_WAIT_BOUNDS: readonly number[] = [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400, 86400];
+
 /** The series warden exports. */
 export interface NodeMetrics {
   readonly registry: MetricsRegistry;
@@ -112,6 +179,8 @@ export interface NodeMetrics {
   readonly stages: Counter;
   readonly runs: Counter;
   readonly requestsAborted: Counter;
+  /** how long each queued run this node started waited in the queue, by principal */
+  readonly queueWait: Histogram;
 }
 
 export interface GaugeSources {
@@ -122,6 +191,8 @@ export interface GaugeSources {
   log?: { snapshot(): LogSnapshot; failures(): number };
   /** what each workspace and principal spent today */
   spendToday?(): Promise<readonly SpendCounter[]>;
+  /** the queue of submitted invocations (the fleet's on PostgreSQL) and this node's slots */
+  queueView?(): Promise<QueueView & { readonly slots: number }>;
 }
 
 type LogSnapshot = ReturnType<TransparencyLog["snapshot"]>;
@@ -140,13 +211,45 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
       "warden_http_requests_aborted_total",
       "Requests whose client went away before the request ended (a push cut off mid-chunk), by route: the client's doing, not a failure of the node",
     ),
+    queueWait: registry.histogram(
+      "warden_queue_wait_seconds",
+      "Time each queued invocation this node started waited in the queue (submitted to leased), by principal",
+      QUEUE_WAIT_BOUNDS,
+    ),
   };
   registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
   if (sources.log !== undefined) logMetrics(registry, sources.log);
   if (sources.spendToday !== undefined) spendMetrics(registry, sources.spendToday);
+  if (sources.queueView !== undefined) queueMetrics(registry, sources.queueView);
   return metrics;
+}
+
+/** The queue as the claims store counts it (DESIGN.md "Queued invocations"), read at each scrape. */
+function queueMetrics(registry: MetricsRegistry, read: () => Promise<QueueView & { readonly slots: number }>): void {
+  let view: (QueueView & { readonly slots: number }) | undefined;
+  registry.refreshEachScrape(async () => {
+    view = await read();
+  });
+  const perPrincipal = (value: (p: QueueView["principals"][number]) => number | undefined) => () =>
+    (view?.principals ?? []).flatMap((p) => {
+      const v = value(p);
+      return v === undefined ? [] : [{ labels: { principal: p.principal }, value: v }];
+    });
+  const fleet = "the fleet's on PostgreSQL";
+  registry.observe("warden_queue_slots", "Runs this node starts from the queue at once (queue.slots)", "gauge", () => view?.slots ?? 0);
+  registry.observeSeries("warden_queue_depth", `Submitted invocations waiting in the queue, by principal (${fleet})`, "gauge", perPrincipal((p) => p.queued));
+  registry.observeSeries("warden_queue_running", `Queued invocations leased or running, by principal (${fleet})`, "gauge", perPrincipal((p) => p.running));
+  registry.observeSeries(
+    "warden_queue_oldest_wait_seconds",
+    `Age of each principal's oldest waiting invocation (${fleet})`,
+    "gauge",
+    perPrincipal((p) => (p.oldest_enqueued_at === undefined ? undefined : Math.max(0, Date.now() - p.oldest_enqueued_at) / 1000)),
+  );
+  registry.observeSeries("warden_queue_node_running", `Queued invocations leased or running, by the node (owner id) holding them (${fleet})`, "gauge", () =>
+    (view?.owners ?? []).map((o) => ({ labels: { node: o.owner }, value: o.running })),
+  );
 }
 
 /** Today's spend per workspace and per principal (DESIGN.md "Spend"), as the day's counters hold it. */

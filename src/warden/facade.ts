@@ -253,6 +253,7 @@ export class Warden {
   readonly #queue: QueueStore;
   readonly #queueConfig: QueueConfig;
   readonly #queueRunner: QueueRunner;
+  readonly #queuedStarts: ((row: QueuedRow) => void)[] = [];
   /** sessions `materialize` made and not yet released */
   readonly #apiSessions = new Set<string>();
   #closing: Promise<void> | undefined;
@@ -529,6 +530,15 @@ export class Warden {
     });
     done.catch(() => undefined);
     this.#active.set(activeKey(row.scope, row.id), { run_id: started.run_id, scope: row.scope, id: row.id, done });
+    for (const listener of this.#queuedStarts) listener(row);
+  }
+
+  /**
+   * Calls `listener` with each row this node process started from the queue, once its claim is
+   * written (the metrics' wait histogram: `leased_at - enqueued_at`).
+   */
+  onQueuedStart(listener: (row: QueuedRow) => void): void {
+    this.#queuedStarts.push(listener);
   }
 
   /** The state of `(scope, id)` without creating anything; with `request`, conflicts are refused. */

@@ -1,5 +1,6 @@
 /** What the console's overview shows of this node: identity, backend, readiness, work in flight. */
-import { NodeSummary, type Fleet, type RunFailure } from "../../api/console.js";
+import { NodeSummary, type Fleet, type QueueSummary, type RunFailure } from "../../api/console.js";
+import type { NodeQueueView } from "../../warden/facade.js";
 import type { FleetView } from "../../warden/fleet.js";
 import { ProblemResponse } from "../../api/problem.js";
 import { spendDay } from "../../runner/spend.js";
@@ -8,6 +9,21 @@ import type { App, RouteContext } from "../context.js";
 /** Times on the wire are RFC 3339. */
 function fleetView(view: FleetView): Fleet {
   return { shared: view.shared, nodes: view.nodes.map((node) => ({ ...node, started_at: new Date(node.started_at).toISOString() })) };
+}
+
+const iso = (ms: number | undefined): { oldest_queued_at?: string } => (ms === undefined ? {} : { oldest_queued_at: new Date(ms).toISOString() });
+
+/** The queue as GET /v1/node carries it: the store's counts, this node's slots and the waits it saw. */
+function queueSummary(view: NodeQueueView, waits: { readonly count: number; readonly sum: number; readonly max: number }): QueueSummary {
+  return {
+    slots: view.slots,
+    depth: view.depth,
+    running: view.running,
+    ...iso(view.oldest_enqueued_at),
+    principals: view.principals.map((p) => ({ principal: p.principal, queued: p.queued, running: p.running, ...iso(p.oldest_enqueued_at) })),
+    nodes: view.owners.map((o) => ({ node_id: o.owner, running: o.running })),
+    waits: { count: waits.count, sum_s: waits.sum, max_s: waits.max },
+  };
 }
 
 export function nodeRoutes(ctx: RouteContext, version: string) {
@@ -33,6 +49,7 @@ export function nodeRoutes(ctx: RouteContext, version: string) {
       uploads: await warden.uploads(),
       recent_failures: await Promise.all(ctx.recentFailures.map(current)),
       spend_today: { day: spendDay(Date.now()), counters: (await warden.spendToday()).map((c) => ({ kind: c.kind, subject: c.subject, ...c.spend })) },
+      queue: queueSummary(await warden.queueView(), ctx.metrics.queueWait.totals()),
     }));
   };
 }
