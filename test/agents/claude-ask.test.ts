@@ -12,9 +12,8 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
-import { httpCall, repo, startNode, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
+import { wardenInProcess } from "../support/cli.js";
+import { httpCall, repo, startNode, type NodeProcess, type CliRun, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
@@ -103,13 +102,7 @@ describe("real claude: ask parks the run", { skip }, () => {
   const endedOf = (node: NodeProcess, scope: string, id: string): Promise<View> => until(node, scope, id, "recorded", (v) => v.status === "recorded" || v.status === "unresolved");
   const approve = (node: NodeProcess, scope: string, id: string, body: Record<string, unknown>) =>
     httpCall(node.url, TOKEN, "POST", `/v1/invocations/${encodeURIComponent(scope)}/${id}/approval`, { body });
-  const warden = async (node: NodeProcess, args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node.url, WARDEN_TOKEN: TOKEN }, cwd: root };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, stdout, stderr };
-  };
+  const warden = (node: NodeProcess, args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node.url, WARDEN_TOKEN: TOKEN }, cwd: root });
   const events = async (node: NodeProcess, runId: string): Promise<Entry["entry"]["event"][]> => (await runJournal<Entry>(node.url, TOKEN, runId)).map((e) => e.entry.event);
 
   before(async () => {

@@ -13,8 +13,7 @@ import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
+import { wardenInProcess } from "../support/cli.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
@@ -66,13 +65,7 @@ describe("real claude under a Cedar tool policy", { skip }, () => {
   };
   const remoteHead = (workspace: string): string => git(workspace, "--git-dir", join(workspace, "remote.git"), "for-each-ref", "--format=%(objectname)", "refs/heads/main");
 
-  const warden = async (args: readonly string[]): Promise<CliRun> => {
-    let stdout = "";
-    let stderr = "";
-    const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root };
-    const code = await main(["node", "warden", ...args], io);
-    return { code, signal: null, stdout, stderr };
-  };
+  const warden = (args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root });
   const invoke = (workspace: string, prompt: string, json = true): Promise<CliRun> =>
     warden(["invoke", "--id", randomUUID(), "--provider", "claude", "--workspace", workspace, "--wait", String(RUN_WAIT_S), ...(json ? ["--json"] : []), "--", prompt]);
   const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);

@@ -19,8 +19,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { main } from "../../src/cli/main.js";
-import type { CliIo } from "../../src/cli/context.js";
+import { wardenInProcess } from "../support/cli.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { isAlive } from "../support/processes.js";
@@ -95,13 +94,7 @@ export function describeRealAgent(provider: RealProvider): void {
         env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: KEY, HOME: agentHome, XDG_CONFIG_HOME: join(agentHome, ".config") },
         timeoutMs: 60_000,
       });
-    const warden = async (args: readonly string[]): Promise<CliRun> => {
-      let stdout = "";
-      let stderr = "";
-      const io: CliIo = { stdout: (t) => void (stdout += t), stderr: (t) => void (stderr += t), env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root };
-      const code = await main(["node", "warden", ...args], io);
-      return { code, signal: null, stdout, stderr };
-    };
+    const warden = (args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root });
     const invoke = (id: string, prompt: string, extra: readonly string[] = []): Promise<CliRun> =>
       warden(["invoke", "--id", id, "--provider", provider, "--wait", String(RUN_WAIT_S), ...extra, "--json", "--", prompt]);
     const journal = (runId: string): Promise<JournalEntry[]> => runJournal<JournalEntry>(node!.url, TOKEN, runId);
