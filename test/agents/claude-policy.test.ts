@@ -9,11 +9,11 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { wardenInProcess } from "../support/cli.js";
+import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, type ToolCall } from "./policy-support.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
@@ -33,9 +33,7 @@ permit(principal, action, resource) when { principal.role == "operator" };
 
 const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", input: { command, description: "run a command" } } });
 
-interface Entry {
-  entry: { seq: number; event: { type: string; effect_id?: string; call_id?: string; kind?: string; decision?: string; policies?: string[]; reason?: string; outcome?: string; detail?: Record<string, unknown>; policy?: { digest: string } } };
-}
+type Entry = PolicyEntry;
 
 const cli = join(repo, "node_modules", ".bin", "claude");
 const skip = existsSync(cli) ? false : `${cli} is not installed (npm install puts the pinned CLI there)`;
@@ -48,38 +46,16 @@ describe("real claude under a Cedar tool policy", { skip }, () => {
   let model: ScriptedModelServer;
   let node: NodeProcess | undefined;
 
-  const git = (cwd: string, ...args: string[]): string =>
-    execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: root } }).trim();
-  /** A clone with one commit and its bare remote, both inside the workspace (the sandbox sees only that). */
-  const repository = (workspace: string): void => {
-    mkdirSync(workspace, { recursive: true });
-    git(workspace, "init", "-q", "--bare", "-b", "main", "remote.git");
-    git(workspace, "init", "-q", "-b", "main", "work");
-    const work = join(workspace, "work");
-    git(work, "config", "user.email", "agent@example.invalid");
-    git(work, "config", "user.name", "agent");
-    writeFileSync(join(work, "README.md"), "# project\n");
-    git(work, "add", "README.md");
-    git(work, "commit", "-q", "-m", "first");
-    git(work, "remote", "add", "origin", join(workspace, "remote.git"));
-  };
-  const remoteHead = (workspace: string): string => git(workspace, "--git-dir", join(workspace, "remote.git"), "for-each-ref", "--format=%(objectname)", "refs/heads/main");
+  const git = gitIn(root);
+  const repository = (workspace: string): void => makeRepository(git, workspace);
+  const remoteHead = (workspace: string): string => remoteHeadOf(git, workspace);
 
   const warden = (args: readonly string[]): Promise<CliRun> => wardenInProcess(args, { env: { WARDEN_URL: node!.url, WARDEN_TOKEN: TOKEN }, cwd: root });
   const invoke = (workspace: string, prompt: string, json = true): Promise<CliRun> =>
     warden(["invoke", "--id", randomUUID(), "--provider", "claude", "--workspace", workspace, "--wait", String(RUN_WAIT_S), ...(json ? ["--json"] : []), "--", prompt]);
   const journal = (runId: string): Promise<Entry[]> => runJournal<Entry>(node!.url, TOKEN, runId);
   const verified = (runId: string): Promise<void> => assertRunVerified(node!.url, TOKEN, runId);
-  /** Each tool call's decision and effect, by seq. */
-  const calls = (entries: Entry[]): { id: string; decision?: Entry["entry"]; started?: Entry["entry"]; finished?: Entry["entry"] }[] => {
-    const ids = [...new Set(entries.flatMap((e) => (e.entry.event.type === "policy.decision" ? [e.entry.event.call_id!] : e.entry.event.kind === "tool" ? [e.entry.event.effect_id!] : [])))];
-    return ids.map((id) => ({
-      id,
-      decision: entries.find((e) => e.entry.event.type === "policy.decision" && e.entry.event.call_id === id)?.entry,
-      started: entries.find((e) => e.entry.event.type === "effect.started" && e.entry.event.effect_id === id)?.entry,
-      finished: entries.find((e) => e.entry.event.type === "effect.finished" && e.entry.event.effect_id === id)?.entry,
-    }));
-  };
+  const calls = (entries: Entry[]): ToolCall<Entry>[] => toolCalls(entries);
   const requestText = (from: number): string => JSON.stringify(model.requests.slice(from).map((r) => r.body));
 
   before(async () => {

@@ -1,0 +1,54 @@
+/**
+ * What the real-agent tests under a tool policy share: a git repository with a bare remote the
+ * agent may try to push to, and a run's tool calls read back from its journal.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** A journal line as these tests read it. */
+export interface PolicyEntry {
+  entry: { seq: number; event: { type: string; effect_id?: string; call_id?: string; kind?: string; name?: string; decision?: string; policies?: string[]; reason?: string; outcome?: string; detail?: Record<string, unknown>; policy?: { digest: string } } };
+}
+
+/** git with no system or user configuration but what `home` holds. */
+export const gitIn =
+  (home: string) =>
+  (cwd: string, ...args: string[]): string =>
+    execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: home } }).trim();
+
+/** A clone (`work`) with one commit and its bare remote (`remote.git`), both inside the workspace: the sandbox sees only that. */
+export function makeRepository(git: ReturnType<typeof gitIn>, workspace: string): void {
+  mkdirSync(workspace, { recursive: true });
+  git(workspace, "init", "-q", "--bare", "-b", "main", "remote.git");
+  git(workspace, "init", "-q", "-b", "main", "work");
+  const work = join(workspace, "work");
+  git(work, "config", "user.email", "agent@example.invalid");
+  git(work, "config", "user.name", "agent");
+  writeFileSync(join(work, "README.md"), "# project\n");
+  git(work, "add", "README.md");
+  git(work, "commit", "-q", "-m", "first");
+  git(work, "remote", "add", "origin", join(workspace, "remote.git"));
+}
+
+/** The remote's `main`, or "" while nothing was pushed to it. */
+export const remoteHeadOf = (git: ReturnType<typeof gitIn>, workspace: string): string =>
+  git(workspace, "--git-dir", join(workspace, "remote.git"), "for-each-ref", "--format=%(objectname)", "refs/heads/main");
+
+export interface ToolCall<E extends PolicyEntry> {
+  id: string;
+  decision?: E["entry"];
+  started?: E["entry"];
+  finished?: E["entry"];
+}
+
+/** Each tool call's decision and effect, by the call id both carry. */
+export function toolCalls<E extends PolicyEntry>(entries: E[]): ToolCall<E>[] {
+  const ids = [...new Set(entries.flatMap((e) => (e.entry.event.type === "policy.decision" ? [e.entry.event.call_id!] : e.entry.event.kind === "tool" ? [e.entry.event.effect_id!] : [])))];
+  return ids.map((id) => ({
+    id,
+    decision: entries.find((e) => e.entry.event.type === "policy.decision" && e.entry.event.call_id === id)?.entry,
+    started: entries.find((e) => e.entry.event.type === "effect.started" && e.entry.event.effect_id === id)?.entry,
+    finished: entries.find((e) => e.entry.event.type === "effect.finished" && e.entry.event.effect_id === id)?.entry,
+  }));
+}
