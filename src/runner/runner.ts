@@ -588,7 +588,12 @@ export class Runner {
       const found = findCommand(profile.command, this.#env, workspace.path, this.#namedCommands.has(provider) ? null : undefined);
       if (found === undefined) throw new WardenError("provider-unavailable", `${provider}: ${JSON.stringify(profile.command)} is not an executable file on this node`, 503);
       const signers = bundle === undefined || this.#materializer === undefined ? [] : await this.#materializer.check(provider, bundle);
-      const planned = this.#planLaunch(handle.scope, request, workspace, found, signers, undefined, workspace.path);
+      // A git workspace's run goes on in its own worktree, from the base it started on: the sandbox
+      // binds the worktrees and the change set is recorded against that base, as at the first launch.
+      const parkedIn = this.#worktrees === undefined ? undefined : await this.#worktrees.find(handle.run_id, [workspace.path]);
+      const base = typeof started.base === "string" ? started.base : undefined;
+      const worktree = parkedIn === undefined || base === undefined ? undefined : { workspace: parkedIn.workspace, base };
+      const planned = this.#planLaunch(handle.scope, request, workspace, found, signers, worktree, workspace.path);
       if (planned.policy === undefined || planned.policy.digest !== (started.policy as { digest?: string } | undefined)?.digest) {
         throw new ConflictError("tool-policy-changed", `the workspace's tool policy is not the one run ${handle.run_id} started under; it is not resumed`);
       }

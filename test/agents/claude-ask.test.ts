@@ -9,6 +9,7 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
@@ -240,6 +241,31 @@ describe("real claude: ask parks the run", { skip }, () => {
     } finally {
       await second?.kill();
       await node.kill().catch(() => undefined);
+    }
+  });
+
+  it("in a git workspace the approved run goes on in its own worktree: the call runs there, the change set shows it, the workspace is untouched", async () => {
+    const { node, workspace } = await start("git");
+    try {
+      const git = (...args: string[]): string =>
+        execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args], { cwd: workspace, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: root } });
+      git("init", "-q", "-b", "main");
+      git("add", "-A");
+      git("commit", "-q", "-m", "built");
+      model.load({ turns: SCRIPT });
+      const run = await invoke(node, "clean the build");
+      await parkedOf(node, run.scope, run.id);
+      const approved = await approve(node, run.scope, run.id, { decision: "allow" });
+      assert.equal(approved.status, 202, JSON.stringify(approved.body));
+      const ended = await endedOf(node, run.scope, run.id);
+      assert.equal(ended.status, "recorded", `${JSON.stringify(ended)}\n${node.stderr()}`);
+      assert.ok(existsSync(join(workspace, "build", "out.txt")), "the run wrote to the workspace instead of its worktree");
+      const stat = await httpCall(node.url, TOKEN, "GET", `/v1/runs/${run.run_id}/changes?stat`);
+      assert.equal(stat.status, 200, JSON.stringify(stat.body));
+      assert.deepEqual((stat.body.files as { path: string; status: string }[]).map((f) => [f.path, f.status]), [["build/out.txt", "deleted"]]);
+      await assertRunVerified(node.url, TOKEN, run.run_id);
+    } finally {
+      await node.kill();
     }
   });
 
