@@ -52,6 +52,11 @@ export interface HandleContext {
   readonly unreleased: UnreleasedRuns;
   /** logs the run's seal once its result is recorded */
   readonly attest?: Attest;
+  /**
+   * Run ids whose journal an open handle of this process is writing: such a run is in progress
+   * here and cannot be parked, so a status read need not look at its journal's last line.
+   */
+  readonly writing: Set<string>;
 }
 
 export interface OwnedClaim {
@@ -133,6 +138,7 @@ export class InvocationHandle implements AsyncDisposable {
     this.request_hash = claim.request_hash;
     this.agent = claim.agent;
     this.run_id = claim.run_id;
+    ctx.writing.add(claim.run_id);
     abandonment.register(this, { unreleased: ctx.unreleased, claim, writer }, this);
     const handle = this;
     this.journal = Object.freeze({
@@ -231,6 +237,7 @@ export class InvocationHandle implements AsyncDisposable {
       throw error;
     }
     this.#state = "closed";
+    this.#ctx.writing.delete(this.run_id);
     abandonment.unregister(this);
     if (!recorded) {
       throw new IntegrityError("claim-changed", `claim ${this.scope}/${this.id} changed under its owner; the result was not recorded`, {
@@ -273,6 +280,7 @@ export class InvocationHandle implements AsyncDisposable {
   async park(): Promise<void> {
     this.#assertOpen();
     this.#state = "closed";
+    this.#ctx.writing.delete(this.run_id);
     abandonment.unregister(this);
     try {
       await this.#writer.close();
@@ -306,6 +314,7 @@ export class InvocationHandle implements AsyncDisposable {
   /** Closes the journal and marks the claim released; the claim itself is never removed. */
   async #giveUp(): Promise<void> {
     this.#state = "closed";
+    this.#ctx.writing.delete(this.run_id);
     abandonment.unregister(this);
     try {
       await this.#writer.close();

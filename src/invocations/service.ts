@@ -145,6 +145,7 @@ export class Invocations {
       now: this.#now,
       checkRun: (bytes, runId, expect) => this.#checkRun(bytes, runId, expect),
       unreleased: this.#unreleased,
+      writing: new Set(),
       ...(options.attest === undefined ? {} : { attest: options.attest }),
     };
     this.#attest = options.attest;
@@ -509,6 +510,8 @@ export class Invocations {
     if (claim.result !== undefined) return this.#recorded(claim, audit);
     const givenUp = this.#givenUpHere(claim);
     if (!claim.released && !givenUp) {
+      // A run this process is writing is in progress here, not parked: no journal read on that path.
+      if (claim.owner_alive && this.#handleContext.writing.has(claim.run_id)) return { status: "in_progress" };
       // Parked, the run is neither in progress nor unresolved, whoever holds the claim (alive or not).
       const parked = await this.#parkedOf(claim.run_id);
       if (parked !== undefined) return { status: "awaiting_approval", audit, parked };
@@ -700,7 +703,8 @@ export class Invocations {
   /** A row's status for listings; a recorded one whose journal changed since reads unresolved (`journal-changed`). */
   async #listedSummaryOf(claim: ClaimState): Promise<ClaimSummary> {
     const summary = this.#summaryOf(claim);
-    if ((summary.status === "in_progress" || summary.status === "unresolved") && summary.problem === undefined && !claim.released && !this.#givenUpHere(claim)) {
+    const writingHere = claim.owner_alive && this.#handleContext.writing.has(claim.run_id);
+    if ((summary.status === "in_progress" || summary.status === "unresolved") && summary.problem === undefined && !claim.released && !this.#givenUpHere(claim) && !writingHere) {
       if ((await this.#parkedOf(claim.run_id)) !== undefined) return { ...summary, status: "awaiting_approval" };
     }
     if (summary.status !== "recorded" || summary.problem !== undefined) return summary;

@@ -304,3 +304,23 @@ test("told the id was looked up, the claim store inserts first: an id claimed me
   assert.equal(raced.status, "recorded");
   assert.equal(store.commits, commits + 1, "the write transaction (not a read before it) found the row");
 });
+
+test("a run in progress here is read without its journal; once parked, its journal's last line makes it awaiting_approval", async (t) => {
+  const env = await setup(t);
+  const id = randomUUID();
+  const handle = fresh(await env.invocations.open(SCOPE, id, request, "agent"));
+  const journals = env.backend.journals;
+  const read = journals.read.bind(journals);
+  let reads = 0;
+  journals.read = (...args: Parameters<typeof read>) => {
+    reads++;
+    return read(...args);
+  };
+  assert.equal((await env.invocations.lookup(SCOPE, id))?.status, "in_progress");
+  assert.equal((await env.invocations.list({ status: "in_progress", limit: 10 })).items.length, 1);
+  assert.equal(reads, 0, "a status read of a run this process is writing read its journal");
+  await handle.journal.append({ type: "run.parked", call_id: "claude:a", tool: "Bash", policies: ["ask-rm"], deadline: "2026-12-07T00:00:00.000Z", session: "e1bc0f7e-1b2c-4416-aa62-89129da5a5d2", workspace: "main" });
+  await handle.park();
+  assert.equal((await env.invocations.lookup(SCOPE, id))?.status, "awaiting_approval");
+  assert.ok(reads > 0);
+});
