@@ -15,6 +15,10 @@
  *    as in a compiled build. Printed with each
  *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
  *    and the event loop's CPU per invocation (the main thread's bound on throughput).
+ *    At concurrency 64, CPU per invocation in all threads is put against the Ed25519 signatures
+ *    of the journal's lines and against a floor: those lines signed, written to a new file with
+ *    the two fdatasyncs the durability rules demand and closed, from one thread (no claim commits,
+ *    no directory fsync, no read-back), measured in the same run.
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, the pool bin/warden.cjs gives
  *    a node, so up to 64 journal fdatasyncs run at once (the variable is read when libuv's pool
  *    starts, which has happened long before a bench module runs, hence the child).
