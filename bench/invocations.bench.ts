@@ -53,6 +53,8 @@ import { tracedRuns } from "./traced-runs.js";
 import { AS_LAUNCHED_ENV, benchDir, keepUntilRunEnds, fmt, median, medianBy, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
+/** Set in a throughput child: every claim write goes to the write worker (no inline commit when it is idle). */
+const HANDOFF_ENV = "WARDEN_BENCH_CLAIM_HANDOFF";
 const SCOPE = "bench";
 const REQUEST = { task: "bench" };
 const CONCURRENCY = [1, 16, 64] as const;
@@ -120,6 +122,8 @@ async function throughput(concurrency: number, checker: RunChecker): Promise<Lev
     home,
     journalHooks: { beforeSync: () => void fileSyncs++ },
     claimWriteWorker: () => tsWorker(CLAIM_WRITE_WORKER_URL),
+    // The hand-off comparator: every claim write goes to the worker, as before writes went inline.
+    ...(process.env[HANDOFF_ENV] === "1" ? { claimWriteInline: false } : {}),
   });
   if (!backend.claims.writesOffThread) throw new Error("the claim store's write worker did not start");
   const invocations = service(backend, checker);
@@ -421,14 +425,15 @@ export default async function (): Promise<void> {
 export async function throughputFigures(templateJournal: Uint8Array | undefined): Promise<void> {
   // A single caller, three ways, in alternating rounds: the disk's raw rate, warden, Restate.
   const restateDir = benchDir("invocations-restate");
-  const singles: { raw: number; warden: LevelResult; restate: number }[] = [];
+  const singles: { raw: number; warden: LevelResult; handoff: LevelResult; restate: number }[] = [];
   let restate: RestateSide | undefined;
   try {
     restate = await startRestate(join(restateDir, "state"));
     for (let round = 0; round < SINGLE_CALLER_ROUNDS; round++) {
       const rawNow = rawFdatasyncPerSec();
       const one = JSON.parse(await runChild("throughput", [], { ...AS_LAUNCHED_ENV, WARDEN_BENCH_LEVELS: "1" })) as Record<string, LevelResult>;
-      singles.push({ raw: rawNow, warden: one[1]!, restate: await restateRate(restate) });
+      const handoff = JSON.parse(await runChild("throughput", [], { ...AS_LAUNCHED_ENV, WARDEN_BENCH_LEVELS: "1", [HANDOFF_ENV]: "1" })) as Record<string, LevelResult>;
+      singles.push({ raw: rawNow, warden: one[1]!, handoff: handoff[1]!, restate: await restateRate(restate) });
     }
   } finally {
     await restate?.close();
@@ -437,8 +442,13 @@ export async function throughputFigures(templateJournal: Uint8Array | undefined)
   const raw = median(singles.map((r) => r.raw));
   const load = loadavg()[0] ?? 0;
   console.log(`baseline: raw single-threaded append+fdatasync ${fmt(raw)}/s, median of ${SINGLE_CALLER_ROUNDS} rounds (${singles.map((r) => fmt(r.raw)).join(", ")})  (${availableParallelism()} cores, load average ${load.toFixed(1)})`);
-  const round = (r: (typeof singles)[number]): string => `${fmt(r.warden.perSec)} vs raw ${fmt(r.raw)} vs Restate ${fmt(r.restate)}`;
-  console.log(`single caller, by round (warden inv/s vs raw fdatasync/s vs Restate inv/s): ${singles.map(round).join("; ")}`);
+  const round = (r: (typeof singles)[number]): string => `${fmt(r.warden.perSec)} vs raw ${fmt(r.raw)} vs Restate ${fmt(r.restate)} vs hand-off ${fmt(r.handoff.perSec)}`;
+  console.log(`single caller, by round (warden inv/s vs raw fdatasync/s vs Restate inv/s vs every claim write on the worker inv/s): ${singles.map(round).join("; ")}`);
+  const vsHandoff = median(singles.map((r) => r.warden.perSec / r.handoff.perSec));
+  console.log(
+    `open→finish at concurrency 1, claim writes committed inline while the worker is idle against every one handed to the worker: ${vsHandoff.toFixed(2)}x` +
+      ` (median of the rounds' ratios; hand-off ${fmt(median(singles.map((r) => r.handoff.perSec)))} inv/s, ${fmt(median(singles.map((r) => r.handoff.allCpuUs)))} µs CPU in all threads per invocation)`,
+  );
   const vsRaw = median(singles.map((r) => r.warden.perSec / r.raw));
   const vsRestate = median(singles.map((r) => r.warden.perSec / r.restate));
   const single = medianBy(singles, (r) => r.warden.perSec / r.raw).warden;
