@@ -15,6 +15,10 @@
  *    as in a compiled build. Printed with each
  *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
  *    and the event loop's CPU per invocation (the main thread's bound on throughput).
+ *    At concurrency 64, CPU per invocation in all threads is put against the Ed25519 signatures
+ *    of the journal's lines and against a floor: those lines signed, written to a new file with
+ *    the two fdatasyncs the durability rules demand and closed, from one thread (no claim commits,
+ *    no directory fsync, no read-back), measured in the same run.
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, the pool bin/warden.cjs gives
  *    a node, so up to 64 journal fdatasyncs run at once (the variable is read when libuv's pool
  *    starts, which has happened long before a bench module runs, hence the child).
@@ -256,7 +260,7 @@ function runChild(mode: string, args: string[] = [], env: Record<string, string>
  * thread. No scheduling, batching or I/O can take this work away, so `cores / this` bounds the
  * invocations per second any implementation of the format reaches on this machine.
  */
-function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
+export function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
   const messages = Buffer.from(journal)
     .toString("utf8")
     .split("\n")
@@ -273,6 +277,48 @@ function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micro
   }
   const cpu = process.cpuUsage(before);
   return { lines: messages.length, micros: (cpu.user + cpu.system) / rounds };
+}
+
+/**
+ * CPU µs of the bare minimum one invocation's journal costs from one thread, on the lines of a real
+ * run: each line signed, a private file created, written in the order the writer writes it and
+ * fdatasynced where DESIGN's durability rules demand (after effect.started: before the effect runs;
+ * after run.terminated: before the result is recorded), then closed. No claim commits, no
+ * directory fsync, no read-back, no scheduling: a floor under any implementation that keeps those
+ * rules, against which the CPU per invocation at concurrency 64 is put as a ratio.
+ */
+export function journalFloorMicrosPerInvocation(journal: Uint8Array): { micros: number; syncs: number } {
+  const lines = Buffer.from(journal)
+    .toString("utf8")
+    .split("\n")
+    .filter((line) => line.length > 0);
+  const messages = lines.map((line) => Buffer.from(`warden-journal-v1\n${line.slice('{"entry":'.length, line.lastIndexOf(',"sig":"'))}`, "utf8"));
+  const bytes = lines.map((line) => Buffer.from(line + "\n", "utf8"));
+  const synced = lines.map((line) => /"type":"(effect\.started|run\.terminated)"/.test(line));
+  const { privateKey } = generateKeyPairSync("ed25519");
+  // Kept until the run ends, as the bench's other files are (baseline.ts, keepUntilRunEnds).
+  const dir = keepUntilRunEnds(benchDir("invocations-floor"));
+  let rounds = 0;
+  const once = (): void => {
+    const fd = openSync(join(dir, `${rounds}.ndjson`), "wx", 0o600);
+    try {
+      messages.forEach((m, i) => {
+        sign(null, m, privateKey);
+        writeSync(fd, bytes[i]!);
+        if (synced[i]) fdatasyncSync(fd);
+      });
+    } finally {
+      closeSync(fd);
+    }
+    rounds++;
+  };
+  once(); // warm-up
+  const before = process.cpuUsage();
+  const start = performance.now();
+  const first = rounds;
+  while (performance.now() - start < 1000) once();
+  const cpu = process.cpuUsage(before);
+  return { micros: (cpu.user + cpu.system) / (rounds - first), syncs: synced.filter(Boolean).length };
 }
 
 function packageVersion(name: string): string {
@@ -353,7 +399,7 @@ async function restateRate(restate: RestateSide): Promise<number> {
  * keeps DESIGN's durability rules does less per single caller, so it bounds the c=1 target.
  */
 function bareFloorPerSec(seconds = 1.5): number {
-  const dir = benchDir("invocations-floor");
+  const dir = benchDir("invocations-bare-floor");
   const db = openPrivateDatabase(join(dir, "floor.sqlite"));
   db.exec("CREATE TABLE IF NOT EXISTS claims (id TEXT PRIMARY KEY, result TEXT)");
   const insert = db.prepare("INSERT INTO claims (id) VALUES (?)");
@@ -543,6 +589,14 @@ export async function throughputFigures(templateJournal: Uint8Array | undefined)
     `CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]}: ${fmt(top.allCpuUs)} µs in all threads against the ${signing.lines} mandatory signatures' ${fmt(signing.micros)} µs = ` +
       `${cpuVsSigning.toFixed(2)}x ${cpuVsSigning <= 3 ? "(target <= 3x: met)" : "(target <= 3x: NOT met)"}`,
   );
+  if (templateJournal !== undefined) {
+    const floor = journalFloorMicrosPerInvocation(templateJournal);
+    console.log(
+      `floor: the same ${signing.lines} lines signed, written to a new file with ${floor.syncs} fdatasyncs and closed, from one thread: ${fmt(floor.micros)} µs ` +
+        `= ${(floor.micros / signing.micros).toFixed(2)}x the signatures; CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]} = ` +
+        `${(top.allCpuUs / floor.micros).toFixed(2)}x this floor  (load average ${(loadavg()[0] ?? 0).toFixed(1)})`,
+    );
+  }
 }
 
 const childMode = process.env[CHILD_MODE];
