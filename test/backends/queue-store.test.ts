@@ -12,11 +12,14 @@ import { claimHashOf } from "../../src/invocations/index.js";
 import type { LeaseRequest, NewQueued, QueueHost, QueueStore } from "../../src/invocations/queue-store.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { candidatesPerPrincipal } from "../../src/backends/shared/queue-rows.js";
 import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
 import { tempDir } from "../support/temp.js";
 import { join } from "node:path";
 
 const NOW = Date.now();
+/** Races for a limit's last slot, per kind of limit (WARDEN_QUEUE_RACE_ROUNDS). */
+const RACE_ROUNDS = Number(process.env.WARDEN_QUEUE_RACE_ROUNDS ?? 20);
 
 function queued(fields: Partial<NewQueued> = {}): NewQueued {
   const request = fields.request ?? JSON.stringify({ provider: "claude", prompt: "p" });
@@ -256,6 +259,35 @@ for (const backend of backendsUnderTest()) {
       );
       assert.equal(seen.size, rows.length);
       assert.equal(new Set(seen.values()).size, 2, "both nodes took rows");
+    });
+
+    test("two nodes racing for a limit's last slot never both take it: workspace, provider, and a provider's rate", async (t) => {
+      const [a, b] = (await twoStores(backend, t)).slice(0, 2).map((claims) => queueOf(claims as ClaimStore)) as [QueueStore, QueueStore];
+      // Each node reads its candidates `SKIP LOCKED`: with more queued rows of the key than one
+      // dequeue reads, the two nodes hold disjoint candidates, and only the key's limit stands
+      // between them and a second lease of the last slot.
+      const perRace = 2 * candidatesPerPrincipal(1) + 2;
+      const kinds = ["workspace", "provider", "rate"] as const;
+      const overruns: string[] = [];
+      for (let round = 0; round < RACE_ROUNDS; round++) {
+        for (const kind of kinds) {
+          const key = `${kind}-${round}`;
+          const provider = kind === "workspace" ? "claude" : `p-${key}`;
+          const workspace = kind === "workspace" ? `w-${key}` : "default";
+          const limits = kind === "workspace" ? { workspace: 2 } : kind === "provider" ? { provider: 2 } : { rates: { [provider]: 2 } };
+          const request = leaseOf({ max: 1, providers: ["claude", provider], limits });
+          const rows = Array.from({ length: perRace }, (_, i) => queued({ provider, workspace, enqueued_at: NOW + i }));
+          await Promise.all(rows.map((row) => a.enqueue(row)));
+          // One of the limit's two slots is taken: the race is for the last.
+          assert.equal((await a.lease({ ...request, now: Date.now() })).leased.length, 1);
+          const [fromA, fromB] = await Promise.all([a.lease({ ...request, now: Date.now() }), b.lease({ ...request, now: Date.now() })]);
+          const taken = fromA.leased.length + fromB.leased.length;
+          if (taken !== 1) overruns.push(`${key}: ${taken} leased of the last slot (a ${fromA.leased.length}, b ${fromB.leased.length})`);
+          // The rest expire (one statement), so the next race reads only its own rows.
+          await a.sweep(NOW + 7_200_000);
+        }
+      }
+      assert.deepEqual(overruns, [], `the last slot of a limit went to both nodes, or to neither, in ${overruns.length} of ${RACE_ROUNDS * kinds.length} races`);
     });
   });
 }
