@@ -17,6 +17,8 @@ export interface QueueConfig {
   readonly rates?: Readonly<Record<string, number>>;
   /** a submission's default deadline_s */
   readonly deadlineS?: number;
+  /** how long an ended row is kept whole, s (default: the result retention) */
+  readonly retentionS?: number;
 }
 
 export const DEFAULT_DEADLINE_S = 24 * 3600;

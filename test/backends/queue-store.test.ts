@@ -15,6 +15,7 @@ import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
 import { candidatesPerPrincipal } from "../../src/backends/shared/queue-rows.js";
 import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
 import { tempDir } from "../support/temp.js";
+import { Retention } from "../../src/warden/retention.js";
 import { join } from "node:path";
 
 const NOW = Date.now();
@@ -259,6 +260,49 @@ for (const backend of backendsUnderTest()) {
       );
       assert.equal(seen.size, rows.length);
       assert.equal(new Set(seen.values()).size, 2, "both nodes took rows");
+    });
+
+    test("retention: an ended started row goes (its claim keeps the identity); a cancelled, expired or refused row keeps its identity and drops its request", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = queueOf(node.claims);
+      const now = Date.now();
+      const old = now - 600_000;
+      const labels = { gpu: "yes" };
+      // One row per fate, each leased alone (max 1, in age order).
+      const [started, cancelled, expired, refused, running, recent, waiting] = Array.from({ length: 7 }, (_, i) =>
+        queued({ labels, enqueued_at: NOW + i, deadline: i === 2 ? old - 1 : now + 3_600_000 }),
+      ) as [NewQueued, NewQueued, NewQueued, NewQueued, NewQueued, NewQueued, NewQueued];
+      for (const row of [started, cancelled, expired, refused, running, recent, waiting]) await queue.enqueue(row);
+      await queue.cancel(cancelled, "operator", old);
+      assert.equal((await queue.sweep(old)).expired, 1);
+      const lease = leaseOf({ max: 1, labels, now: old });
+      for (const row of [started, refused, running, recent]) assert.deepEqual((await queue.lease(lease)).leased.map((r) => r.id), [row.id]);
+      await queue.unlease(refused, { error: "workspace-unknown", at: old });
+      for (const row of [started, running, recent]) assert.equal((await startClaim(node, row)).created, true);
+      await queue.ended(started, old);
+      await queue.ended(recent, now - 1000);
+      const before = new Map(await Promise.all([started, cancelled, expired, refused, running, recent, waiting].map(async (r) => [r.id, await queue.getQueued(r)] as const)));
+
+      const retention = new Retention(node.invocations, tempDir("queue-retention", (remove) => t.after(remove)), 30 * 86_400_000, { store: queue, retentionMs: 300_000 });
+      const pass = await retention.run();
+      assert.equal(pass?.queueRemoved, 1);
+      assert.equal(pass?.queueEmptied, 3);
+      assert.equal(await queue.getQueued(started), undefined, "the ended started row is gone");
+      assert.equal((await node.claims.get(started))?.request_hash, started.request_hash, "its claim keeps the identity");
+      for (const row of [cancelled, expired, refused]) {
+        const kept = await queue.getQueued(row);
+        assert.deepEqual(kept, { ...before.get(row.id)!, request: "", labels: {} }, `${row.id}: identity and outcome kept, request dropped`);
+        // A retry of the id is answered by the row as before, never queued again.
+        const again = await queue.enqueue(row);
+        assert.equal(again.created, false);
+        assert.equal(again.row.request_hash, row.request_hash);
+        assert.equal(again.row.state, before.get(row.id)!.state);
+      }
+      for (const row of [running, recent, waiting]) assert.deepEqual(await queue.getQueued(row), before.get(row.id), `${row.id} is kept whole`);
+      // A second pass finds nothing; a cutoff inside the rate window is held back to its edge.
+      assert.deepEqual(await queue.prune(now, now), { removed: 0, emptied: 0 });
+      assert.deepEqual(await queue.prune(now + 3_600_000, now - 1000 + 60_000), { removed: 0, emptied: 0 });
+      assert.deepEqual(await queue.prune(now + 3_600_000, now + 60_000), { removed: 1, emptied: 0 });
     });
 
     test("two nodes racing for a limit's last slot never both take it: workspace, provider, and a provider's rate", async (t) => {
