@@ -304,7 +304,7 @@ export class Warden {
     this.#queueRunner = new QueueRunner({
       queue: parts.queue,
       freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size + this.#starting)),
-      labels: nodeLabels(parts.queueConfig.labels ?? {}, providers),
+      labels: nodeLabels(parts.queueConfig.labels ?? {}, providers, parts.runner.cliVersions()),
       providers,
       limits: { ...limits, ...(parts.queueConfig.rates === undefined ? {} : { rates: parts.queueConfig.rates }) },
       start: (row) => this.#startQueued(row),

@@ -122,7 +122,12 @@ export class QueueRunner {
   }
 }
 
-/** A node's labels: the configured ones, and `provider.<name>: "true"` for each provider it runs. */
-export function nodeLabels(configured: Labels, providers: readonly string[]): Labels {
-  return { ...Object.fromEntries(providers.map((p) => [`provider.${p}`, "true"])), ...configured };
+/**
+ * A node's labels: `provider.<name>: "true"` for each provider it runs, `provider.<name>.version`
+ * for each whose CLI version it read at start (the pinned CLIs), then the configured ones (an
+ * operator's label of the same name wins).
+ */
+export function nodeLabels(configured: Labels, providers: readonly string[], cliVersions: Readonly<Record<string, string | undefined>> = {}): Labels {
+  const versions = providers.flatMap((p) => (cliVersions[p] === undefined ? [] : [[`provider.${p}.version`, cliVersions[p]!] as const]));
+  return { ...Object.fromEntries(providers.map((p) => [`provider.${p}`, "true"])), ...Object.fromEntries(versions), ...configured };
 }
