@@ -661,6 +661,11 @@ export class Invocations {
     }
   }
 
+  /** The run id an invocation's claim names (a run in progress on another node has no other view of it). */
+  async runIdOf(scope: string, id: string): Promise<string | undefined> {
+    return (await this.#claims.get(this.#key(scope, id)))?.run_id;
+  }
+
   /** True when the run's journal ends parked (a start-up sweep keeps what such a run goes on from). */
   async isParked(runId: string): Promise<boolean> {
     return (await this.#parkedOf(runId)) !== undefined;
@@ -670,7 +675,8 @@ export class Invocations {
    * Takes up a parked run (`awaiting_approval`) to answer its approval: this node becomes the
    * claim's owner (its parker may be gone), the journal is verified whole and opened for appending
    * after its `run.parked`, and the handle goes on with the same run id. Refused with the run left
-   * as it is when it is not parked, when another live node holds it, or when its journal does not verify.
+   * as it is when it is not parked, when another live node holds it, when another node took it up
+   * first (`claim-changed`), or when its journal does not verify.
    */
   async takeUp(scope: string, id: string): Promise<{ readonly handle: InvocationHandle; readonly parked: RunParkedEvent; readonly events: readonly JournalEvent[] }> {
     const key = this.#key(scope, id);
