@@ -1056,6 +1056,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(options.spend === undefined ? {} : { spend: options.spend }),
       // Parking needs a backend that can take a parked run up again (the embedded one can).
       ...(journals.reopen === undefined || (backend.claims as ClaimStore).adopt === undefined ? {} : { parking: { deadlineMs: (options.approvalDeadlineS ?? 86_400) * 1000 } }),
+      ...("sessions" in backend ? { parkedSessions: backend.sessions } : {}),
       spendCounters: backend.spend,
       ...bounds,
       hooks: {

@@ -23,6 +23,7 @@ import { PostgresBlobStore } from "./blob-store.js";
 import { PostgresCatalogStore } from "./catalog-store.js";
 import { PostgresClaimStore } from "./claim-store.js";
 import { openPool, type ConnectionSettings, type PgPool } from "./connection.js";
+import { PostgresSessionStore } from "./session-store.js";
 import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
 import { PostgresLogStore } from "./log-store.js";
@@ -62,6 +63,8 @@ export interface PostgresBackend {
   readonly nodes: NodeRegistry;
   /** the fleet's daily spend counters per workspace and principal */
   readonly spend: PostgresSpendCounters;
+  /** parked runs' session transcripts, for whichever node resumes them */
+  readonly sessions: PostgresSessionStore;
   /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
   close(): Promise<void>;
 }
@@ -108,6 +111,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     owner: session,
     nodes,
     spend: new PostgresSpendCounters(pool),
+    sessions: new PostgresSessionStore(pool),
     close(): Promise<void> {
       closing ??= (async () => {
         try {
