@@ -5,7 +5,7 @@
  *   warden_schema                    applied migrations (schema.ts)
  *   warden_claims, warden_counters   claims, results, receipts; the capacity counter
  *   warden_journals, …_journal_lines one row per journal line
- *   warden_parked_sessions  a parked run's CLI session transcript, for the node that resumes it
+ *   warden_parked_sessions           a parked run's CLI session transcript, for the node that resumes it
  *   warden_signing_keys              the fleet's Ed25519 keys
  *   warden_blobs, …_blob_chunks      content-addressed blobs as bytea rows
  *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
