@@ -142,6 +142,18 @@ for (const backend of backendsUnderTest()) {
       await rejectsWith(node.journals.reopen(randomUUID()), "journal-not-found");
     });
 
+    test("a parked run is counted awaiting approval, not unresolved (GET /v1/node counts)", async (t) => {
+      const node = await (await backend.state(t)).open();
+      // Counts are store-wide (a shared database may hold other tests' claims): compared as changes.
+      const base = await node.invocations.counts();
+      await parkedRun(node);
+      const now = await node.invocations.counts();
+      assert.deepEqual(
+        { awaiting_approval: now.awaiting_approval - base.awaiting_approval, unresolved: now.unresolved - base.unresolved, in_progress: now.in_progress - base.in_progress, total: now.total - base.total },
+        { awaiting_approval: 1, unresolved: 0, in_progress: 0, total: 1 },
+      );
+    });
+
     test("a parked run is taken up by a restarted node: its journal goes on after run.parked, verified, and its result is recorded once", async (t) => {
       const state = await backend.state(t);
       const first = await state.open();
