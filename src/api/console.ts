@@ -10,6 +10,8 @@ import { PublicKey } from "./runs.js";
 export const InvocationCounts = Type.Object({
   total: Count,
   in_progress: Count,
+  /** parked runs waiting for an operator's approval (open claims, but neither running nor unresolved) */
+  awaiting_approval: Count,
   unresolved: Count,
   recorded: Count,
   reconciled: Count,

@@ -36,6 +36,12 @@ export interface StoredResult {
 }
 
 /** A claim row exactly as stored. */
+/**
+ * The owner of a parked run's claim on a store shared by live nodes (ClaimStore.park): not a
+ * UUID, so no node incarnation ever holds its lock, and the claim reads as held by nobody alive.
+ */
+export const PARKED_OWNER = "parked";
+
 export interface ClaimRecord extends ClaimKey {
   readonly request_hash: Digest;
   readonly agent: string;
@@ -161,6 +167,15 @@ export interface ClaimStore {
    * False (nothing written) when the row is not in that state. A store without it cannot park runs.
    */
   adopt?(key: ClaimKey, runId: string, from: string): Promise<boolean>;
+
+  /**
+   * Optional, for stores shared by live nodes (PostgreSQL): lets go of an open, unreleased claim of
+   * this owner whose run has just parked: its owner becomes PARKED_OWNER, an id no node's lock
+   * holds. Every node that answers the approval (the parker too) then adopts it from there, so of
+   * nodes answering at once exactly one takes the run up. False (nothing written) when the row is
+   * not in that state. A store without it keeps the claim with the parker (one node per store).
+   */
+  park?(key: ClaimKey, runId: string): Promise<boolean>;
 
   /** Attaches a receipt to a claim that has none and still has `claimHash`; false otherwise. */
   attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean>;

@@ -276,6 +276,7 @@ export class InvocationHandle implements AsyncDisposable {
    * Leaves the run parked (DESIGN.md "Governed tool calls"): the journal, whose last entry is the
    * caller's `run.parked`, is closed without a termination, and the claim stays open and unreleased,
    * so it reads `awaiting_approval` (also once this process is gone) until a node takes it up again.
+   * On a store shared by live nodes the claim is then let go (ClaimStore.park), so any node may.
    */
   async park(): Promise<void> {
     this.#assertOpen();
@@ -288,6 +289,9 @@ export class InvocationHandle implements AsyncDisposable {
       await this.#ctx.unreleased.release(this.#claim, this.run_id);
       throw error;
     }
+    // A claim kept by a failed hand-off is still safe: it stays this node's, answered here (or
+    // by any node once this one is gone), as on a store without `park`.
+    await this.#ctx.claims.park?.(this.#claim, this.run_id).catch(() => false);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -107,6 +107,8 @@ const COUNT_OPEN_PAGES = 100;
 export interface InvocationCounts {
   readonly total: number;
   readonly in_progress: number;
+  /** parked runs (open claims that are neither running nor unresolved) */
+  readonly awaiting_approval: number;
   readonly unresolved: number;
   readonly recorded: number;
   readonly reconciled: number;
@@ -339,23 +341,37 @@ export class Invocations {
    */
   async counts(): Promise<InvocationCounts> {
     const tally = await this.#claims.tally();
-    let inProgress = 0;
-    let cursor: string | undefined;
-    // Open rows are few (running now, or awaiting review); the bound keeps a pathological store from holding the overview.
-    for (let page = 0; page < COUNT_OPEN_PAGES; page++) {
-      const listed = await this.list({ status: "in_progress", limit: LIST_MAX, ...(cursor === undefined ? {} : { cursor }) });
-      inProgress += listed.items.filter((item) => item.status === "in_progress").length;
-      cursor = listed.cursor;
-      if (cursor === undefined) break;
-    }
+    const { inProgress, parked } = await this.#countOpen();
     const problems = tally.problems.recorded + tally.problems.reconciled;
     return {
       total: tally.total,
       in_progress: inProgress,
-      unresolved: Math.max(0, tally.open - inProgress) + problems,
+      awaiting_approval: parked,
+      unresolved: Math.max(0, tally.open - inProgress - parked) + problems,
       recorded: Math.max(0, tally.total - tally.open - tally.reconciled - tally.problems.recorded),
       reconciled: Math.max(0, tally.reconciled - tally.problems.reconciled),
     };
+  }
+
+  /**
+   * Open rows running now and parked now, in one pass over the open rows (they are few: running,
+   * parked, or awaiting review; the bound keeps a pathological store from holding the overview).
+   */
+  async #countOpen(): Promise<{ readonly inProgress: number; readonly parked: number }> {
+    let inProgress = 0;
+    let parked = 0;
+    let after: ClaimKey | undefined;
+    for (let page = 0; page < COUNT_OPEN_PAGES; page++) {
+      const rows = await this.#claims.list("open", after, LIST_MAX);
+      for (const row of rows) {
+        after = { scope: row.scope, id: row.id };
+        const status = (await this.#checkedSummaryOf(row)).status;
+        if (status === "in_progress") inProgress++;
+        else if (status === "awaiting_approval") parked++;
+      }
+      if (rows.length < LIST_MAX) break;
+    }
+    return { inProgress, parked };
   }
 
   /** What an operator reviews before reconciling: the claim's snapshot, its hash and a report. */
@@ -661,6 +677,11 @@ export class Invocations {
     }
   }
 
+  /** The run id an invocation's claim names (a run in progress on another node has no other view of it). */
+  async runIdOf(scope: string, id: string): Promise<string | undefined> {
+    return (await this.#claims.get(this.#key(scope, id)))?.run_id;
+  }
+
   /** True when the run's journal ends parked (a start-up sweep keeps what such a run goes on from). */
   async isParked(runId: string): Promise<boolean> {
     return (await this.#parkedOf(runId)) !== undefined;
@@ -670,7 +691,8 @@ export class Invocations {
    * Takes up a parked run (`awaiting_approval`) to answer its approval: this node becomes the
    * claim's owner (its parker may be gone), the journal is verified whole and opened for appending
    * after its `run.parked`, and the handle goes on with the same run id. Refused with the run left
-   * as it is when it is not parked, when another live node holds it, or when its journal does not verify.
+   * as it is when it is not parked, when another live node holds it, when another node took it up
+   * first (`claim-changed`), or when its journal does not verify.
    */
   async takeUp(scope: string, id: string): Promise<{ readonly handle: InvocationHandle; readonly parked: RunParkedEvent; readonly events: readonly JournalEvent[] }> {
     const key = this.#key(scope, id);

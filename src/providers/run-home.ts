@@ -29,6 +29,7 @@ import type { ProviderProfile } from "./profiles.js";
 import { isSessionName, validateSessionName } from "./sessions.js";
 import { removeTree } from "./tree-remove.js";
 import type { Materialization, ProviderName } from "./types.js";
+import type { SessionFile } from "../invocations/parked-sessions.js";
 
 /** Claude Code's configuration directory inside a run home (CLAUDE_CONFIG_DIR). */
 export const CLAUDE_CONFIG_DIR = ".claude";
@@ -171,7 +172,7 @@ export class RunHomes {
    * settings or hooks there), and only the CLI's session transcript (`<session>.jsonl` under
    * `.claude/projects/*`, regular files, no link followed) is copied over; then the old one goes.
    */
-  async renew(request: RunHomeRequest, session: string): Promise<RunHome> {
+  async renew(request: RunHomeRequest, session: string, shipped: readonly SessionFile[] = []): Promise<RunHome> {
     const run = validateSessionName(request.run);
     const old = join(this.root, `${TEMP_PREFIX}${run}`);
     await removeTree(old).catch(() => undefined);
@@ -182,6 +183,14 @@ export class RunHomes {
       const home = await this.create(request);
       const projects = join(old, CLAUDE_CONFIG_DIR, "projects");
       const file = `${session}.jsonl`;
+      const local = await this.#transcript(old, session);
+      // Parked on another node (a fleet), or this one's home is gone: the transcript kept for the fleet.
+      for (const { dir, bytes } of local.length > 0 ? [] : shipped) {
+        if (!isProjectDir(dir)) continue;
+        const to = join(home.path, CLAUDE_CONFIG_DIR, "projects", dir);
+        await fsp.mkdir(to, { recursive: true, mode: PRIVATE_DIR_MODE });
+        await writePrivate(join(to, file), bytes);
+      }
       for (const dir of await fsp.readdir(projects).catch(() => [] as string[])) {
         const from = join(projects, dir, file);
         const st = await fsp.lstat(join(projects, dir)).catch(() => undefined);
@@ -195,6 +204,24 @@ export class RunHomes {
     } finally {
       await removeTree(old).catch(() => undefined);
     }
+  }
+
+  /** The CLI session transcript files in a run's home (`<session>.jsonl` in each `.claude/projects` directory, regular files). */
+  async transcript(run: string, session: string): Promise<SessionFile[]> {
+    return this.#transcript(join(this.root, validateSessionName(run)), session);
+  }
+
+  async #transcript(home: string, session: string): Promise<SessionFile[]> {
+    const projects = join(home, CLAUDE_CONFIG_DIR, "projects");
+    const files: SessionFile[] = [];
+    for (const dir of await fsp.readdir(projects).catch(() => [] as string[])) {
+      const st = await fsp.lstat(join(projects, dir)).catch(() => undefined);
+      const path = join(projects, dir, `${session}.jsonl`);
+      const fst = await fsp.lstat(path).catch(() => undefined);
+      if (st?.isDirectory() !== true || fst?.isFile() !== true) continue;
+      files.push({ dir, bytes: await fsp.readFile(path) });
+    }
+    return files;
   }
 
   /**
@@ -244,7 +271,12 @@ async function codexConfig(request: RunHomeRequest): Promise<string> {
   return text;
 }
 
-async function writePrivate(path: string, text: string): Promise<void> {
+/** A project directory's name as the CLI makes it: one path component, never `.` or `..`. */
+function isProjectDir(name: string): boolean {
+  return name !== "" && name !== "." && name !== ".." && !name.includes("/") && !name.includes("\0");
+}
+
+async function writePrivate(path: string, text: string | Uint8Array): Promise<void> {
   const fh = await fsp.open(path, "wx", 0o600);
   try {
     await fh.writeFile(text);

@@ -8,6 +8,7 @@
 import type { Readable } from "node:stream";
 import type { FileHandle } from "node:fs/promises";
 import { DigestStream, type Digest } from "../core/digest.js";
+import { errnoCode } from "../core/errors.js";
 import { createPrivateFile, openPrivateFile } from "../storage/secure-fs.js";
 
 const HIGH_WATER = 1024 * 1024;
@@ -54,7 +55,14 @@ export class OutputCapture {
   }
 
   static async create(options: CaptureOptions): Promise<OutputCapture> {
-    return new OutputCapture(options.append === true ? await openPrivateFile(options.path, "append") : await createPrivateFile(options.path, "append"), options);
+    if (options.append !== true) return new OutputCapture(await createPrivateFile(options.path, "append"), options);
+    try {
+      return new OutputCapture(await openPrivateFile(options.path, "append"), options);
+    } catch (error) {
+      // A run taken up on another node of a fleet: its first leg's output stays on the node that ran it.
+      if (errnoCode(error) !== "ENOENT") throw error;
+      return new OutputCapture(await createPrivateFile(options.path, "append"), options);
+    }
   }
 
   /** Consumes `stream` until it ends. */

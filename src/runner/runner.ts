@@ -32,6 +32,7 @@ import { modelLaunch, type ModelLaunch } from "../providers/model-endpoint.js";
 import { checkProviderConfigured } from "../providers/availability.js";
 import { needsTreeWithoutBundle } from "../providers/materializer.js";
 import { runHomeEnvNames, type RunHome, type RunHomes } from "../providers/run-home.js";
+import type { ParkedSessionStore } from "../invocations/parked-sessions.js";
 import { PROVIDER_NAMES, type BundleRef, type BundleSigner, type Materialization, type ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
@@ -134,6 +135,11 @@ export interface RunnerOptions {
    * is a denial. `deadlineMs`: how long an approval may wait; past it, the call is denied.
    */
   readonly parking?: { readonly deadlineMs: number };
+  /**
+   * Where a parked run's session transcript is kept for the other nodes of a fleet (any of them
+   * may answer its approval and resume it); without it, only this node's run home holds it.
+   */
+  readonly parkedSessions?: ParkedSessionStore;
 }
 
 /** An operator's answer to a parked run (or the node's, at the deadline). */
@@ -231,6 +237,7 @@ export class Runner {
   readonly #policies: ReadonlyMap<string, Partial<Record<ProviderName | "default", ToolPolicy>>>;
   readonly #worktrees: RunWorktrees | undefined;
   readonly #parking: RunnerOptions["parking"];
+  readonly #parkedSessions: ParkedSessionStore | undefined;
   /** parked runs' deadlines, by run id */
   readonly #deadlines = new Map<string, NodeJS.Timeout>();
   /** runs an approval is being answered for in this process */
@@ -291,6 +298,7 @@ export class Runner {
     }
     this.#worktrees = options.worktrees;
     this.#parking = options.parking;
+    this.#parkedSessions = options.parkedSessions;
     this.#tracing = options.tracing;
     this.#logLeaf = options.logLeaf;
   }
@@ -566,6 +574,7 @@ export class Runner {
   async #endDenied(handle: InvocationHandle, parked: RunParkedEvent, approval: PolicyApprovalEvent): Promise<ExistingOutcome> {
     try {
       await this.#runHomes.remove(handle.run_id).catch(() => undefined);
+      await this.#parkedSessions?.remove(handle.run_id).catch(() => undefined);
       const workspace = this.#workspaces.get(parked.workspace);
       const worktree = workspace === undefined || this.#worktrees === undefined ? undefined : await this.#worktrees.find(handle.run_id, [workspace]);
       const why = `${approval.by.role === "node" ? "no answer before the deadline" : `denied by ${approval.by.name}`}${approval.reason === undefined ? "" : `: ${approval.reason}`}`;
@@ -731,7 +740,10 @@ export class Runner {
           ...(preToolHook === undefined ? {} : { preToolHook }),
           ...(launch.trace === undefined ? {} : { trace: { env: traceEnv(launch.trace.carrier()), tracesEndpoint: launch.trace.agentExport.endpoint } }),
         };
-        home = resume === undefined ? await this.#runHomes.create(homeRequest) : await this.#runHomes.renew(homeRequest, resume.parked.session);
+        home =
+          resume === undefined
+            ? await this.#runHomes.create(homeRequest)
+            : await this.#runHomes.renew(homeRequest, resume.parked.session, (await this.#parkedSessions?.get(handle.run_id)) ?? []);
       } catch (error) {
         if (!isWardenError(error)) throw error;
         // The agent was never launched: a clean, recorded failure that says why.
@@ -750,6 +762,7 @@ export class Runner {
       // evidence (the journal and the captured output are), and it may hold what the run read.
       // A parked run's stays: its CLI session goes on from it.
       if (home !== undefined && !parked.parked) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
+      if (resume !== undefined && !parked.parked) await this.#parkedSessions?.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
       if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded" && !parked.parked) await this.#worktrees?.remove(worktree).catch(() => undefined);
@@ -860,6 +873,8 @@ export class Runner {
           session: followed.answer.session,
           workspace: request.workspace ?? this.#defaultWorkspace ?? "",
         };
+        // Kept for the fleet before the run reads parked: whichever node answers resumes it from there.
+        if (this.#parkedSessions !== undefined) await this.#parkedSessions.put(handle.run_id, await this.#runHomes.transcript(handle.run_id, event.session));
         await handle.journal.append(event);
         await handle.park();
         parked.parked = true;

@@ -763,19 +763,20 @@ export class Warden {
     id = checkInvocationId(id);
     const outcome = await this.invocations.lookup(scope, id);
     if (outcome === undefined) throw new NotFoundError("invocation-not-found", `no invocation ${scope}/${id}`, { details: { scope, id } });
-    if (outcome.status !== "awaiting_approval") {
-      const runId = outcome.status === "in_progress" ? this.#active.get(activeKey(scope, id))?.run_id : outcome.audit.run_id;
-      const given = runId === undefined ? undefined : await this.#approvalOf(runId);
-      if (given === undefined) {
-        throw new ConflictError("invocation-not-awaiting-approval", `${scope}/${id} is ${outcome.status}; only a run awaiting approval can be approved or denied`, { details: { invocation_status: outcome.status } });
-      }
-      if (given.decision !== answer.decision) {
-        throw new ConflictError("approval-conflict", `${scope}/${id} was already answered ${given.decision} by ${given.by.name}`, { details: { decision: given.decision } });
-      }
-      return { replayed: true, outcome: await this.#withRunId(scope, id, outcome) };
-    }
+    if (outcome.status !== "awaiting_approval") return this.#answeredAlready(scope, id, outcome, answer);
     if (this.closing) throw shuttingDown();
-    const taken = await this.#runner.answerApproval(scope, id, answer);
+    let taken: Awaited<ReturnType<Runner["answerApproval"]>>;
+    try {
+      taken = await this.#runner.answerApproval(scope, id, answer);
+    } catch (error) {
+      // Another node took the run up first (a fleet: its adopt won): answered as a retry is.
+      if (!isWardenError(error) || error.code !== "claim-changed") throw error;
+      const now = await this.invocations.lookup(scope, id);
+      if (now === undefined || now.status === "awaiting_approval") {
+        throw new ConflictError("approval-in-progress", `another node is taking ${scope}/${id} up to journal its answer; ask again`);
+      }
+      return this.#answeredAlready(scope, id, now, answer);
+    }
     const key = activeKey(scope, id);
     const done = taken.done.finally(() => {
       this.#active.delete(key);
@@ -785,6 +786,20 @@ export class Warden {
     this.#active.set(key, { run_id: taken.run_id, scope, id, done });
     const now = await this.invocations.lookup(scope, id);
     return { replayed: false, outcome: await this.#withRunId(scope, id, now ?? { status: "in_progress" }) };
+  }
+
+  /** An answer to a run no longer parked: a replay of the answer its journal holds, or refused. */
+  async #answeredAlready(scope: string, id: string, outcome: ExistingOutcome, answer: ApprovalAnswer): Promise<{ readonly replayed: boolean; readonly outcome: KnownOutcome }> {
+    // A run in progress on another node of a fleet is not in #active: its claim names it.
+    const runId = outcome.status === "in_progress" ? (this.#active.get(activeKey(scope, id))?.run_id ?? (await this.invocations.runIdOf(scope, id))) : outcome.status === "awaiting_approval" ? undefined : outcome.audit.run_id;
+    const given = runId === undefined ? undefined : await this.#approvalOf(runId);
+    if (given === undefined) {
+      throw new ConflictError("invocation-not-awaiting-approval", `${scope}/${id} is ${outcome.status}; only a run awaiting approval can be approved or denied`, { details: { invocation_status: outcome.status } });
+    }
+    if (given.decision !== answer.decision) {
+      throw new ConflictError("approval-conflict", `${scope}/${id} was already answered ${given.decision} by ${given.by.name}`, { details: { decision: given.decision } });
+    }
+    return { replayed: true, outcome: await this.#withRunId(scope, id, outcome) };
   }
 
   /** The approval a run's journal holds, if any. */
@@ -1041,6 +1056,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
       ...(options.spend === undefined ? {} : { spend: options.spend }),
       // Parking needs a backend that can take a parked run up again (the embedded one can).
       ...(journals.reopen === undefined || (backend.claims as ClaimStore).adopt === undefined ? {} : { parking: { deadlineMs: (options.approvalDeadlineS ?? 86_400) * 1000 } }),
+      ...("sessions" in backend ? { parkedSessions: backend.sessions } : {}),
       spendCounters: backend.spend,
       ...bounds,
       hooks: {

@@ -67,6 +67,7 @@ for (const backend of backendsUnderTest()) {
       const plus = (d: Partial<typeof base>) => ({
         total: base.total + (d.total ?? 0),
         in_progress: base.in_progress + (d.in_progress ?? 0),
+        awaiting_approval: base.awaiting_approval,
         unresolved: base.unresolved + (d.unresolved ?? 0),
         recorded: base.recorded + (d.recorded ?? 0),
         reconciled: base.reconciled,

@@ -49,6 +49,8 @@ export interface StoreNode {
 
 export interface State {
   open(options?: NodeOptions): Promise<StoreNode>;
+  /** Where another process opens the same stores: the embedded home, or the postgres database. */
+  readonly location: { readonly home: string } | { readonly url: string };
   /** Replaces (or with undefined, deletes) line `index` (0-based) of a run's journal. */
   editJournalLine(runId: string, index: number, edit: (line: Buffer) => Buffer | undefined): Promise<void>;
   /** Appends a line to a run's journal behind the writer's back. */
@@ -113,6 +115,7 @@ function embeddedBackend(): BackendUnderTest {
         rmSync(root, { recursive: true, force: true });
       });
       return {
+        location: { home },
         async open(options = {}) {
           const backend = await openEmbeddedBackend({ home, ...(options.limits === undefined ? {} : { limits: options.limits }) });
           const delivery = (await openEmbeddedDelivery(home, { limits: backend.limits, ...deliveryClock(options) }).catch(async (error: unknown) => {
@@ -189,6 +192,7 @@ function postgresBackend(): BackendUnderTest {
         for (const node of open) await node.close().catch(() => undefined);
       });
       return {
+        location: { url },
         async open(nodeOptions = {}) {
           const backend = await openPostgresBackend({ url, ...(nodeOptions.limits === undefined ? {} : { limits: nodeOptions.limits }) });
           const delivery = await Delivery.open(backend.delivery, { limits: backend.limits, ...deliveryClock(nodeOptions) });

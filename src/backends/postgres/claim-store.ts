@@ -26,6 +26,7 @@ import type {
   NewClaim,
   StoredResult,
 } from "../../invocations/claim-store.js";
+import { PARKED_OWNER } from "../../invocations/claim-store.js";
 import { CLAIM_COLUMNS, listedOf, recordedPage, rowToRecord, type ClaimRow } from "../shared/claim-rows.js";
 import { Batcher, type Outcome } from "./batcher.js";
 import { pgFailure, query, ROW_CHECKED_TYPES, sqlState, transaction, type PgPool, type PgQueryable } from "./connection.js";
@@ -288,6 +289,41 @@ export class PostgresClaimStore implements ClaimStore, QueueHost {
         "AND owner = ANY($4::text[]) AND result_hash IS NULL",
       values: [key.scope, key.id, runId, [...this.#owner.ids]],
     });
+  }
+
+  /**
+   * Makes this node the holder of a parked run's open, unreleased claim held by `from` (the
+   * embedded semantics). One statement: of any number of nodes adopting the same row at once, the
+   * first UPDATE to commit changes the owner and every other re-reads the row under its lock, finds
+   * another owner and writes nothing. Only while this incarnation's owner lock is held.
+   */
+  async adopt(key: ClaimKey, runId: string, from: string): Promise<boolean> {
+    this.#assertOpen();
+    this.#owner.assertHealthy("take up a parked run");
+    const result = await query(this.#pool, "take up a claim", {
+      name: "warden-claim-adopt",
+      text:
+        "UPDATE warden_claims SET owner = $1 WHERE scope = $2 AND id = $3 AND run_id = $4 AND owner = $5 AND NOT released " +
+        "AND result_hash IS NULL AND receipt IS NULL AND warden_owner_alive($1)",
+      values: [this.#owner.id, key.scope, key.id, runId, from],
+    });
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Lets go of a run this node parked (ClaimStore.park): its owner becomes PARKED_OWNER, so that
+   * whichever node answers the approval — this one too — adopts it from there and exactly one does.
+   */
+  async park(key: ClaimKey, runId: string): Promise<boolean> {
+    this.#assertOpen();
+    const result = await query(this.#pool, "park a claim", {
+      name: "warden-claim-park",
+      text:
+        "UPDATE warden_claims SET owner = $1 WHERE scope = $2 AND id = $3 AND run_id = $4 AND owner = ANY($5::text[]) AND NOT released " +
+        "AND result_hash IS NULL AND receipt IS NULL",
+      values: [PARKED_OWNER, key.scope, key.id, runId, [...this.#owner.ids]],
+    });
+    return result.rowCount === 1;
   }
 
   async attachReceipt(key: ClaimKey, claimHash: Digest, receipt: string): Promise<boolean> {

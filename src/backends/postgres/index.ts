@@ -5,6 +5,7 @@
  *   warden_schema                    applied migrations (schema.ts)
  *   warden_claims, warden_counters   claims, results, receipts; the capacity counter
  *   warden_journals, …_journal_lines one row per journal line
+ *   warden_parked_sessions           a parked run's CLI session transcript, for the node that resumes it
  *   warden_signing_keys              the fleet's Ed25519 keys
  *   warden_blobs, …_blob_chunks      content-addressed blobs as bytea rows
  *   warden_stages, …_stage_blobs, …_stage_chunks   uploads in progress
@@ -23,6 +24,7 @@ import { PostgresBlobStore } from "./blob-store.js";
 import { PostgresCatalogStore } from "./catalog-store.js";
 import { PostgresClaimStore } from "./claim-store.js";
 import { openPool, type ConnectionSettings, type PgPool } from "./connection.js";
+import { PostgresSessionStore } from "./session-store.js";
 import { JournalPrefetch, PostgresJournalStore } from "./journal-store.js";
 import { PostgresKeyStore } from "./key-store.js";
 import { PostgresLogStore } from "./log-store.js";
@@ -62,6 +64,8 @@ export interface PostgresBackend {
   readonly nodes: NodeRegistry;
   /** the fleet's daily spend counters per workspace and principal */
   readonly spend: PostgresSpendCounters;
+  /** parked runs' session transcripts, for whichever node resumes them */
+  readonly sessions: PostgresSessionStore;
   /** Waits for queued writes, ends this incarnation's ownership and closes the pool. */
   close(): Promise<void>;
 }
@@ -108,6 +112,7 @@ export async function openPostgresBackend(options: PostgresBackendOptions): Prom
     owner: session,
     nodes,
     spend: new PostgresSpendCounters(pool),
+    sessions: new PostgresSessionStore(pool),
     close(): Promise<void> {
       closing ??= (async () => {
         try {

@@ -10,7 +10,7 @@
  * failure the run's appender refuses every later line, so a journal never has a line after a
  * missing one.
  */
-import { ConflictError, LimitError, StorageError, isWardenError } from "../../core/errors.js";
+import { ConflictError, LimitError, NotFoundError, StorageError, isWardenError } from "../../core/errors.js";
 import { assertJournalOffset, assertJournalRunId } from "../../journal/schema.js";
 import { sha256Digest } from "../../core/digest.js";
 import type { JournalAppender, JournalDigest, JournalStore } from "../../journal/types.js";
@@ -121,9 +121,12 @@ class RowJournalAppender implements JournalAppender {
   #closed = false;
   #last: Promise<void> = Promise.resolve();
 
-  constructor(runId: string, writes: Batcher<JournalWrite, void>) {
+  /** `lines` and `size`: what the journal already holds (a parked run's, taken up again); 0 for a new one. */
+  constructor(runId: string, writes: Batcher<JournalWrite, void>, lines = 0, size = 0) {
     this.runId = runId;
     this.#writes = writes;
+    this.#lines = lines;
+    this.#size = size;
   }
 
   get size(): number {
@@ -203,6 +206,26 @@ export class PostgresJournalStore implements JournalStore {
     assertJournalRunId(runId);
     await this.#writes.submit({ kind: "create", runId, at: Date.now() });
     return new RowJournalAppender(runId, this.#writes);
+  }
+
+  /**
+   * Takes up a parked run's journal again (DESIGN.md "Governed tool calls"): the next line is
+   * numbered after the last stored one, so of two nodes that took the same journal up at once
+   * only the first line written commits (the (run_id, line_no) key refuses the other, and that
+   * appender refuses every later line): a journal never forks.
+   */
+  async reopen(runId: string): Promise<JournalAppender> {
+    assertJournalRunId(runId);
+    const result = await query<{ present: boolean; lines: string; bytes: string }>(this.#pool, "take up a journal", {
+      name: "warden-journal-reopen",
+      text:
+        "SELECT EXISTS (SELECT 1 FROM warden_journals WHERE run_id = $1) AS present, COALESCE(max(line_no) + 1, 0)::text AS lines, " +
+        "COALESCE(sum(octet_length(line)), 0)::text AS bytes FROM warden_journal_lines WHERE run_id = $1",
+      values: [runId],
+    });
+    const row = result.rows[0];
+    if (row?.present !== true) throw new NotFoundError("journal-not-found", `no journal for run ${runId}`);
+    return new RowJournalAppender(runId, this.#writes, Number(row.lines), Number(row.bytes));
   }
 
   async read(runId: string, maxBytes: number): Promise<Uint8Array | undefined> {

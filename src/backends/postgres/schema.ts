@@ -341,6 +341,15 @@ export const SCHEMA_MIGRATIONS: readonly string[] = [
   CREATE INDEX warden_queue_by_state ON warden_queue (state, scope, id);
   CREATE TABLE warden_queue_principals (principal text COLLATE "C" PRIMARY KEY, last_served bigint NOT NULL);
   `,
+  // 11: parked runs' CLI session transcripts (session-store.ts): any node resumes a parked run
+  `
+  CREATE TABLE warden_parked_sessions (
+    run_id text COLLATE "C" NOT NULL,
+    dir text COLLATE "C" NOT NULL,
+    bytes bytea NOT NULL,
+    PRIMARY KEY (run_id, dir)
+  );
+  `,
 ];
 
 /** Brings the database to the latest schema; returns the version it is at. */
