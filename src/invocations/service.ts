@@ -15,7 +15,7 @@ import { ConflictError, IntegrityError, LimitError, NotFoundError, ValidationErr
 import { resolveLimits, type Limits } from "../core/limits.js";
 import { journalTimestamp, validateEvent } from "../journal/schema.js";
 import { ZERO_HASH, type JournalEvent, type JournalStore, type KeyStore, type PublicKeyRecord, type RunParkedEvent, type RunStartedEvent, type SigningKey } from "../journal/types.js";
-import { verifyJournal, type Checkpoint } from "../journal/verify.js";
+import { verifyJournal, type Checkpoint, type VerifyReport } from "../journal/verify.js";
 import { JournalWriter } from "../journal/writer.js";
 import { claimHashOf } from "./claim-hash.js";
 import { checkClaimIntegrity, ReplayChecks } from "./replay-checks.js";
@@ -58,6 +58,12 @@ import type {
 
 
 export type { Attest } from "../tlog/statements.js";
+
+/**
+ * Asked before a parked run is taken up (its journal read and verified, its claim not yet
+ * adopted): throws to refuse, leaving the run parked for a node that can go on with it.
+ */
+export type TakeUpCheck = (runId: string, parked: RunParkedEvent, events: readonly JournalEvent[]) => Promise<void>;
 
 export interface InvocationsOptions {
   readonly claims: ClaimStore;
@@ -694,7 +700,7 @@ export class Invocations {
    * as it is when it is not parked, when another live node holds it, when another node took it up
    * first (`claim-changed`), or when its journal does not verify.
    */
-  async takeUp(scope: string, id: string): Promise<{ readonly handle: InvocationHandle; readonly parked: RunParkedEvent; readonly events: readonly JournalEvent[] }> {
+  async takeUp(scope: string, id: string, canTake?: TakeUpCheck): Promise<{ readonly handle: InvocationHandle; readonly parked: RunParkedEvent; readonly events: readonly JournalEvent[] }> {
     const key = this.#key(scope, id);
     const claim = await this.#existingClaim(key);
     const outcome = await this.#outcomeOf(claim);
@@ -706,17 +712,30 @@ export class Invocations {
     if (this.#claims.adopt === undefined || this.#journals.reopen === undefined) {
       throw new ConflictError("approval-unsupported", "this node's backend cannot take a parked run up again");
     }
-    if (claim.owner !== this.#claims.ownerId) {
-      if (claim.owner_alive) throw new ConflictError("invocation-parked-elsewhere", `${scope}/${id} is parked on another live node; answer it there`);
+    const adopting = claim.owner !== this.#claims.ownerId;
+    if (adopting && claim.owner_alive) throw new ConflictError("invocation-parked-elsewhere", `${scope}/${id} is parked on another live node; answer it there`);
+    // Read and judged before the claim is adopted: a run this node cannot go on with is refused
+    // while any other node may still take it up (after adopting, only this one could).
+    const read = async (): Promise<{ readonly bytes: Uint8Array; readonly report: VerifyReport; readonly last: RunParkedEvent }> => {
+      const bytes = await this.#journals.read(claim.run_id, this.limits.journalBytes);
+      if (bytes === undefined) throw new IntegrityError("journal-not-found", `the journal of run ${claim.run_id} is gone`, { status: 500 });
+      const report = verifyJournal(bytes, await this.publicKeys(true), { maxBytes: this.limits.journalBytes, runId: claim.run_id, limits: this.limits });
+      const last = report.valid.at(-1)?.event;
+      if (!report.ok || last?.type !== "run.parked") {
+        throw new IntegrityError("journal-not-clean", `the journal of parked run ${claim.run_id} does not verify (${report.first_error?.code ?? "it does not end parked"}); it is not taken up`, { status: 409 });
+      }
+      return { bytes, report, last };
+    };
+    let journal = await read();
+    if (canTake !== undefined) await canTake(claim.run_id, journal.last, journal.report.valid.map((e) => e.event));
+    if (adopting) {
       if (!(await this.#claims.adopt(key, claim.run_id, claim.owner))) throw new ConflictError("claim-changed", `the claim of ${scope}/${id} changed while it was taken up`);
+      // Another node may have taken the run up, gone on and parked it again between the read and the adoption.
+      const again = await read();
+      if (!Buffer.from(again.bytes).equals(Buffer.from(journal.bytes))) throw new ConflictError("claim-changed", `the journal of ${scope}/${id} changed while it was taken up`);
+      journal = again;
     }
-    const bytes = await this.#journals.read(claim.run_id, this.limits.journalBytes);
-    if (bytes === undefined) throw new IntegrityError("journal-not-found", `the journal of run ${claim.run_id} is gone`, { status: 500 });
-    const report = verifyJournal(bytes, await this.publicKeys(true), { maxBytes: this.limits.journalBytes, runId: claim.run_id, limits: this.limits });
-    const last = report.valid.at(-1)?.event;
-    if (!report.ok || last?.type !== "run.parked") {
-      throw new IntegrityError("journal-not-clean", `the journal of parked run ${claim.run_id} does not verify (${report.first_error?.code ?? "it does not end parked"}); it is not taken up`, { status: 409 });
-    }
+    const { bytes, report, last } = journal;
     const writer = await JournalWriter.reopen({ store: this.#journals, key: await this.#activeKey(), runId: claim.run_id, limits: this.limits, now: this.#now }, report, bytes.byteLength);
     const owned = { scope: claim.scope, id: claim.id, request_hash: claim.request_hash, agent: claim.agent, run_id: claim.run_id, created_at: claim.created_at };
     return { handle: new InvocationHandle(this.#handleContext, owned, writer), parked: last, events: report.valid.map((e) => e.event) };

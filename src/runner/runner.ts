@@ -517,7 +517,7 @@ export class Runner {
     if (this.#answering.has(key)) throw new ConflictError("approval-in-progress", `an answer to ${scope}/${id} is being journaled; ask again`);
     this.#answering.add(key);
     try {
-      const { handle, parked, events } = await this.#invocations.takeUp(scope, id);
+      const { handle, parked, events } = await this.#invocations.takeUp(scope, id, answer.decision === "allow" ? (runId, p, e) => this.#canResume(runId, p, e) : undefined);
       this.#unschedule(handle.run_id);
       const approval: PolicyApprovalEvent = {
         type: "policy.approval",
@@ -591,6 +591,21 @@ export class Runner {
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
+    }
+  }
+
+  /**
+   * An approved run of a git workspace goes on only in its own worktree, which holds what the
+   * agent did before it parked and lives on the node that parked it: a node without it refuses
+   * (a denial needs no worktree and is taken anywhere).
+   */
+  async #canResume(runId: string, parked: RunParkedEvent, events: readonly JournalEvent[]): Promise<void> {
+    const started = events[0];
+    if (started?.type !== "run.started" || typeof started.base !== "string") return;
+    const workspace = this.#workspaceOf(parked);
+    const here = this.#worktrees === undefined ? undefined : await this.#worktrees.find(runId, [workspace.path]);
+    if (here === undefined) {
+      throw new ConflictError("approval-worktree-elsewhere", `run ${runId} went on in a worktree of the node that parked it, which this node does not have; approve it there (a denial can be given on any node)`);
     }
   }
 
@@ -679,7 +694,7 @@ export class Runner {
     return policy;
   }
 
-  #workspaceOf(request: InvokeRequest): { id: string; path: string } {
+  #workspaceOf(request: { readonly workspace?: string | undefined }): { id: string; path: string } {
     const id = request.workspace ?? this.#defaultWorkspace;
     if (id === undefined) throw new ValidationError("workspace-required", "the request names no workspace and none is the default", { status: 422 });
     const path = this.#workspaces.get(id);

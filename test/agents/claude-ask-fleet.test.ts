@@ -3,11 +3,13 @@
  * serve --postgres` nodes on one throwaway PostgreSQL, confined, against the scripted model. A run
  * parks on node A; A is killed (SIGKILL); the approval is posted to node B, which takes the run up
  * (its claim, its journal, its session transcript, all from the database) and resumes the same CLI
- * session to completion, exactly once.
+ * session to completion, exactly once. A git workspace's run, whose worktree stays on its parker, is
+ * refused an approval elsewhere and denied there.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
@@ -46,6 +48,7 @@ describe("real claude on a fleet: a run parked on a killed node is approved on a
   let pg: TestPostgres;
   let url: string;
 
+  const gitWorkspace = join(root, "git-ws");
   const start = (name: string): Promise<NodeProcess> => {
     const home = join(root, `${name}-home`);
     mkdirSync(home, { mode: 0o700 });
@@ -55,10 +58,10 @@ describe("real claude on a fleet: a run parked on a killed node is approved on a
       args: ["--postgres", url],
       config: {
         // One workspace path for both nodes, as a fleet's nodes share the repository they work on.
-        workspaces: { governed: workspace },
+        workspaces: { governed: workspace, repo: gitWorkspace },
         defaultWorkspace: "governed",
-        workspacePermissions: { governed: "full" },
-        policies: { governed: "repo.cedar" },
+        workspacePermissions: { governed: "full", repo: "full" },
+        policies: { governed: "repo.cedar", repo: "repo.cedar" },
         providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
         logLevel: "warn",
       },
@@ -85,6 +88,13 @@ describe("real claude on a fleet: a run parked on a killed node is approved on a
     mkdirSync(join(root, "agent-home"), { recursive: true });
     mkdirSync(join(workspace, "build"), { recursive: true });
     writeFileSync(join(workspace, "build", "out.txt"), "built\n");
+    mkdirSync(join(gitWorkspace, "build"), { recursive: true });
+    writeFileSync(join(gitWorkspace, "build", "out.txt"), "built\n");
+    const git = (...args: string[]): string =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.invalid", ...args], { cwd: gitWorkspace, encoding: "utf8", env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", HOME: root } });
+    git("init", "-q", "-b", "main");
+    git("add", "-A");
+    git("commit", "-q", "-m", "built");
     pg = await startTestPostgres();
     url = await pg.createDatabase("ask-fleet");
     model = await ScriptedModelServer.start({ script: { turns: [] } });
@@ -122,6 +132,42 @@ describe("real claude on a fleet: a run parked on a killed node is approved on a
       const events = (await runJournal<{ entry: { event: { type: string; by?: { name: string } } } }>(b.url, TOKEN, runId)).map((e) => e.entry.event);
       assert.equal(events.filter((e) => e.type === "run.parked").length, 1);
       assert.equal(events.filter((e) => e.type === "policy.approval").length, 1);
+      await assertRunVerified(b.url, TOKEN, runId);
+    } finally {
+      await b.kill();
+      await a.kill().catch(() => undefined);
+    }
+  });
+
+  it("a git workspace's run parked on a killed node: B refuses to approve it without its worktree (nothing written, still parked), and B's denial ends it", async () => {
+    const [a, b] = await Promise.all([start("git-a"), start("git-b")]);
+    try {
+      model.load({ turns: SCRIPT });
+      const from = model.requests.length;
+      const id = randomUUID();
+      const reply = await httpCall(a.url, TOKEN, "POST", "/v1/invocations", { headers: { "idempotency-key": id }, body: { provider: "claude", prompt: "clean the build", workspace: "repo" } });
+      assert.equal(reply.status, 202, JSON.stringify(reply.body));
+      const scope = String(reply.body.scope);
+      const runId = String(reply.body.run_id);
+      const parked = await until(a, scope, id, "past in_progress", (v) => v.status !== "in_progress");
+      assert.equal(parked.status, "awaiting_approval", JSON.stringify(parked));
+      await a.kill();
+      const before = await runJournal<{ entry: { event: { type: string } } }>(b.url, TOKEN, runId);
+
+      const refused = await approve(b, scope, id);
+      assert.equal(refused.status, 409, JSON.stringify(refused.body));
+      assert.equal(refused.body.code, "approval-worktree-elsewhere");
+      assert.equal((await view(b, scope, id)).status, "awaiting_approval", "a refused approval moved the run");
+      assert.equal((await runJournal(b.url, TOKEN, runId)).length, before.length, "a refused approval wrote to the journal");
+      assert.equal(model.requests.length - from, 1, "a refused approval ran the agent");
+      assert.ok(existsSync(join(gitWorkspace, "build", "out.txt")), "the workspace itself was changed");
+
+      const denied = await httpCall(b.url, TOKEN, "POST", `/v1/invocations/${encodeURIComponent(scope)}/${id}/approval`, { body: { decision: "deny", reason: "not on this node" } });
+      assert.equal(denied.status, 202, JSON.stringify(denied.body));
+      const ended = await until(b, scope, id, "recorded", (v) => v.status === "recorded" || v.status === "unresolved");
+      assert.equal(ended.status, "recorded", `${JSON.stringify(ended)}\n${b.stderr()}`);
+      assert.equal(model.requests.length - from, 1, "a denial ran the agent");
+      assert.ok(existsSync(join(gitWorkspace, "build", "out.txt")));
       await assertRunVerified(b.url, TOKEN, runId);
     } finally {
       await b.kill();
