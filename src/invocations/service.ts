@@ -726,7 +726,16 @@ export class Invocations {
       }
       return { bytes, report, last };
     };
-    let journal = await read();
+    let journal: Awaited<ReturnType<typeof read>>;
+    try {
+      journal = await read();
+    } catch (error) {
+      // Another node took the run up and wrote on since this one read the claim: that is the answer, not damage.
+      if (adopting && isWardenError(error) && error.code === "journal-not-clean" && (await this.#existingClaim(key)).owner !== claim.owner) {
+        throw new ConflictError("claim-changed", `the claim of ${scope}/${id} changed while it was taken up`);
+      }
+      throw error;
+    }
     if (canTake !== undefined) await canTake(claim.run_id, journal.last, journal.report.valid.map((e) => e.event));
     if (adopting) {
       if (!(await this.#claims.adopt(key, claim.run_id, claim.owner))) throw new ConflictError("claim-changed", `the claim of ${scope}/${id} changed while it was taken up`);
