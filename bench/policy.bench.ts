@@ -89,7 +89,7 @@ async function decisions(socket: string, n: number): Promise<number[]> {
     const t = performance.now();
     const answer = await ask(socket, input);
     if (i >= WARM_UP) ms.push(performance.now() - t);
-    if (!answer.includes('"allow"')) throw new Error(`the bench's call was not allowed: ${answer}`);
+    if (answer !== "") throw new Error(`the bench's call was not allowed: ${answer}`);
   }
   return ms.sort((a, b) => a - b);
 }
@@ -199,7 +199,7 @@ export default async function main(): Promise<void> {
       console.log(line(`decision at the node, ${rules} rules (socket, journal answering at once)`, decided) + `  ${verdict(decided, TARGET_P99_MS[rules])}`);
       console.log(line(`the decision made durable, ${rules} rules (journal fdatasynced)`, synced) + `  (floor p50 ${p50(floor)} / p99 ${p99(floor)} ms)`);
     }
-    // The hook's own process: what every tool call pays before the node is even asked.
+    // The command hook's own process: what every Codex tool call pays before the node is even asked (Claude's HTTP hook no longer does).
     const bare: number[] = [];
     const hook: number[] = [];
     for (let i = 0; i < 25; i++) {
@@ -208,8 +208,8 @@ export default async function main(): Promise<void> {
     }
     bare.sort((a, b) => a - b);
     hook.sort((a, b) => a - b);
-    console.log(line("node -e '' (the hook process's start alone)", bare));
-    console.log(line("the whole hook (start, ask, answer; 10 rules, durable)", hook));
+    console.log(line("node -e '' (the command hook process's start alone, Codex)", bare));
+    console.log(line("the whole command hook (start, ask, answer; 10 rules, durable; Codex)", hook));
   } finally {
     for (const close of closers) await close();
   }
