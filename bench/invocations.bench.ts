@@ -15,6 +15,10 @@
  *    as in a compiled build. Printed with each
  *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
  *    and the event loop's CPU per invocation (the main thread's bound on throughput).
+ *    At concurrency 64, CPU per invocation in all threads is put against the Ed25519 signatures
+ *    of the journal's lines and against a floor: those lines signed, written to a new file with
+ *    the two fdatasyncs the durability rules demand and closed, from one thread (no claim commits,
+ *    no directory fsync, no read-back), measured in the same run.
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, the pool bin/warden.cjs gives
  *    a node, so up to 64 journal fdatasyncs run at once (the variable is read when libuv's pool
  *    starts, which has happened long before a bench module runs, hence the child).
@@ -26,7 +30,10 @@
  *    round trip that warden's in-process run does not. Warden at concurrency 1, Restate and the raw
  *    append+fdatasync rate are measured in alternating rounds (median reported): the disk's rate
  *    moves several-fold from minute to minute on a shared machine, and alternation exposes all
- *    three to the same moments.
+ *    three to the same moments. Two more figures join each round (issue 34): the bare floor of a
+ *    single caller's mandatory I/O and signing done back to back on one thread (bareFloorPerSec),
+ *    and warden with every claim write handed to the write worker (no inline commit while it is
+ *    idle, claim-write-channel.ts), so the inline commit is judged against the hand-off it replaces.
  *
  * 5. Tracing on against off (issue 33, bench/traced-runs.ts): whole runs of the fixture claude
  *    agent through the facade at concurrency 8, on a node exporting its spans over OTLP/HTTP to a
@@ -38,7 +45,7 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as http from "node:http";
 import { generateKeyPairSync, randomUUID, sign } from "node:crypto";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -50,9 +57,12 @@ import { tsRunChecker } from "../test/invocations/fixtures/ts-worker.js";
 import { SIGN_WORKER_URL, Signer, setSharedSigner } from "../src/journal/signer.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
 import { tracedRuns } from "./traced-runs.js";
+import { openPrivateDatabase } from "../src/storage/sqlite.js";
 import { AS_LAUNCHED_ENV, benchDir, keepUntilRunEnds, fmt, median, medianBy, percentile, rawFdatasyncPerSec, ratioLine } from "./baseline.js";
 
 const CHILD_MODE = "WARDEN_BENCH_INVOCATIONS_CHILD";
+/** Set in a throughput child: every claim write goes to the write worker (no inline commit when it is idle). */
+const HANDOFF_ENV = "WARDEN_BENCH_CLAIM_HANDOFF";
 const SCOPE = "bench";
 const REQUEST = { task: "bench" };
 const CONCURRENCY = [1, 16, 64] as const;
@@ -120,6 +130,8 @@ async function throughput(concurrency: number, checker: RunChecker): Promise<Lev
     home,
     journalHooks: { beforeSync: () => void fileSyncs++ },
     claimWriteWorker: () => tsWorker(CLAIM_WRITE_WORKER_URL),
+    // The hand-off comparator: every claim write goes to the worker, as before writes went inline.
+    ...(process.env[HANDOFF_ENV] === "1" ? { claimWriteInline: false } : {}),
   });
   if (!backend.claims.writesOffThread) throw new Error("the claim store's write worker did not start");
   const invocations = service(backend, checker);
@@ -248,7 +260,7 @@ function runChild(mode: string, args: string[] = [], env: Record<string, string>
  * thread. No scheduling, batching or I/O can take this work away, so `cores / this` bounds the
  * invocations per second any implementation of the format reaches on this machine.
  */
-function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
+export function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
   const messages = Buffer.from(journal)
     .toString("utf8")
     .split("\n")
@@ -265,6 +277,48 @@ function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micro
   }
   const cpu = process.cpuUsage(before);
   return { lines: messages.length, micros: (cpu.user + cpu.system) / rounds };
+}
+
+/**
+ * CPU µs of the bare minimum one invocation's journal costs from one thread, on the lines of a real
+ * run: each line signed, a private file created, written in the order the writer writes it and
+ * fdatasynced where DESIGN's durability rules demand (after effect.started: before the effect runs;
+ * after run.terminated: before the result is recorded), then closed. No claim commits, no
+ * directory fsync, no read-back, no scheduling: a floor under any implementation that keeps those
+ * rules, against which the CPU per invocation at concurrency 64 is put as a ratio.
+ */
+export function journalFloorMicrosPerInvocation(journal: Uint8Array): { micros: number; syncs: number } {
+  const lines = Buffer.from(journal)
+    .toString("utf8")
+    .split("\n")
+    .filter((line) => line.length > 0);
+  const messages = lines.map((line) => Buffer.from(`warden-journal-v1\n${line.slice('{"entry":'.length, line.lastIndexOf(',"sig":"'))}`, "utf8"));
+  const bytes = lines.map((line) => Buffer.from(line + "\n", "utf8"));
+  const synced = lines.map((line) => /"type":"(effect\.started|run\.terminated)"/.test(line));
+  const { privateKey } = generateKeyPairSync("ed25519");
+  // Kept until the run ends, as the bench's other files are (baseline.ts, keepUntilRunEnds).
+  const dir = keepUntilRunEnds(benchDir("invocations-floor"));
+  let rounds = 0;
+  const once = (): void => {
+    const fd = openSync(join(dir, `${rounds}.ndjson`), "wx", 0o600);
+    try {
+      messages.forEach((m, i) => {
+        sign(null, m, privateKey);
+        writeSync(fd, bytes[i]!);
+        if (synced[i]) fdatasyncSync(fd);
+      });
+    } finally {
+      closeSync(fd);
+    }
+    rounds++;
+  };
+  once(); // warm-up
+  const before = process.cpuUsage();
+  const start = performance.now();
+  const first = rounds;
+  while (performance.now() - start < 1000) once();
+  const cpu = process.cpuUsage(before);
+  return { micros: (cpu.user + cpu.system) / (rounds - first), syncs: synced.filter(Boolean).length };
 }
 
 function packageVersion(name: string): string {
@@ -335,6 +389,48 @@ async function restateRate(restate: RestateSide): Promise<number> {
     done++;
   }
   return done / ((performance.now() - start) / 1000);
+}
+
+/**
+ * The bare floor of one invocation's mandatory I/O and signing, done back to back on one thread
+ * with nothing else: a SQLite commit (synchronous=FULL, WAL) of a claim row, a new journal file
+ * with its directory fsynced, two appended lines each fdatasynced (the write-ahead line and the
+ * last), four Ed25519 signatures, and a second commit updating the row. No implementation that
+ * keeps DESIGN's durability rules does less per single caller, so it bounds the c=1 target.
+ */
+function bareFloorPerSec(seconds = 1.5): number {
+  const dir = benchDir("invocations-bare-floor");
+  const db = openPrivateDatabase(join(dir, "floor.sqlite"));
+  db.exec("CREATE TABLE IF NOT EXISTS claims (id TEXT PRIMARY KEY, result TEXT)");
+  const insert = db.prepare("INSERT INTO claims (id) VALUES (?)");
+  const update = db.prepare("UPDATE claims SET result = ? WHERE id = ?");
+  const { privateKey } = generateKeyPairSync("ed25519");
+  const line = Buffer.alloc(300, 0x61);
+  const dirFd = openSync(dir, "r");
+  let n = 0;
+  const start = performance.now();
+  const end = start + seconds * 1000;
+  try {
+    while (performance.now() < end) {
+      const id = randomUUID();
+      db.transaction(() => insert.run(id)).immediate();
+      const fd = openSync(join(dir, `${id}.jsonl`), "wx", 0o600);
+      fsyncSync(dirFd);
+      for (let i = 0; i < 4; i++) sign(null, line, privateKey);
+      writeSync(fd, line);
+      fdatasyncSync(fd);
+      writeSync(fd, line);
+      fdatasyncSync(fd);
+      closeSync(fd);
+      db.transaction(() => update.run("ok", id)).immediate();
+      n++;
+    }
+  } finally {
+    closeSync(dirFd);
+    db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return n / ((performance.now() - start) / 1000);
 }
 
 function verdict(ok: boolean, target: string): string {
@@ -421,14 +517,16 @@ export default async function (): Promise<void> {
 export async function throughputFigures(templateJournal: Uint8Array | undefined): Promise<void> {
   // A single caller, three ways, in alternating rounds: the disk's raw rate, warden, Restate.
   const restateDir = benchDir("invocations-restate");
-  const singles: { raw: number; warden: LevelResult; restate: number }[] = [];
+  const singles: { raw: number; floor: number; warden: LevelResult; handoff: LevelResult; restate: number }[] = [];
   let restate: RestateSide | undefined;
   try {
     restate = await startRestate(join(restateDir, "state"));
     for (let round = 0; round < SINGLE_CALLER_ROUNDS; round++) {
       const rawNow = rawFdatasyncPerSec();
+      const floor = bareFloorPerSec();
       const one = JSON.parse(await runChild("throughput", [], { ...AS_LAUNCHED_ENV, WARDEN_BENCH_LEVELS: "1" })) as Record<string, LevelResult>;
-      singles.push({ raw: rawNow, warden: one[1]!, restate: await restateRate(restate) });
+      const handoff = JSON.parse(await runChild("throughput", [], { ...AS_LAUNCHED_ENV, WARDEN_BENCH_LEVELS: "1", [HANDOFF_ENV]: "1" })) as Record<string, LevelResult>;
+      singles.push({ raw: rawNow, floor, warden: one[1]!, handoff: handoff[1]!, restate: await restateRate(restate) });
     }
   } finally {
     await restate?.close();
@@ -437,8 +535,20 @@ export async function throughputFigures(templateJournal: Uint8Array | undefined)
   const raw = median(singles.map((r) => r.raw));
   const load = loadavg()[0] ?? 0;
   console.log(`baseline: raw single-threaded append+fdatasync ${fmt(raw)}/s, median of ${SINGLE_CALLER_ROUNDS} rounds (${singles.map((r) => fmt(r.raw)).join(", ")})  (${availableParallelism()} cores, load average ${load.toFixed(1)})`);
-  const round = (r: (typeof singles)[number]): string => `${fmt(r.warden.perSec)} vs raw ${fmt(r.raw)} vs Restate ${fmt(r.restate)}`;
-  console.log(`single caller, by round (warden inv/s vs raw fdatasync/s vs Restate inv/s): ${singles.map(round).join("; ")}`);
+  const round = (r: (typeof singles)[number]): string => `${fmt(r.warden.perSec)} vs raw ${fmt(r.raw)} vs Restate ${fmt(r.restate)} vs hand-off ${fmt(r.handoff.perSec)}`;
+  console.log(`single caller, by round (warden inv/s vs raw fdatasync/s vs Restate inv/s vs every claim write on the worker inv/s): ${singles.map(round).join("; ")}`);
+  const floor = median(singles.map((r) => r.floor));
+  const floorVsRaw = median(singles.map((r) => r.floor / r.raw));
+  const vsFloor = median(singles.map((r) => r.warden.perSec / r.floor));
+  console.log(
+    `bare floor at concurrency 1 (a claim commit, a new journal file and its directory fsync, 2 appends each fdatasynced, 4 Ed25519 signatures, a record commit; one thread, nothing else): ` +
+      `${fmt(floor)}/s = ${floorVsRaw.toFixed(2)}x raw append+fdatasync; warden at concurrency 1 is ${vsFloor.toFixed(2)}x of it (medians of the rounds' ratios; by round ${singles.map((r) => fmt(r.floor)).join(", ")})`,
+  );
+  const vsHandoff = median(singles.map((r) => r.warden.perSec / r.handoff.perSec));
+  console.log(
+    `open→finish at concurrency 1, claim writes committed inline while the worker is idle against every one handed to the worker: ${vsHandoff.toFixed(2)}x` +
+      ` (median of the rounds' ratios; hand-off ${fmt(median(singles.map((r) => r.handoff.perSec)))} inv/s, ${fmt(median(singles.map((r) => r.handoff.allCpuUs)))} µs CPU in all threads per invocation)`,
+  );
   const vsRaw = median(singles.map((r) => r.warden.perSec / r.raw));
   const vsRestate = median(singles.map((r) => r.warden.perSec / r.restate));
   const single = medianBy(singles, (r) => r.warden.perSec / r.raw).warden;
@@ -479,6 +589,14 @@ export async function throughputFigures(templateJournal: Uint8Array | undefined)
     `CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]}: ${fmt(top.allCpuUs)} µs in all threads against the ${signing.lines} mandatory signatures' ${fmt(signing.micros)} µs = ` +
       `${cpuVsSigning.toFixed(2)}x ${cpuVsSigning <= 3 ? "(target <= 3x: met)" : "(target <= 3x: NOT met)"}`,
   );
+  if (templateJournal !== undefined) {
+    const floor = journalFloorMicrosPerInvocation(templateJournal);
+    console.log(
+      `floor: the same ${signing.lines} lines signed, written to a new file with ${floor.syncs} fdatasyncs and closed, from one thread: ${fmt(floor.micros)} µs ` +
+        `= ${(floor.micros / signing.micros).toFixed(2)}x the signatures; CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]} = ` +
+        `${(top.allCpuUs / floor.micros).toFixed(2)}x this floor  (load average ${(loadavg()[0] ?? 0).toFixed(1)})`,
+    );
+  }
 }
 
 const childMode = process.env[CHILD_MODE];

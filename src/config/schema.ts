@@ -203,6 +203,8 @@ export const ConfigFile = Type.Object(
           rates: Type.Optional(Type.Object(Object.fromEntries(PROVIDER_NAMES.map((p) => [p, Type.Optional(PositiveInt)])), { additionalProperties: false })),
           /** a submission's default deadline_s (default 86400) */
           deadlineS: Type.Optional(Type.Integer({ minimum: 1, maximum: 2592000 })),
+          /** how long an ended row is kept whole, s (default: the result retention, 30 days); then its request goes, its identity stays */
+          retentionS: Type.Optional(Type.Integer({ minimum: 60, maximum: 3650 * 86400 })),
         },
         { additionalProperties: false },
       ),

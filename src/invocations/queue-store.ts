@@ -151,6 +151,22 @@ export interface QueueStore {
   listQueued(state: QueueState, after: ClaimKey | undefined, limit: number): Promise<readonly QueuedRow[]>;
 
   view(): Promise<QueueView>;
+
+  /**
+   * Retention (DESIGN.md "Queued invocations"): rows that ended before `olderThan` (ms) give up
+   * what only a run needed. A started row is removed (its claim keeps the identity, G4); a
+   * cancelled, expired or refused row, whose identity is the row, keeps its key, request hash,
+   * state and outcome fields and drops its request (`request` the empty string, `labels` `{}`).
+   * Nothing leased within the rate window is touched. Answers how many rows went and how many
+   * were emptied.
+   */
+  prune(olderThan: number, now: number): Promise<QueuePruned>;
+}
+
+/** What a queue retention pass did. */
+export interface QueuePruned {
+  readonly removed: number;
+  readonly emptied: number;
 }
 
 /** A claim store that keeps the queue beside its claims (both backends' claim stores). */

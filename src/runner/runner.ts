@@ -36,6 +36,7 @@ import { runHomeEnvNames, type RunHome, type RunHomes } from "../providers/run-h
 import { PROVIDER_NAMES, type BundleRef, type BundleSigner, type Materialization, type ProviderName } from "../providers/types.js";
 import { AgentProcess, type AgentExit, type AgentSpawn } from "./agent-process.js";
 import { findCommand } from "./command-path.js";
+import { cliVersionOf } from "../providers/cli-version.js";
 import { OutputCapture, type CaptureSummary } from "./capture.js";
 import { outputPath, readOutputTail, type OutputStream, type OutputTail } from "./output-files.js";
 import { eventReader, stderrReader, STDERR_LINE_BYTES, type ParsedEvent } from "./events.js";
@@ -331,6 +332,22 @@ export class Runner {
         return false;
       }
     });
+  }
+
+  /**
+   * The CLI version of each provider this runner can run whose command is an npm package's
+   * executable (the pinned CLIs: cli-version.ts), found as a launch would find it. A relative
+   * command is resolved from the default workspace (else the first), as a run there would.
+   */
+  cliVersions(): Partial<Record<ProviderName, string>> {
+    const cwd = this.#workspaces.get(this.#defaultWorkspace ?? "") ?? [...this.#workspaces.values()][0] ?? process.cwd();
+    const versions: Partial<Record<ProviderName, string>> = {};
+    for (const provider of this.providers) {
+      const found = findCommand(this.#profiles[provider].command, this.#env, cwd, this.#namedCommands.has(provider) ? null : undefined);
+      const version = found === undefined ? undefined : cliVersionOf(found);
+      if (version !== undefined) versions[provider] = version;
+    }
+    return versions;
   }
 
   /**

@@ -304,7 +304,7 @@ export class Warden {
     this.#queueRunner = new QueueRunner({
       queue: parts.queue,
       freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size + this.#starting)),
-      labels: nodeLabels(parts.queueConfig.labels ?? {}, providers),
+      labels: nodeLabels(parts.queueConfig.labels ?? {}, providers, parts.runner.cliVersions()),
       providers,
       limits: { ...limits, ...(parts.queueConfig.rates === undefined ? {} : { rates: parts.queueConfig.rates }) },
       start: (row) => this.#startQueued(row),
@@ -1059,7 +1059,10 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     });
     // After the reaping: no agent writes in a worktree any more; an unresolved run's stays for its review.
     await changes.sweep();
-    const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs);
+    const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs, {
+      store: backend.claims.queue(),
+      retentionMs: (options.queue?.retentionS ?? backend.limits.resultRetentionMs / 1000) * 1000,
+    });
     retention.start(options.retentionIntervalMs);
     // The queue's slow check of every recorded run (see scrub.ts).
     const scrub = new Scrub(invocations);

@@ -17,6 +17,8 @@ export interface QueueConfig {
   readonly rates?: Readonly<Record<string, number>>;
   /** a submission's default deadline_s */
   readonly deadlineS?: number;
+  /** how long an ended row is kept whole, s (default: the result retention) */
+  readonly retentionS?: number;
 }
 
 export const DEFAULT_DEADLINE_S = 24 * 3600;
@@ -120,7 +122,12 @@ export class QueueRunner {
   }
 }
 
-/** A node's labels: the configured ones, and `provider.<name>: "true"` for each provider it runs. */
-export function nodeLabels(configured: Labels, providers: readonly string[]): Labels {
-  return { ...Object.fromEntries(providers.map((p) => [`provider.${p}`, "true"])), ...configured };
+/**
+ * A node's labels: `provider.<name>: "true"` for each provider it runs, `provider.<name>.version`
+ * for each whose CLI version it read at start (the pinned CLIs), then the configured ones (an
+ * operator's label of the same name wins).
+ */
+export function nodeLabels(configured: Labels, providers: readonly string[], cliVersions: Readonly<Record<string, string | undefined>> = {}): Labels {
+  const versions = providers.flatMap((p) => (cliVersions[p] === undefined ? [] : [[`provider.${p}.version`, cliVersions[p]!] as const]));
+  return { ...Object.fromEntries(providers.map((p) => [`provider.${p}`, "true"])), ...Object.fromEntries(versions), ...configured };
 }

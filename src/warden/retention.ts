@@ -4,10 +4,13 @@
  * stay, so a late retry is answered `recorded` with `expired: true`, never re-run), and so are the
  * captured outputs (`<home>/outputs/<run>.stdout|.stderr`) last written before it. Without this,
  * the library's `prune` ran only when someone called it, and a node's disk grew with every run.
+ * The queue's ended rows are pruned in the same pass, after their own period (`queue.retentionS`,
+ * DESIGN.md "Queued invocations"), by the same rule: the identity stays, the bulk goes.
  */
 import * as fs from "node:fs";
 import { join } from "node:path";
 import type { Invocations } from "../invocations/service.js";
+import type { QueueStore } from "../invocations/queue-store.js";
 import { RUN_ID_PATTERN } from "../journal/schema.js";
 
 export const RETENTION_INTERVAL_MS = 60 * 60 * 1000;
@@ -18,19 +21,30 @@ const OUTPUT_NAME_RE = new RegExp(`^${RUN_ID_PATTERN}\\.(stdout|stderr)$`);
 export interface RetentionPass {
   readonly pruned: number;
   readonly outputsRemoved: number;
+  /** queue rows removed (started, ended) and emptied (cancelled, expired, refused) */
+  readonly queueRemoved: number;
+  readonly queueEmptied: number;
+}
+
+/** The queue's part of a pass: its store and its own period. */
+export interface QueueRetention {
+  readonly store: Pick<QueueStore, "prune">;
+  readonly retentionMs: number;
 }
 
 export class Retention {
   readonly #invocations: Pick<Invocations, "prune">;
   readonly #outputDir: string;
   readonly #retentionMs: number;
+  readonly #queue: QueueRetention | undefined;
   #timer: NodeJS.Timeout | undefined;
   #pass: Promise<RetentionPass | undefined> | undefined;
 
-  constructor(invocations: Pick<Invocations, "prune">, outputDir: string, retentionMs: number) {
+  constructor(invocations: Pick<Invocations, "prune">, outputDir: string, retentionMs: number, queue?: QueueRetention) {
     this.#invocations = invocations;
     this.#outputDir = outputDir;
     this.#retentionMs = retentionMs;
+    this.#queue = queue;
   }
 
   /** Runs a pass now (in the background) and every `intervalMs`. */
@@ -58,7 +72,8 @@ export class Retention {
   }
 
   async #once(): Promise<RetentionPass> {
-    const cutoff = Date.now() - this.#retentionMs;
+    const now = Date.now();
+    const cutoff = now - this.#retentionMs;
     const { pruned } = await this.#invocations.prune({ olderThan: new Date(cutoff) });
     let outputsRemoved = 0;
     for (const name of await fs.promises.readdir(this.#outputDir).catch(() => [] as string[])) {
@@ -69,6 +84,7 @@ export class Retention {
       await fs.promises.rm(path, { force: true });
       outputsRemoved++;
     }
-    return { pruned, outputsRemoved };
+    const queue = this.#queue === undefined ? { removed: 0, emptied: 0 } : await this.#queue.store.prune(now - this.#queue.retentionMs, now);
+    return { pruned, outputsRemoved, queueRemoved: queue.removed, queueEmptied: queue.emptied };
   }
 }

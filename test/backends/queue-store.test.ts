@@ -12,11 +12,15 @@ import { claimHashOf } from "../../src/invocations/index.js";
 import type { LeaseRequest, NewQueued, QueueHost, QueueStore } from "../../src/invocations/queue-store.js";
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
+import { candidatesPerPrincipal } from "../../src/backends/shared/queue-rows.js";
 import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
 import { tempDir } from "../support/temp.js";
+import { Retention } from "../../src/warden/retention.js";
 import { join } from "node:path";
 
 const NOW = Date.now();
+/** Races for a limit's last slot, per kind of limit (WARDEN_QUEUE_RACE_ROUNDS). */
+const RACE_ROUNDS = Number(process.env.WARDEN_QUEUE_RACE_ROUNDS ?? 20);
 
 function queued(fields: Partial<NewQueued> = {}): NewQueued {
   const request = fields.request ?? JSON.stringify({ provider: "claude", prompt: "p" });
@@ -256,6 +260,78 @@ for (const backend of backendsUnderTest()) {
       );
       assert.equal(seen.size, rows.length);
       assert.equal(new Set(seen.values()).size, 2, "both nodes took rows");
+    });
+
+    test("retention: an ended started row goes (its claim keeps the identity); a cancelled, expired or refused row keeps its identity and drops its request", async (t) => {
+      const node = await (await backend.state(t, { isolated: true })).open();
+      const queue = queueOf(node.claims);
+      const now = Date.now();
+      const old = now - 600_000;
+      const labels = { gpu: "yes" };
+      // One row per fate, each leased alone (max 1, in age order).
+      const [started, cancelled, expired, refused, running, recent, waiting] = Array.from({ length: 7 }, (_, i) =>
+        queued({ labels, enqueued_at: NOW + i, deadline: i === 2 ? old - 1 : now + 3_600_000 }),
+      ) as [NewQueued, NewQueued, NewQueued, NewQueued, NewQueued, NewQueued, NewQueued];
+      for (const row of [started, cancelled, expired, refused, running, recent, waiting]) await queue.enqueue(row);
+      await queue.cancel(cancelled, "operator", old);
+      assert.equal((await queue.sweep(old)).expired, 1);
+      const lease = leaseOf({ max: 1, labels, now: old });
+      for (const row of [started, refused, running, recent]) assert.deepEqual((await queue.lease(lease)).leased.map((r) => r.id), [row.id]);
+      await queue.unlease(refused, { error: "workspace-unknown", at: old });
+      for (const row of [started, running, recent]) assert.equal((await startClaim(node, row)).created, true);
+      await queue.ended(started, old);
+      await queue.ended(recent, now - 1000);
+      const before = new Map(await Promise.all([started, cancelled, expired, refused, running, recent, waiting].map(async (r) => [r.id, await queue.getQueued(r)] as const)));
+
+      const retention = new Retention(node.invocations, tempDir("queue-retention", (remove) => t.after(remove)), 30 * 86_400_000, { store: queue, retentionMs: 300_000 });
+      const pass = await retention.run();
+      assert.equal(pass?.queueRemoved, 1);
+      assert.equal(pass?.queueEmptied, 3);
+      assert.equal(await queue.getQueued(started), undefined, "the ended started row is gone");
+      assert.equal((await node.claims.get(started))?.request_hash, started.request_hash, "its claim keeps the identity");
+      for (const row of [cancelled, expired, refused]) {
+        const kept = await queue.getQueued(row);
+        assert.deepEqual(kept, { ...before.get(row.id)!, request: "", labels: {} }, `${row.id}: identity and outcome kept, request dropped`);
+        // A retry of the id is answered by the row as before, never queued again.
+        const again = await queue.enqueue(row);
+        assert.equal(again.created, false);
+        assert.equal(again.row.request_hash, row.request_hash);
+        assert.equal(again.row.state, before.get(row.id)!.state);
+      }
+      for (const row of [running, recent, waiting]) assert.deepEqual(await queue.getQueued(row), before.get(row.id), `${row.id} is kept whole`);
+      // A second pass finds nothing; a cutoff inside the rate window is held back to its edge.
+      assert.deepEqual(await queue.prune(now, now), { removed: 0, emptied: 0 });
+      assert.deepEqual(await queue.prune(now + 3_600_000, now - 1000 + 60_000), { removed: 0, emptied: 0 });
+      assert.deepEqual(await queue.prune(now + 3_600_000, now + 60_000), { removed: 1, emptied: 0 });
+    });
+
+    test("two nodes racing for a limit's last slot never both take it: workspace, provider, and a provider's rate", async (t) => {
+      const [a, b] = (await twoStores(backend, t)).slice(0, 2).map((claims) => queueOf(claims as ClaimStore)) as [QueueStore, QueueStore];
+      // Each node reads its candidates `SKIP LOCKED`: with more queued rows of the key than one
+      // dequeue reads, the two nodes hold disjoint candidates, and only the key's limit stands
+      // between them and a second lease of the last slot.
+      const perRace = 2 * candidatesPerPrincipal(1) + 2;
+      const kinds = ["workspace", "provider", "rate"] as const;
+      const overruns: string[] = [];
+      for (let round = 0; round < RACE_ROUNDS; round++) {
+        for (const kind of kinds) {
+          const key = `${kind}-${round}`;
+          const provider = kind === "workspace" ? "claude" : `p-${key}`;
+          const workspace = kind === "workspace" ? `w-${key}` : "default";
+          const limits = kind === "workspace" ? { workspace: 2 } : kind === "provider" ? { provider: 2 } : { rates: { [provider]: 2 } };
+          const request = leaseOf({ max: 1, providers: ["claude", provider], limits });
+          const rows = Array.from({ length: perRace }, (_, i) => queued({ provider, workspace, enqueued_at: NOW + i }));
+          await Promise.all(rows.map((row) => a.enqueue(row)));
+          // One of the limit's two slots is taken: the race is for the last.
+          assert.equal((await a.lease({ ...request, now: Date.now() })).leased.length, 1);
+          const [fromA, fromB] = await Promise.all([a.lease({ ...request, now: Date.now() }), b.lease({ ...request, now: Date.now() })]);
+          const taken = fromA.leased.length + fromB.leased.length;
+          if (taken !== 1) overruns.push(`${key}: ${taken} leased of the last slot (a ${fromA.leased.length}, b ${fromB.leased.length})`);
+          // The rest expire (one statement), so the next race reads only its own rows.
+          await a.sweep(NOW + 7_200_000);
+        }
+      }
+      assert.deepEqual(overruns, [], `the last slot of a limit went to both nodes, or to neither, in ${overruns.length} of ${RACE_ROUNDS * kinds.length} races`);
     });
   });
 }

@@ -7,6 +7,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { Worker } from "node:worker_threads";
+import Database from "better-sqlite3";
+import { embeddedPaths } from "../../src/backends/embedded/index.js";
 import { CLAIM_WRITE_WORKER_URL } from "../../src/backends/embedded/claims/claim-store.js";
 import { LimitError, StorageError } from "../../src/core/errors.js";
 import { SCOPE, setup, type EnvOptions } from "./fixtures/env.js";
@@ -34,6 +36,40 @@ test("on the write worker: one owner among 16 concurrent opens, results recorded
   assert.ok(runs.every((r) => r.status === "recorded" && !r.replayed));
   const commits = env.backend.claims.commits - before;
   assert.ok(commits >= 1 && commits < 64, `${commits} commits for 32 claims and 32 results`);
+  assert.equal(env.backend.claims.writesOffThread, true);
+});
+
+test("a lone caller's claim and record commit on the caller's thread while the worker is idle; a burst still goes to the worker", async (t) => {
+  const env = await setup(t, onWorker);
+  assert.equal(env.backend.claims.writesOffThread, true);
+  // The worker answers its open first; until then writes wait for it.
+  await env.invocations.run(SCOPE, randomUUID(), request, "agent", () => 0);
+  const inlineBefore = env.backend.claims.inlineWrites;
+  const commitsBefore = env.backend.claims.commits;
+  const id = randomUUID();
+  const run = await env.invocations.run(SCOPE, id, request, "agent", async (h) => {
+    // The claim is durable before the effect runs (G1): another connection reads it already.
+    const other = new Database(embeddedPaths(env.home).claims, { readonly: true });
+    try {
+      assert.equal((other.prepare("SELECT count(*) AS n FROM claims WHERE id = ?").get(id) as { n: number }).n, 1);
+    } finally {
+      other.close();
+    }
+    await h.effect({ kind: "tool", name: "t", fingerprint: "f" }, () => 1);
+    return { ok: true };
+  });
+  assert.equal(run.status, "recorded");
+  assert.equal(env.backend.claims.inlineWrites - inlineBefore, 2, "claim and record committed inline");
+  assert.equal(env.backend.claims.commits - commitsBefore, 2);
+
+  const burstInline = env.backend.claims.inlineWrites;
+  const workerBefore = env.backend.claims.commits;
+  const runs = await Promise.all(Array.from({ length: 16 }, () => env.invocations.run(SCOPE, randomUUID(), request, "agent", () => ({ ok: true }))));
+  assert.ok(runs.every((r) => r.status === "recorded"));
+  const inline = env.backend.claims.inlineWrites - burstInline;
+  // At most the first write of each turn while the worker held nothing; the rest were grouped there.
+  assert.ok(inline < 8, `${inline} of 32 burst writes committed inline`);
+  assert.ok(env.backend.claims.commits - workerBefore < 32, "the burst's writes were grouped");
   assert.equal(env.backend.claims.writesOffThread, true);
 });
 

@@ -18,11 +18,12 @@ export const fixtureAgents = join(repo, "test", "fixtures", "agents");
 
 /**
  * The environment of every child: nothing inherited that could point it at another node; a node
- * it starts checks each reply against its response schema (WARDEN_CHECK_REPLIES).
+ * it starts checks each reply against its response schema (WARDEN_CHECK_REPLIES), unless the
+ * process says otherwise: `npm run bench` sets it to 0 so its nodes run as operators run them.
  */
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const { WARDEN_HOME: _h, WARDEN_URL: _u, WARDEN_TOKEN: _t, WARDEN_OBSERVER_TOKEN: _o, ...env } = process.env;
-  return { ...env, WARDEN_CHECK_REPLIES: "1", ...extra };
+  return { ...env, WARDEN_CHECK_REPLIES: process.env.WARDEN_CHECK_REPLIES ?? "1", ...extra };
 }
 
 export interface NodeProcess {

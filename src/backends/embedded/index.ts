@@ -28,6 +28,8 @@ export interface EmbeddedBackendOptions {
   readonly journalHooks?: JournalStoreHooks;
   /** starts the claim store's write worker; undefined writes in-process (see claim-store.ts) */
   readonly claimWriteWorker?: (() => Worker) | undefined;
+  /** false: every claim write goes to the write worker, even a lone one (benches and fault tests) */
+  readonly claimWriteInline?: boolean;
 }
 
 export interface EmbeddedBackend {
@@ -67,6 +69,7 @@ export async function openEmbeddedBackend(options: EmbeddedBackendOptions): Prom
     maxClaims: limits.maxClaims,
     ...(options.database === undefined ? {} : { database: options.database }),
     ...("claimWriteWorker" in options ? { writeWorker: options.claimWriteWorker } : {}),
+    ...(options.claimWriteInline === undefined ? {} : { inlineWhenIdle: options.claimWriteInline }),
   });
   let spend: EmbeddedSpendCounters;
   try {

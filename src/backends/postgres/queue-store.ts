@@ -13,8 +13,8 @@
 import type pg from "pg";
 import type { ClaimKey } from "../../invocations/claim-store.js";
 import { pastDeadline, pickRows, RATE_WINDOW_MS } from "../../invocations/queue-order.js";
-import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueueState, QueueStore, QueueView } from "../../invocations/queue-store.js";
-import { candidatesPerPrincipal, labelsText, QUEUE_COLUMNS, queueViewOf, rowToQueued, type QueueRowData } from "../shared/queue-rows.js";
+import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueuePruned, QueueState, QueueStore, QueueView } from "../../invocations/queue-store.js";
+import { candidatesPerPrincipal, labelsText, pruneCutoff, QUEUE_COLUMNS, queueViewOf, rowToQueued, type QueueRowData } from "../shared/queue-rows.js";
 import { query, transaction, type PgPool } from "./connection.js";
 import type { OwnerSession } from "./owner.js";
 
@@ -221,6 +221,20 @@ export class PostgresQueueStore implements QueueStore {
         "GROUP BY lease_owner ORDER BY lease_owner",
     });
     return queueViewOf(principals.rows, owners.rows);
+  }
+
+  async prune(olderThan: number, now: number): Promise<QueuePruned> {
+    this.#assertOpen();
+    const result = await query<{ removed: number; emptied: number }>(this.#pool, "prune the queue", {
+      name: "warden-queue-prune",
+      text:
+        "WITH d AS (DELETE FROM warden_queue WHERE state = 'started' AND ended_at < $1 RETURNING 1), " +
+        "e AS (UPDATE warden_queue SET request = '', labels = '{}' WHERE state IN ('cancelled', 'expired', 'refused') AND ended_at < $1 AND request <> '' RETURNING 1) " +
+        "SELECT (SELECT count(*) FROM d)::int AS removed, (SELECT count(*) FROM e)::int AS emptied",
+      values: [pruneCutoff(olderThan, now)],
+    });
+    const row = result.rows[0]!;
+    return { removed: row.removed, emptied: row.emptied };
   }
 }
 

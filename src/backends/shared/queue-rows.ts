@@ -6,6 +6,7 @@
 import { ConflictError, IntegrityError } from "../../core/errors.js";
 import type { ClaimKey } from "../../invocations/claim-store.js";
 import type { Digest } from "../../core/digest.js";
+import { RATE_WINDOW_MS } from "../../invocations/queue-order.js";
 import { QUEUE_STATES, type Labels, type QueuedRow, type QueueState, type QueueView } from "../../invocations/queue-store.js";
 
 /** Columns in the order every SELECT of a whole queue row uses. */
@@ -124,6 +125,14 @@ export function queueViewOf(
     })),
     owners: owners.map((o) => ({ owner: o.owner, running: o.running })),
   };
+}
+
+/**
+ * The cutoff a queue prune applies: never inside the rate window, whose count reads the rows
+ * leased in the last minute (a rate would reopen if they went).
+ */
+export function pruneCutoff(olderThan: number, now: number): number {
+  return Math.min(olderThan, now - RATE_WINDOW_MS);
 }
 
 /** The refusal of a queued run's claim whose lease no longer holds (both backends' code). */

@@ -55,6 +55,11 @@ export interface EmbeddedClaimStoreOptions {
    * Worker on the compiled entry, in-process when run from TypeScript source.
    */
   readonly writeWorker?: (() => Worker) | undefined;
+  /**
+   * Whether a write made while the worker is idle commits on the store's own connection instead
+   * (claim-write-channel.ts). Default true; false sends every write to the worker.
+   */
+  readonly inlineWhenIdle?: boolean;
 }
 
 // Without a worker (from source with no writeWorker passed, see worker-entry.ts) writes run in-process.
@@ -194,6 +199,11 @@ export class EmbeddedClaimStore implements ClaimStore, QueueHost {
   /** Write transactions committed so far: concurrent writes share them (group commit). */
   get commits(): number {
     return this.#writes.commits;
+  }
+
+  /** Writes committed on this thread while the write worker was idle (claim-write-channel.ts). */
+  get inlineWrites(): number {
+    return this.#writes instanceof ClaimWriteChannel ? this.#writes.inlineWrites : 0;
   }
 
   /** True when writes run on the write worker. */
@@ -432,7 +442,7 @@ function claimWrites(db: SqliteDatabase, owner: string, options: EmbeddedClaimSt
     return inProcess();
   }
   const config = { path: options.path, owner, maxClaims: options.maxClaims, ...(options.database === undefined ? {} : { database: options.database }) };
-  return new ClaimWriteChannel(worker, config, inProcess);
+  return new ClaimWriteChannel(worker, config, inProcess, options.inlineWhenIdle ?? true);
 }
 
 /** The INSERT values of an imported (recorded) claim, in CLAIM_COLUMNS order. */

@@ -5,6 +5,15 @@
  * after that transaction's COMMIT returned, so nothing resolves before it is durable — exactly the
  * contract of the in-process group commit.
  *
+ * The hand-off adapts to load, as the signer's does (journal/signer.ts). A round trip to the worker
+ * costs a message and a thread wake each way, which a lone caller pays twice per invocation on top
+ * of the COMMIT itself. So while the worker holds nothing (every write it was sent has committed and
+ * been answered) the first write of an event-loop turn commits on this thread's own connection
+ * instead, with the same statements, the same synchronous=FULL COMMIT and the same rule: its promise
+ * settles only after COMMIT returned. Every further write of that turn, and every write while the
+ * worker holds some, goes to the worker; those wait until the inline COMMIT has returned, so the two
+ * connections never contend for SQLite's write lock (whose busy handler sleeps in milliseconds).
+ *
  * Until the worker has its connection open, requests wait here; if it cannot open one, they (and
  * all later ones) run in-process instead. If the worker dies later, the requests it held are
  * refused as `claim-writer-failed` (each may or may not have committed: a claim row left behind
@@ -25,6 +34,12 @@ import {
   type ClaimWriterConfig,
   type SerializedError,
 } from "./claim-write-protocol.js";
+
+/**
+ * Writes committed inline per event-loop turn while the worker is idle: one, a lone caller's claim
+ * or record. A burst of callers still commits on the worker, off the event loop.
+ */
+export const INLINE_PER_TURN = 1;
 
 type FromWorker =
   | { readonly kind: "opened" }
@@ -57,9 +72,19 @@ export class ClaimWriteChannel implements ClaimWrites {
   readonly #unsettled = new Set<Promise<unknown>>();
   #closing: Promise<void> | undefined;
   #onClosed: (() => void) | undefined;
+  /** Writes committing on this thread's connection because the worker was idle. */
+  #inlinePending = 0;
+  /** Writes committed inline in this event-loop turn (reset by an immediate once the turn ends). */
+  #inlineThisTurn = 0;
+  #inlineCommits = 0;
+  readonly #inlineAllowed: boolean;
 
-  /** `inProcess` builds the in-process writer used when the worker cannot serve. */
-  constructor(worker: Worker, config: ClaimWriterConfig, inProcess: () => ClaimWrites) {
+  /**
+   * `inProcess` builds the in-process writer used when the worker cannot serve (and, with
+   * `inlineWhenIdle`, for a write made while the worker is idle).
+   */
+  constructor(worker: Worker, config: ClaimWriterConfig, inProcess: () => ClaimWrites, inlineWhenIdle = true) {
+    this.#inlineAllowed = inlineWhenIdle;
     this.#worker = worker;
     this.#inProcess = inProcess;
     worker.unref();
@@ -73,6 +98,11 @@ export class ClaimWriteChannel implements ClaimWrites {
 
   get commits(): number {
     return this.#workerCommits + (this.#local?.commits ?? 0);
+  }
+
+  /** Writes committed on the calling thread because the worker was idle (tests and benches). */
+  get inlineWrites(): number {
+    return this.#inlineCommits;
   }
 
   /** True while writes go to the worker (or wait for it to open). */
@@ -142,6 +172,7 @@ export class ClaimWriteChannel implements ClaimWrites {
       default:
         break;
     }
+    if (this.#state === "open" && this.#inlineWhenIdle) return this.#inline(op);
     const id = this.#nextId++;
     const settled = new Promise((resolve, reject) => {
       this.#queued.set(id, { op, resolve, reject });
@@ -151,6 +182,30 @@ export class ClaimWriteChannel implements ClaimWrites {
     this.#unsettled.add(settled);
     const forget = (): void => void this.#unsettled.delete(settled);
     settled.then(forget, forget);
+    return settled;
+  }
+
+  /**
+   * True when this write may commit here: the worker holds nothing and nothing waits for it, no
+   * inline write is still committing, and this turn has not had its inline write yet.
+   */
+  get #inlineWhenIdle(): boolean {
+    return this.#inlineAllowed && this.#sent.size === 0 && this.#queue.length === 0 && this.#inlinePending === 0 && this.#inlineThisTurn < INLINE_PER_TURN;
+  }
+
+  #inline(op: ClaimWriteOp): Promise<unknown> {
+    if (this.#inlineThisTurn++ === 0) setImmediate(() => (this.#inlineThisTurn = 0));
+    this.#inlinePending++;
+    const settled = applyClaimWrite(this.#localWriter(), op);
+    this.#unsettled.add(settled);
+    const done = (): void => {
+      this.#unsettled.delete(settled);
+      this.#inlinePending--;
+      this.#inlineCommits++;
+      // Writes that arrived meanwhile were held for the worker until this COMMIT returned.
+      if (this.#inlinePending === 0) this.#scheduleFlush();
+    };
+    settled.then(done, done);
     return settled;
   }
 
@@ -164,7 +219,7 @@ export class ClaimWriteChannel implements ClaimWrites {
   }
 
   #flush(): void {
-    if (this.#state !== "open" || this.#queue.length === 0) return;
+    if (this.#state !== "open" || this.#queue.length === 0 || this.#inlinePending > 0) return;
     const ops = this.#queue;
     this.#queue = [];
     for (const op of ops) {

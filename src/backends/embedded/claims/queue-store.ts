@@ -5,7 +5,7 @@
  * lease's owner is a claim owner, alive while its process holds its flock (owner.ts).
  */
 import type { ClaimKey } from "../../../invocations/claim-store.js";
-import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueueState, QueueStore, QueueView } from "../../../invocations/queue-store.js";
+import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueuePruned, QueueState, QueueStore, QueueView } from "../../../invocations/queue-store.js";
 import { QUEUE_COLUMNS, queueViewOf, rowToQueued, type QueueRowData } from "../../shared/queue-rows.js";
 import { sqliteFailure, type SqliteDatabase, type SqliteStatement } from "../../../storage/sqlite.js";
 import type { ClaimWrites } from "./claim-writer.js";
@@ -104,6 +104,11 @@ export class EmbeddedQueueStore implements QueueStore {
     const id = after?.id ?? "";
     const rows = this.#read(() => (state === "queued" ? this.#listWaiting.all(scope, id, limit) : this.#list.all(state, scope, id, limit)), "list queued invocations");
     return rows.map(rowToQueued);
+  }
+
+  async prune(olderThan: number, now: number): Promise<QueuePruned> {
+    this.#assertOpen();
+    return (await this.#writes.queue({ op: "prune", olderThan, now })) as QueuePruned;
   }
 
   async view(): Promise<QueueView> {

@@ -6,8 +6,8 @@
  */
 import type { ClaimKey } from "../../../invocations/claim-store.js";
 import { pastDeadline, pickRows, RATE_WINDOW_MS, type QueueCounts } from "../../../invocations/queue-order.js";
-import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow } from "../../../invocations/queue-store.js";
-import { candidatesPerPrincipal, labelsText, QUEUE_COLUMNS, rowToQueued, type QueueRowData } from "../../shared/queue-rows.js";
+import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueuePruned } from "../../../invocations/queue-store.js";
+import { candidatesPerPrincipal, labelsText, pruneCutoff, QUEUE_COLUMNS, rowToQueued, type QueueRowData } from "../../shared/queue-rows.js";
 import type { SqliteDatabase, SqliteStatement } from "../../../storage/sqlite.js";
 
 /** The queue writes a writer takes, as one message each. */
@@ -17,7 +17,8 @@ export type QueueWriteOp =
   | { readonly op: "cancel"; readonly key: ClaimKey; readonly by: string; readonly at: number }
   | { readonly op: "unlease"; readonly key: ClaimKey; readonly error?: string; readonly at: number }
   | { readonly op: "ended"; readonly key: ClaimKey; readonly at: number }
-  | { readonly op: "requeue"; readonly deadOwners: readonly string[]; readonly now: number };
+  | { readonly op: "requeue"; readonly deadOwners: readonly string[]; readonly now: number }
+  | { readonly op: "prune"; readonly olderThan: number; readonly now: number };
 
 type Key = [scope: string, id: string];
 
@@ -43,6 +44,8 @@ export class QueueWriter {
   readonly #startRaced: SqliteStatement<[number, string, string]>;
   readonly #requeue: SqliteStatement<[string]>;
   readonly #endDead: SqliteStatement<[number, string]>;
+  readonly #removeStarted: SqliteStatement<[number]>;
+  readonly #emptyEnded: SqliteStatement<[number]>;
 
   constructor(db: SqliteDatabase, owner: string) {
     this.#owner = owner;
@@ -80,6 +83,10 @@ export class QueueWriter {
     this.#startRaced = db.prepare("UPDATE queue SET state = 'started', started_at = ? WHERE scope = ? AND id = ? AND state IN ('queued', 'leased')");
     this.#requeue = db.prepare("UPDATE queue SET state = 'queued', lease_owner = NULL, leased_at = NULL WHERE state = 'leased' AND lease_owner = ?");
     this.#endDead = db.prepare("UPDATE queue SET ended_at = ? WHERE state = 'started' AND ended_at IS NULL AND lease_owner = ?");
+    this.#removeStarted = db.prepare("DELETE FROM queue WHERE state = 'started' AND ended_at < ?");
+    this.#emptyEnded = db.prepare(
+      "UPDATE queue SET request = '', labels = '{}' WHERE state IN ('cancelled', 'expired', 'refused') AND ended_at < ? AND request <> ''",
+    );
   }
 
   apply(op: QueueWriteOp): unknown {
@@ -96,6 +103,8 @@ export class QueueWriter {
         return this.#ended.run(op.at, op.key.scope, op.key.id).changes;
       case "requeue":
         return this.requeue(op.deadOwners, op.now);
+      case "prune":
+        return this.prune(op.olderThan, op.now);
     }
   }
 
@@ -126,6 +135,11 @@ export class QueueWriter {
       leased.push(this.#read(row));
     }
     return { leased, expired };
+  }
+
+  prune(olderThan: number, now: number): QueuePruned {
+    const cutoff = pruneCutoff(olderThan, now);
+    return { removed: this.#removeStarted.run(cutoff).changes, emptied: this.#emptyEnded.run(cutoff).changes };
   }
 
   cancel(key: ClaimKey, by: string, at: number): QueuedRow | undefined {
