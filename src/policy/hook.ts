@@ -28,8 +28,7 @@ export const HOOK_SOURCE = String.raw`
 "use strict";
 const http = require("node:http");
 const socket = process.argv[1];
-const fail = (message) => { process.stderr.write("warden: " + message + "
-"); process.exit(2); };
+const fail = (message) => { process.stderr.write("warden: " + message + "\n"); process.exit(2); };
 const input = [];
 process.stdin.on("data", (chunk) => input.push(chunk));
 process.stdin.on("error", () => fail("the tool call could not be read, so it is not allowed"));
