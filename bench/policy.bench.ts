@@ -11,20 +11,21 @@
  *    the call, read the answer), with 10 and 1,000 rules (targets p99 <= 2 ms and <= 5 ms): with
  *    the journal answering at once (the decision) and with a real embedded journal, fdatasynced
  *    before each answer as a run's are (the decision made durable), beside that floor.
- * 3. The hook process's own start (`node -e ""`, and the whole hook: start, ask, answer).
+ * 3. The command hook process's own start (`node -e ""`, and the whole hook: start, ask, answer),
+ *    which Codex still pays per call and Claude Code, with its HTTP hook, no longer does.
  * 4. A real Claude Code run (the pinned CLI, the scripted model, a few tool calls) under a policy
  *    against the same run without one, alternating rounds of one node (medians; target <= 1.1x).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { closeSync, existsSync, fdatasyncSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
-import * as net from "node:net";
+import * as http from "node:http";
 import { join } from "node:path";
 import { resolveLimits } from "../src/core/limits.js";
 import { EmbeddedJournalStore } from "../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../src/journal/keys.js";
 import { JournalWriter } from "../src/journal/writer.js";
-import { DecisionGate, type DecisionJournal, type PolicyDecisionEvent } from "../src/policy/gate.js";
+import { DECIDE_PATH, DecisionGate, type DecisionJournal, type PolicyDecisionEvent } from "../src/policy/gate.js";
 import { HOOK_SOURCE } from "../src/policy/hook.js";
 import { claudeToolCall } from "../src/policy/tool-call.js";
 import { ToolPolicy, type ToolRequest } from "../src/policy/tool-policy.js";
@@ -50,12 +51,13 @@ const CONTEXT = { workspace: "main", run: "bench", provider: "claude", bundle_id
 
 function ask(socket: string, input: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const conn = net.connect({ path: socket });
-    conn.on("data", (c: Buffer) => chunks.push(c));
-    conn.on("error", reject);
-    conn.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
-    conn.end(input);
+    const req = http.request({ socketPath: socket, method: "POST", path: DECIDE_PATH }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    });
+    req.on("error", reject);
+    req.end(input);
   });
 }
 
@@ -87,7 +89,7 @@ async function decisions(socket: string, n: number): Promise<number[]> {
     const t = performance.now();
     const answer = await ask(socket, input);
     if (i >= WARM_UP) ms.push(performance.now() - t);
-    if (!answer.includes('"allow"')) throw new Error(`the bench's call was not allowed: ${answer}`);
+    if (answer !== "") throw new Error(`the bench's call was not allowed: ${answer}`);
   }
   return ms.sort((a, b) => a - b);
 }
@@ -197,7 +199,7 @@ export default async function main(): Promise<void> {
       console.log(line(`decision at the node, ${rules} rules (socket, journal answering at once)`, decided) + `  ${verdict(decided, TARGET_P99_MS[rules])}`);
       console.log(line(`the decision made durable, ${rules} rules (journal fdatasynced)`, synced) + `  (floor p50 ${p50(floor)} / p99 ${p99(floor)} ms)`);
     }
-    // The hook's own process: what every tool call pays before the node is even asked.
+    // The command hook's own process: what every Codex tool call pays before the node is even asked (Claude's HTTP hook no longer does).
     const bare: number[] = [];
     const hook: number[] = [];
     for (let i = 0; i < 25; i++) {
@@ -206,8 +208,8 @@ export default async function main(): Promise<void> {
     }
     bare.sort((a, b) => a - b);
     hook.sort((a, b) => a - b);
-    console.log(line("node -e '' (the hook process's start alone)", bare));
-    console.log(line("the whole hook (start, ask, answer; 10 rules, durable)", hook));
+    console.log(line("node -e '' (the command hook process's start alone, Codex)", bare));
+    console.log(line("the whole command hook (start, ask, answer; 10 rules, durable; Codex)", hook));
   } finally {
     for (const close of closers) await close();
   }
@@ -232,7 +234,7 @@ const CLAUDE_POLICY = `@id("no-push") forbid(principal, action == Action::"shell
 
 /**
  * The same Claude Code run in a workspace under a policy and in one without, on one node, through
- * the HTTP API, alternating: the policy's whole cost (the hook process per call, the decision, its
+ * the HTTP API, alternating: the policy's whole cost (the HTTP hook per call, the decision, its
  * fdatasync) against the run's.
  */
 async function claudeOnOff(dir: string): Promise<void> {

@@ -1,20 +1,31 @@
 /**
- * A run's decision point (DESIGN.md "Governed tool calls"): a unix socket the node listens on for
- * the run's pre-tool hook (hook.ts). One connection is one call: the hook sends the CLI's hook
- * input and half-closes; the node decides with the run's policy, appends the decision to the
- * run's journal and waits until it is durable, then answers `{decision, reason?}` and closes. An
- * allow is never answered before its decision is durable (write-ahead, as the egress proxy's
+ * A run's decision point (DESIGN.md "Governed tool calls"): an HTTP endpoint the node serves for
+ * the run's pre-tool hook. One request is one call: `POST /v1/decide` with the CLI's hook input as
+ * the body; the node decides with the run's policy, appends the decision to the run's journal and
+ * waits until it is durable, then answers 200 with the CLI's own hook output: an empty body for
+ * allow, `{"hookSpecificOutput": {…, "permissionDecision": "deny"|"defer", …}}` otherwise (hook.ts).
+ * An allow is never answered before its decision is durable (write-ahead, as the egress proxy's
  * connections are); a decision the journal lost is answered as a denial.
  *
- * Everything on the socket comes from the agent's side: a call id is decided once (a second
- * decision for it is refused, so an agent cannot pre-register an allow for a call the model has
- * not made yet and have it count), an input over the bound or not a tool call is refused, and
- * neither is journaled as a decision.
+ * It is served on the run's unix socket (bound only into the run's sandbox, reached there through
+ * the sandbox bridge's decision port, or by the command hook) and, for an unconfined Claude run, on
+ * an ephemeral loopback port that answers only a request bearing the run's own token (compared in
+ * constant time): any local process can reach a loopback port, only the run's agent has its token.
+ * Claude Code's HTTP hook then reaches it with no process started per call.
+ *
+ * Everything on it comes from the agent's side: a call id is decided once (a second decision for it
+ * is refused, so an agent cannot pre-register an allow for a call the model has not made yet and
+ * have it count), an input over the bound or not a tool call is refused, and neither is journaled
+ * as a decision. Anything but a 200 (a wrong path, method or token) is an error the hook turns
+ * into a blocked call.
  */
 import * as fs from "node:fs";
-import * as net from "node:net";
+import * as http from "node:http";
+import type { AddressInfo } from "node:net";
+import { timingSafeEqual } from "node:crypto";
 import { isWardenError } from "../core/errors.js";
 import type { ToolAction } from "./schema.js";
+import { hookOutput, type HookAnswer } from "./hook.js";
 import { hookToolCall, type HookProvider, type ToolCall } from "./tool-call.js";
 import type { ToolDecision, ToolPolicy, ToolRequest, ToolVerdict } from "./tool-policy.js";
 
@@ -61,17 +72,15 @@ const INPUT_TIMEOUT_MS = 60_000;
 /** Calls decided per run at most: past it every call is denied (the decisions are journaled). */
 const MAX_CALLS = 100_000;
 
-export interface Answer {
-  readonly decision: "allow" | "deny" | "defer";
-  readonly reason?: string;
-}
+export type Answer = HookAnswer;
 
 export class DecisionGate {
   readonly socketPath: string;
-  readonly #server: net.Server;
+  readonly #server: http.Server;
+  /** the loopback listener of an unconfined Claude run (listenLoopback) */
+  #loopback: http.Server | undefined;
   readonly #options: DecisionGateOptions;
   readonly #decided = new Map<string, ToolVerdict>();
-  readonly #sockets = new Set<net.Socket>();
   readonly #pending = new Set<Promise<void>>();
   readonly #listeners = new Set<(callId: string, verdict: ToolVerdict, call: ToolCall) => void>();
   /** the approved call still to be answered allow (once) */
@@ -81,7 +90,7 @@ export class DecisionGate {
     this.socketPath = socketPath;
     this.#options = options;
     this.#approved = options.approved?.callId;
-    this.#server = net.createServer({ allowHalfOpen: true }, (socket) => this.#accept(socket));
+    this.#server = serverFor((req, res) => this.#serve(req, res));
   }
 
   /** Listens on `socketPath` (its directory must be private to the node). */
@@ -156,27 +165,56 @@ export class DecisionGate {
     return { decision: "deny", ...(reason === undefined ? {} : { reason: `warden policy: ${reason}` }) };
   }
 
-  #accept(socket: net.Socket): void {
-    this.#sockets.add(socket);
+  /**
+   * Also serves the run's decisions on an ephemeral port of 127.0.0.1, to a request bearing
+   * `Authorization: Bearer <token>` only; resolves the port.
+   */
+  async listenLoopback(token: string): Promise<number> {
+    const expected = Buffer.from(`Bearer ${token}`);
+    const server = serverFor((req, res) => {
+      const presented = Buffer.from(req.headers.authorization ?? "");
+      if (presented.byteLength !== expected.byteLength || !timingSafeEqual(presented, expected)) {
+        req.resume();
+        return reply(res, 401, "not this run's token");
+      }
+      this.#serve(req, res);
+    });
+    this.#loopback = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => {
+        server.off("error", reject);
+        resolve();
+      });
+    });
+    return (server.address() as AddressInfo).port;
+  }
+
+  #serve(req: http.IncomingMessage, res: http.ServerResponse): void {
+    if (req.url !== DECIDE_PATH || req.method !== "POST") {
+      req.resume();
+      return reply(res, req.url !== DECIDE_PATH ? 404 : 405, `only POST ${DECIDE_PATH}`);
+    }
     const chunks: Buffer[] = [];
     let bytes = 0;
     let over = false;
-    socket.setTimeout(INPUT_TIMEOUT_MS, () => socket.destroy());
-    socket.on("error", () => socket.destroy());
-    socket.on("close", () => this.#sockets.delete(socket));
-    socket.on("data", (chunk: Buffer) => {
+    req.on("data", (chunk: Buffer) => {
       bytes += chunk.length;
       if (bytes > MAX_INPUT_BYTES) over = true;
       else chunks.push(chunk);
     });
-    socket.on("end", () => {
-      socket.setTimeout(0);
+    req.on("error", () => res.destroy());
+    req.on("end", () => {
       const work = this.#answer(over, chunks).then(
         (answer) => {
-          if (!socket.destroyed) socket.end(`${JSON.stringify(answer)}\n`);
+          if (!res.destroyed) {
+            const body = hookOutput(answer);
+            res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+            res.end(body);
+          }
         },
         () => {
-          socket.destroy();
+          res.destroy();
         },
       );
       this.#pending.add(work);
@@ -197,10 +235,28 @@ export class DecisionGate {
 
   /** Stops listening, ends open connections and waits for decisions under way. */
   async close(): Promise<void> {
-    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    const servers = this.#loopback === undefined ? [this.#server] : [this.#server, this.#loopback];
+    const closed = Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     await Promise.allSettled([...this.#pending]);
     // The agent is gone: a hook still connected has no call left to ask about.
-    for (const socket of this.#sockets) socket.destroy();
+    for (const server of servers) server.closeAllConnections();
     await closed;
   }
+}
+
+/** The path of the decision endpoint. */
+export const DECIDE_PATH = "/v1/decide";
+
+function serverFor(handler: (req: http.IncomingMessage, res: http.ServerResponse) => void): http.Server {
+  const server = http.createServer({ requestTimeout: INPUT_TIMEOUT_MS, headersTimeout: INPUT_TIMEOUT_MS }, handler);
+  // A hook that connects and sends nothing is dropped, not kept for the run's length.
+  server.setTimeout(INPUT_TIMEOUT_MS, (socket) => socket.destroy());
+  server.on("clientError", (_error, socket) => socket.destroy());
+  return server;
+}
+
+function reply(res: http.ServerResponse, status: number, message: string): void {
+  const body = `${message}\n`;
+  res.writeHead(status, { "content-type": "text/plain", "content-length": Buffer.byteLength(body) });
+  res.end(body);
 }

@@ -1,18 +1,22 @@
 /**
- * The pre-tool hook warden gives a governed run's CLI (DESIGN.md "Governed tool calls"). It is the
- * CLI's own hook mechanism (Claude Code's and Codex's `PreToolUse` command hook) running a few lines of Node:
- * it passes the hook's input, as the CLI wrote it on stdin, to the run's decision socket and turns
- * the node's answer into the CLI's hook output. It decides nothing itself and knows no policy:
- * the node decides and journals, and the socket it reaches is its own run's (one socket per run,
- * bound only into that run's sandbox), so it cannot speak for another run.
+ * The pre-tool hooks warden gives a governed run's CLI (DESIGN.md "Governed tool calls"). Both
+ * reach the run's decision endpoint (gate.ts), which decides, journals, and answers with the CLI's
+ * own hook output; the hook decides nothing itself and knows no policy, and the endpoint it reaches
+ * is its own run's (one per run), so it cannot speak for another run.
  *
- * It is given as `node -e <source> <socket>`, so no file of warden needs to be visible inside
- * the sandbox (as the egress bridge, sandbox/bridge.ts). Anything but an answer (no socket, no
- * reply, a reply that is not JSON) blocks the call: exit code 2 with the reason on stderr, which
- * both CLIs read as "blocked" and show the model.
+ * - Claude Code gets an HTTP hook (`type: "http"`, Claude Code 2.1.328): the CLI POSTs the hook input
+ *   itself, so no process starts per tool call. Confined, the URL is the sandbox bridge's decision
+ *   port (sandbox/bridge.ts), which carries the connection to the run's socket; unconfined, the
+ *   gate's loopback port with the run's token in a header. `onFailure: "block"` makes a failed
+ *   request (unreachable, timed out, not a 2xx, a body that is not JSON) block the call: without it
+ *   Claude Code lets the call run.
+ * - Codex (0.171) has command hooks only: a few lines of Node, `node -e <source> <socket>`, so no
+ *   file of warden needs to be visible inside the sandbox. It POSTs its stdin over the run's socket
+ *   and prints the answer. Anything but a 200 (no socket, no reply) blocks the call: exit code 2
+ *   with the reason on stderr, which the CLI reads as "blocked" and shows the model.
  *
- * An allowed call gets no output: the CLI's own permission mode still applies (a policy narrows
- * what a run may do, it never widens its permission mode). A denied one gets
+ * An allowed call gets an empty answer: the CLI's own permission mode still applies (a policy
+ * narrows what a run may do, it never widens its permission mode). A denied one gets
  * `{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
  * "permissionDecisionReason": <reason>}}` (Claude Code 2.1.328's hook protocol, which codex-cli
  * 0.171 reads alike; it refuses a denial with an empty reason, so there always is one). A Claude
@@ -22,29 +26,40 @@
  */
 export const HOOK_SOURCE = String.raw`
 "use strict";
-const net = require("node:net");
+const http = require("node:http");
 const socket = process.argv[1];
 const fail = (message) => { process.stderr.write("warden: " + message + "\n"); process.exit(2); };
 const input = [];
 process.stdin.on("data", (chunk) => input.push(chunk));
 process.stdin.on("error", () => fail("the tool call could not be read, so it is not allowed"));
 process.stdin.on("end", () => {
-  const reply = [];
-  const conn = net.connect({ path: socket });
-  conn.on("data", (chunk) => reply.push(chunk));
-  conn.on("error", (error) => fail("the node's policy decision point cannot be reached (" + error.code + "), so the call is not allowed"));
-  conn.on("end", () => {
-    let answer;
-    try { answer = JSON.parse(Buffer.concat(reply).toString("utf8")); } catch { return fail("the node's policy decision point gave no answer, so the call is not allowed"); }
-    if (answer === null || typeof answer !== "object") return fail("the node's policy decision point gave no answer, so the call is not allowed");
-    if (answer.decision === "allow") process.exit(0);
-    const decision = answer.decision === "defer" ? "defer" : "deny";
-    process.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: decision, permissionDecisionReason: typeof answer.reason === "string" && answer.reason !== "" ? answer.reason : "warden policy: the call is not allowed" } }));
-    process.exit(0);
+  const req = http.request({ socketPath: socket, method: "POST", path: "/v1/decide", headers: { "content-type": "application/json" } }, (res) => {
+    const reply = [];
+    res.on("data", (chunk) => reply.push(chunk));
+    res.on("error", () => fail("the node's policy decision point gave no answer, so the call is not allowed"));
+    res.on("end", () => {
+      if (res.statusCode !== 200) return fail("the node's policy decision point refused the request (" + res.statusCode + "), so the call is not allowed");
+      process.stdout.write(Buffer.concat(reply));
+      process.exit(0);
+    });
   });
-  conn.end(Buffer.concat(input));
+  req.on("error", (error) => fail("the node's policy decision point cannot be reached (" + error.code + "), so the call is not allowed"));
+  req.end(Buffer.concat(input));
 });
 `;
+
+/** The gate's answer to one call. */
+export interface HookAnswer {
+  readonly decision: "allow" | "deny" | "defer";
+  readonly reason?: string;
+}
+
+/** The CLI's hook output for an answer: empty for allow (no output: the CLI's permission mode applies). */
+export function hookOutput(answer: HookAnswer): string {
+  if (answer.decision === "allow") return "";
+  const reason = typeof answer.reason === "string" && answer.reason !== "" ? answer.reason : "warden policy: the call is not allowed";
+  return JSON.stringify({ hookSpecificOutput: { hookEventName: "PreToolUse", permissionDecision: answer.decision, permissionDecisionReason: reason } });
+}
 
 /** Seconds the CLI waits for the hook before it gives up on it. */
 export const HOOK_TIMEOUT_S = 120;
@@ -59,9 +74,22 @@ export function hookCommand(node: string, socket: string): string {
   return [node, "-e", HOOK_SOURCE, socket].map(shellWord).join(" ");
 }
 
-/** Claude Code settings entries that run the hook before every tool call. */
-export function claudeHookSettings(command: string): Record<string, unknown> {
-  return { PreToolUse: [{ matcher: "*", hooks: [{ type: "command", command, timeout: HOOK_TIMEOUT_S }] }] };
+/** Where Claude Code's HTTP hook reaches the run's decision endpoint, and the headers it sends. */
+export interface HttpHook {
+  readonly url: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Claude Code settings entries that ask the decision endpoint before every tool call (Claude Code
+ * 2.1.328: `{type: "http", url, headers, timeout, onFailure}`; the body is the hook input, the
+ * response body the hook output). `onFailure: "block"`: a hook that cannot reach the node blocks
+ * the call; Claude Code's default would run it.
+ */
+export function claudeHookSettings(hook: HttpHook): Record<string, unknown> {
+  return {
+    PreToolUse: [{ matcher: "*", hooks: [{ type: "http", url: hook.url, ...(hook.headers === undefined ? {} : { headers: { ...hook.headers } }), timeout: HOOK_TIMEOUT_S, onFailure: "block" }] }],
+  };
 }
 
 /**

@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { stringify } from "smol-toml";
 import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/errors.js";
 import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
-import { CODEX_HOOK_TRUST_ARGS, claudeHookSettings, codexHookConfig } from "../policy/hook.js";
+import { CODEX_HOOK_TRUST_ARGS, claudeHookSettings, codexHookConfig, type HttpHook } from "../policy/hook.js";
 import { HOME_DIR } from "./binding.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
@@ -76,6 +76,8 @@ export interface RunHomeRequest {
   readonly materialization?: Materialization;
   /** the command of the run's pre-tool hook, when a policy decides its tool calls (policy/hook.ts) */
   readonly preToolHook?: string;
+  /** a governed Claude run's HTTP pre-tool hook (policy/hook.ts) */
+  readonly preToolHttpHook?: HttpHook;
   /** a traced run (DESIGN.md "Traces"): the run span's context for the agent, and where the node's traces go */
   readonly trace?: RunHomeTrace;
 }
@@ -142,7 +144,7 @@ export class RunHomes {
     if (request.provider === "claude") {
       const config = join(path, CLAUDE_CONFIG_DIR);
       await fsp.mkdir(config, { mode: PRIVATE_DIR_MODE });
-      const settings = request.preToolHook === undefined ? CLAUDE_PINNED_SETTINGS : { ...CLAUDE_PINNED_SETTINGS, hooks: claudeHookSettings(request.preToolHook) };
+      const settings = request.preToolHttpHook === undefined ? CLAUDE_PINNED_SETTINGS : { ...CLAUDE_PINNED_SETTINGS, hooks: claudeHookSettings(request.preToolHttpHook) };
       await writePrivate(join(config, "settings.json"), `${JSON.stringify(settings)}\n`);
       env.CLAUDE_CONFIG_DIR = config;
       args.push("--setting-sources", CLAUDE_SETTING_SOURCES[request.trusted ? "trusted" : "untrusted"]);

@@ -16,6 +16,7 @@
  * A run whose node dies at any point reads `unresolved` (its claim's owner is gone) and is never
  * launched again: only an operator's reconciliation closes it.
  */
+import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { hostname } from "node:os";
@@ -48,12 +49,12 @@ import { RUN_TAG_VAR } from "./stragglers.js";
 import type { LaunchRecords } from "./launch-records.js";
 import { Confinement, type ConfinementOptions, type PlannedConfinement, type RunConfinement } from "../sandbox/confinement.js";
 import { inheritedEnvironment } from "../sandbox/environment.js";
-import { DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
+import { DECISION_HOST, DECISION_PORT, DECISION_SOCKET_INSIDE, type Isolation } from "../sandbox/profile.js";
 import { breachOf, pricesDigest, runBudget, spendDay, withinDay, SpendMeter, type Budget, type BudgetLimit, type SpendConfig, type SpendCounters, type SpendTotals } from "./spend.js";
-import { DecisionGate } from "../policy/gate.js";
+import { DECIDE_PATH, DecisionGate } from "../policy/gate.js";
 import type { JournalEvent, PolicyApprovalEvent, PolicyDecisionEvent, RunParkedEvent } from "../journal/types.js";
 import { CodexCalls } from "./codex-calls.js";
-import { hookCommand } from "../policy/hook.js";
+import { hookCommand, type HttpHook } from "../policy/hook.js";
 import { ToolPolicy, type ToolRequest } from "../policy/tool-policy.js";
 import type { PlannedWorktree, RunWorktrees } from "../changes/run-worktrees.js";
 import type { Worktree } from "../changes/worktrees.js";
@@ -727,6 +728,7 @@ export class Runner {
           cwd = worktree.path;
         }
         let preToolHook: string | undefined;
+        let preToolHttpHook: HttpHook | undefined;
         if (launch.governance !== undefined) {
           gateSocket = this.#confinement.decisionSocket(handle.run_id);
           const runId = handle.run_id;
@@ -741,9 +743,19 @@ export class Runner {
             ...(this.#parking === undefined || request.provider !== "claude" ? {} : { defers: true }),
             ...(resume === undefined ? {} : { approved: { callId: resume.parked.call_id } }),
           });
-          // Confined, the socket is bound at a fixed place; unconfined, the hook reaches it where it is.
-          const socket = launch.confinement.isolation === "sandbox" ? DECISION_SOCKET_INSIDE : gateSocket.path;
-          preToolHook = hookCommand(fs.realpathSync(process.execPath), socket);
+          const confined = launch.confinement.isolation === "sandbox";
+          if (request.provider === "claude") {
+            // No process per call: confined, the sandbox bridge's decision port carries the request
+            // to the run's socket; unconfined, the gate's own loopback port, behind the run's token.
+            if (confined) preToolHttpHook = { url: `http://${DECISION_HOST}:${DECISION_PORT}${DECIDE_PATH}` };
+            else {
+              const token = randomBytes(32).toString("base64url");
+              preToolHttpHook = { url: `http://127.0.0.1:${await gate.listenLoopback(token)}${DECIDE_PATH}`, headers: { Authorization: `Bearer ${token}` } };
+            }
+          } else {
+            // Codex has command hooks only. Confined, the socket is bound at a fixed place; unconfined, the hook reaches it where it is.
+            preToolHook = hookCommand(fs.realpathSync(process.execPath), confined ? DECISION_SOCKET_INSIDE : gateSocket.path);
+          }
         }
         const homeRequest = {
           run: handle.run_id,
@@ -753,6 +765,7 @@ export class Runner {
           trusted: launch.trusted,
           ...(materialization === undefined ? {} : { materialization }),
           ...(preToolHook === undefined ? {} : { preToolHook }),
+          ...(preToolHttpHook === undefined ? {} : { preToolHttpHook }),
           ...(launch.trace === undefined ? {} : { trace: { env: traceEnv(launch.trace.carrier()), tracesEndpoint: launch.trace.agentExport.endpoint } }),
         };
         home =

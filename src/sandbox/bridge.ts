@@ -1,7 +1,9 @@
 /**
  * The program that runs first inside the sandbox: it listens on the sandbox's own loopback (the
  * sandbox has no other network) and carries every connection made to it, byte for byte, to the
- * node's egress proxy through the unix socket bound into the sandbox; then it starts the agent
+ * node's egress proxy through the unix socket bound into the sandbox; a governed run's bridge
+ * carries a second port, alike, to the run's decision socket, so Claude Code's HTTP pre-tool hook
+ * reaches the node with no process started per call (policy/hook.ts). Then it starts the agent
  * with the proxy variables pointing at it, and ends as the agent ends. It is Node because the
  * provider CLIs are: the binary is already mounted, and nothing else needs to be. It is passed as
  * `node -e <source>` so no file of warden has to be visible inside.
@@ -11,15 +13,15 @@
  * code 128 + its number, and the runner must tell a killed agent (its run unresolved) from one
  * that exited with that code.
  *
- * argv: <port> <socket> <status file> <command> <args…>
+ * argv: <port> <socket> <status file> <decision host:port> <decision socket, or "-"> <command> <args…>
  */
 export const BRIDGE_SOURCE = String.raw`
 "use strict";
 const net = require("node:net");
 const { spawn } = require("node:child_process");
-const [port, socket, status, command, ...args] = process.argv.slice(1);
-const server = net.createServer({ allowHalfOpen: true }, (inside) => {
-  const outside = net.connect({ path: socket, allowHalfOpen: true });
+const [port, socket, status, decisionAt, decisionSocket, command, ...args] = process.argv.slice(1);
+const forward = (path) => net.createServer({ allowHalfOpen: true }, (inside) => {
+  const outside = net.connect({ path, allowHalfOpen: true });
   const drop = () => { inside.destroy(); outside.destroy(); };
   inside.on("error", drop);
   outside.on("error", drop);
@@ -28,11 +30,16 @@ const server = net.createServer({ allowHalfOpen: true }, (inside) => {
   inside.pipe(outside);
   outside.pipe(inside);
 });
-server.on("error", (error) => {
-  process.stderr.write("warden sandbox: the egress bridge cannot listen: " + error.message + "\n");
-  process.exit(125);
+const listen = (server, host, port) => new Promise((resolve) => {
+  server.on("error", (error) => {
+    process.stderr.write("warden sandbox: the bridge cannot listen: " + error.message + "\n");
+    process.exit(125);
+  });
+  server.listen(Number(port), host, resolve);
 });
-server.listen(Number(port), "127.0.0.1", () => {
+const ready = [listen(forward(socket), "127.0.0.1", port)];
+if (decisionSocket !== "-") ready.push(listen(forward(decisionSocket), decisionAt.split(":")[0], decisionAt.split(":")[1]));
+Promise.all(ready).then(() => {
   const agent = spawn(command, args, { stdio: "inherit" });
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(signal, () => agent.kill(signal));
   agent.on("error", (error) => {

@@ -42,6 +42,13 @@ export const EGRESS_SOCKET_INSIDE = "/run/warden/egress.sock";
 export const STATUS_INSIDE = "/run/warden/status";
 /** Where a governed run's decision socket appears (policy/hook.ts: the hook's one way to the node). */
 export const DECISION_SOCKET_INSIDE = "/run/warden/decide.sock";
+/**
+ * Where the bridge carries a governed run's connections to its decision socket (Claude Code's HTTP
+ * hook): an address of its own on the sandbox's loopback, so NO_PROXY can name it alone (the model
+ * and everything else on 127.0.0.1 still go through the egress proxy).
+ */
+export const DECISION_HOST = "127.0.0.2";
+export const DECISION_PORT = 3129;
 
 export type MountAccess = "ro" | "rw" | "tmpfs" | "proc" | "dev" | "hidden" | "symlink";
 
@@ -232,7 +239,7 @@ export function sandboxCommand(
         break;
     }
   }
-  b.push("--chdir", cwd, "--", fs.realpathSync(process.execPath), "-e", BRIDGE_SOURCE, "--", String(BRIDGE_PORT), EGRESS_SOCKET_INSIDE, STATUS_INSIDE, command, ...args);
+  b.push("--chdir", cwd, "--", fs.realpathSync(process.execPath), "-e", BRIDGE_SOURCE, "--", String(BRIDGE_PORT), EGRESS_SOCKET_INSIDE, STATUS_INSIDE, `${DECISION_HOST}:${DECISION_PORT}`, plan.decisions === true ? DECISION_SOCKET_INSIDE : "-", command, ...args);
   if (plan.prlimit === undefined) return { command: bwrap, args: b };
   return { command: plan.prlimit, args: [...prlimitArgs(plan.limits), "--", bwrap, ...b] };
 }
@@ -242,8 +249,12 @@ function decisionSocketOf(socket: string | undefined): string {
   return socket;
 }
 
-/** The proxy variables of a confined agent (NO_PROXY empty: everything goes through the node). */
+/**
+ * The proxy variables of a confined agent: everything goes through the node but the bridge's
+ * decision address (NO_PROXY DECISION_HOST, on the sandbox's own loopback), so Claude Code's HTTP
+ * hook reaches the decision port directly; through the egress proxy it would be refused.
+ */
 export function proxyEnvironment(): Record<string, string> {
   const url = `http://127.0.0.1:${BRIDGE_PORT}`;
-  return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, NO_PROXY: "", no_proxy: "" };
+  return { HTTP_PROXY: url, HTTPS_PROXY: url, http_proxy: url, https_proxy: url, ALL_PROXY: url, all_proxy: url, NO_PROXY: DECISION_HOST, no_proxy: DECISION_HOST };
 }

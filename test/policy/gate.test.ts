@@ -6,10 +6,10 @@
  */
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import * as net from "node:net";
+import * as http from "node:http";
 import { join } from "node:path";
 import { rmSync } from "node:fs";
-import { DecisionGate, type PolicyDecisionEvent } from "../../src/policy/gate.js";
+import { DECIDE_PATH, DecisionGate, type PolicyDecisionEvent } from "../../src/policy/gate.js";
 import { ToolPolicy } from "../../src/policy/tool-policy.js";
 import { tempDir } from "../support/temp.js";
 
@@ -36,14 +36,25 @@ async function gateWith(append: (event: PolicyDecisionEvent) => Promise<boolean>
   });
 }
 
+/** One call over the run's socket, as the hooks make it; the CLI's hook output read back as the gate's answer. */
 function ask(socket: string, body: string): Promise<{ decision: string; reason?: string }> {
+  return post({ socketPath: socket }, body).then(({ status, text }) => {
+    assert.equal(status, 200, text);
+    if (text === "") return { decision: "allow" };
+    const out = (JSON.parse(text) as { hookSpecificOutput: { permissionDecision: string; permissionDecisionReason?: string } }).hookSpecificOutput;
+    return { decision: out.permissionDecision, ...(out.permissionDecisionReason === undefined ? {} : { reason: out.permissionDecisionReason }) };
+  });
+}
+
+function post(target: { socketPath: string } | { port: number }, body: string, headers: Record<string, string> = {}, path = DECIDE_PATH): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const conn = net.connect({ path: socket });
-    conn.on("data", (c: Buffer) => chunks.push(c));
-    conn.on("error", reject);
-    conn.on("end", () => resolve(JSON.parse(Buffer.concat(chunks).toString("utf8")) as { decision: string; reason?: string }));
-    conn.end(body);
+    const req = http.request({ ...("port" in target ? { host: "127.0.0.1", port: target.port } : target), method: "POST", path, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+    });
+    req.on("error", reject);
+    req.end(body);
   });
 }
 
@@ -124,6 +135,27 @@ describe("a run's decision socket", () => {
         ["codex:call_7", "Bash", "shell", "ask"],
         ["codex:call_8", "Bash", "shell", "deny"],
       ]);
+    } finally {
+      await gate.close();
+    }
+  });
+
+  it("the loopback port of an unconfined Claude run answers only its own token, only POST /v1/decide, and journals nothing it refused", async () => {
+    const journaled: PolicyDecisionEvent[] = [];
+    const gate = await gateWith(async (event) => (journaled.push(event), true));
+    try {
+      const port = await gate.listenLoopback("run-token");
+      const ls = call("toolu_20", "Bash", { command: "ls" });
+      for (const headers of [{} as Record<string, string>, { authorization: "Bearer other-run" }, { authorization: "Bearer run-token2" }, { authorization: "run-token" }]) {
+        assert.equal((await post({ port }, ls, headers)).status, 401, JSON.stringify(headers));
+      }
+      assert.equal((await post({ port }, ls, { authorization: "Bearer run-token" }, "/v1/other")).status, 404);
+      assert.equal(journaled.length, 0, "nothing refused for its token or path is decided");
+      const allowed = await post({ port }, ls, { authorization: "Bearer run-token" });
+      assert.deepEqual(allowed, { status: 200, text: "" });
+      const denied = await post({ port }, call("toolu_21", "Bash", { command: "git push" }), { authorization: "Bearer run-token" });
+      assert.match(JSON.parse(denied.text).hookSpecificOutput.permissionDecisionReason, /no-push/);
+      assert.deepEqual(journaled.map((e) => [e.call_id, e.decision]), [["claude:toolu_20", "allow"], ["claude:toolu_21", "deny"]]);
     } finally {
       await gate.close();
     }
