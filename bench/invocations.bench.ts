@@ -15,6 +15,10 @@
  *    as in a compiled build. Printed with each
  *    level: invocations per SQLite commit, journal fdatasyncs and directory fsyncs per invocation,
  *    and the event loop's CPU per invocation (the main thread's bound on throughput).
+ *    At concurrency 64, CPU per invocation in all threads is put against the Ed25519 signatures
+ *    of the journal's lines and against a floor: those lines signed, written to a new file with
+ *    the two fdatasyncs the durability rules demand and closed, from one thread (no claim commits,
+ *    no directory fsync, no read-back), measured in the same run.
  *    Measured in a child process started with UV_THREADPOOL_SIZE=64, the pool bin/warden.cjs gives
  *    a node, so up to 64 journal fdatasyncs run at once (the variable is read when libuv's pool
  *    starts, which has happened long before a bench module runs, hence the child).
@@ -38,7 +42,7 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import * as http from "node:http";
 import { generateKeyPairSync, randomUUID, sign } from "node:crypto";
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, fdatasyncSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { availableParallelism, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -248,7 +252,7 @@ function runChild(mode: string, args: string[] = [], env: Record<string, string>
  * thread. No scheduling, batching or I/O can take this work away, so `cores / this` bounds the
  * invocations per second any implementation of the format reaches on this machine.
  */
-function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
+export function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micros: number } {
   const messages = Buffer.from(journal)
     .toString("utf8")
     .split("\n")
@@ -265,6 +269,48 @@ function signingMicrosPerInvocation(journal: Uint8Array): { lines: number; micro
   }
   const cpu = process.cpuUsage(before);
   return { lines: messages.length, micros: (cpu.user + cpu.system) / rounds };
+}
+
+/**
+ * CPU µs of the bare minimum one invocation's journal costs from one thread, on the lines of a real
+ * run: each line signed, a private file created, written in the order the writer writes it and
+ * fdatasynced where DESIGN's durability rules demand (after effect.started: before the effect runs;
+ * after run.terminated: before the result is recorded), then closed. No claim commits, no
+ * directory fsync, no read-back, no scheduling: a floor under any implementation that keeps those
+ * rules, against which the CPU per invocation at concurrency 64 is put as a ratio.
+ */
+export function journalFloorMicrosPerInvocation(journal: Uint8Array): { micros: number; syncs: number } {
+  const lines = Buffer.from(journal)
+    .toString("utf8")
+    .split("\n")
+    .filter((line) => line.length > 0);
+  const messages = lines.map((line) => Buffer.from(`warden-journal-v1\n${line.slice('{"entry":'.length, line.lastIndexOf(',"sig":"'))}`, "utf8"));
+  const bytes = lines.map((line) => Buffer.from(line + "\n", "utf8"));
+  const synced = lines.map((line) => /"type":"(effect\.started|run\.terminated)"/.test(line));
+  const { privateKey } = generateKeyPairSync("ed25519");
+  // Kept until the run ends, as the bench's other files are (baseline.ts, keepUntilRunEnds).
+  const dir = keepUntilRunEnds(benchDir("invocations-floor"));
+  let rounds = 0;
+  const once = (): void => {
+    const fd = openSync(join(dir, `${rounds}.ndjson`), "wx", 0o600);
+    try {
+      messages.forEach((m, i) => {
+        sign(null, m, privateKey);
+        writeSync(fd, bytes[i]!);
+        if (synced[i]) fdatasyncSync(fd);
+      });
+    } finally {
+      closeSync(fd);
+    }
+    rounds++;
+  };
+  once(); // warm-up
+  const before = process.cpuUsage();
+  const start = performance.now();
+  const first = rounds;
+  while (performance.now() - start < 1000) once();
+  const cpu = process.cpuUsage(before);
+  return { micros: (cpu.user + cpu.system) / (rounds - first), syncs: synced.filter(Boolean).length };
 }
 
 function packageVersion(name: string): string {
@@ -479,6 +525,14 @@ export async function throughputFigures(templateJournal: Uint8Array | undefined)
     `CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]}: ${fmt(top.allCpuUs)} µs in all threads against the ${signing.lines} mandatory signatures' ${fmt(signing.micros)} µs = ` +
       `${cpuVsSigning.toFixed(2)}x ${cpuVsSigning <= 3 ? "(target <= 3x: met)" : "(target <= 3x: NOT met)"}`,
   );
+  if (templateJournal !== undefined) {
+    const floor = journalFloorMicrosPerInvocation(templateJournal);
+    console.log(
+      `floor: the same ${signing.lines} lines signed, written to a new file with ${floor.syncs} fdatasyncs and closed, from one thread: ${fmt(floor.micros)} µs ` +
+        `= ${(floor.micros / signing.micros).toFixed(2)}x the signatures; CPU per invocation at concurrency ${CONCURRENCY[CONCURRENCY.length - 1]} = ` +
+        `${(top.allCpuUs / floor.micros).toFixed(2)}x this floor  (load average ${(loadavg()[0] ?? 0).toFixed(1)})`,
+    );
+  }
 }
 
 const childMode = process.env[CHILD_MODE];

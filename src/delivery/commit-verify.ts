@@ -23,7 +23,7 @@ import { digestEquals, type Digest } from "../core/digest.js";
 import { ConflictError, IntegrityError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkBufferable, readVerifiedBlob, verifyBytes } from "./blob-store.js";
-import { checkContractContent } from "./contract/check.js";
+import { checkContractContent, contentBytesRead } from "./contract/check.js";
 import { BundleDigestBuilder, type BlobRef, type Component, type Manifest } from "./manifest-types.js";
 import type { DeliveryStores } from "./recovery.js";
 import type { StageRecord, StageStore } from "./stage.js";
@@ -212,7 +212,7 @@ export class InlineCommitCheck {
   #next = 0;
   /** Files still arriving (their chunks so far), and complete ones waiting for their turn, by index. */
   readonly #arriving = new Map<number, { position: number; pieces: Uint8Array[] }>();
-  readonly #complete = new Map<number, Uint8Array>();
+  readonly #complete = new Map<number, Uint8Array[]>();
   #held = 0;
   /** Components' bytes handed to the contract's rules, by index, until they ask for them. */
   readonly #delivered = new Map<number, Uint8Array>();
@@ -279,15 +279,18 @@ export class InlineCommitCheck {
     if (this.#held > INLINE_MAX_HELD_BYTES) return this.end();
     if (file.position < this.#manifest.components[index]!.blob.byte_len) return;
     this.#arriving.delete(index);
-    this.#complete.set(index, file.pieces.length === 1 ? file.pieces[0]! : Buffer.concat(file.pieces));
+    this.#complete.set(index, file.pieces);
     this.#identities.set(digest, "");
-    // Every complete file whose turn has come goes to the bundle digest and the rules, in path order.
-    for (let bytes = this.#complete.get(this.#next); bytes !== undefined; bytes = this.#complete.get(this.#next)) {
+    // Every complete file whose turn has come goes to the bundle digest and the rules, in path
+    // order. Its pieces are hashed where they are, and the rules get only the bytes they read:
+    // joining every file's pieces cost a copy of the whole bundle per push.
+    for (let pieces = this.#complete.get(this.#next); pieces !== undefined; pieces = this.#complete.get(this.#next)) {
       this.#complete.delete(this.#next);
-      this.#held -= bytes.byteLength;
       const component = this.#manifest.components[this.#next]!;
-      this.#builder.file(component.relative_path, component.blob.byte_len).update(bytes);
-      this.#deliver(bytes);
+      const hash = this.#builder.file(component.relative_path, component.blob.byte_len);
+      for (const piece of pieces) hash.update(piece);
+      this.#held -= component.blob.byte_len;
+      this.#deliver(leading(pieces, contentBytesRead(component)));
     }
   }
 
@@ -334,6 +337,13 @@ export class InlineCommitCheck {
       waiting.resolve(bytes);
     } else this.#delivered.set(index, bytes);
   }
+}
+
+/** The first `length` bytes of `pieces` (all of them when shorter), copied only if they span pieces. */
+function leading(pieces: readonly Uint8Array[], length: number): Uint8Array {
+  const first = pieces[0] ?? new Uint8Array(0);
+  if (first.byteLength >= length) return first.subarray(0, length);
+  return Buffer.concat(pieces, Math.min(length, pieces.reduce((sum, p) => sum + p.byteLength, 0)));
 }
 
 function ended(): ConflictError {

@@ -17,10 +17,16 @@ const SIG_HEAD = ',"sig":"';
 const LINE_END = '"}';
 const SIGNING_PREFIX = Buffer.from(JOURNAL_SIGNING_PREFIX, "utf8");
 
-/** The bytes an entry's signature covers. */
-export function signingMessage(canonicalEntry: string): Buffer {
-  const body = Buffer.from(canonicalEntry, "utf8");
-  return Buffer.concat([SIGNING_PREFIX, body], SIGNING_PREFIX.byteLength + body.byteLength);
+/**
+ * The bytes an entry's signature covers, in one allocation; `bodyBytes`, the entry's UTF-8 length,
+ * when the caller knows it already.
+ */
+export function signingMessage(canonicalEntry: string, bodyBytes = Buffer.byteLength(canonicalEntry)): Buffer {
+  const message = Buffer.allocUnsafe(SIGNING_PREFIX.byteLength + bodyBytes);
+  SIGNING_PREFIX.copy(message, 0);
+  const written = message.write(canonicalEntry, SIGNING_PREFIX.byteLength, "utf8");
+  if (written !== bodyBytes) throw new RangeError(`signing message: entry is ${written} bytes of UTF-8, not ${bodyBytes}`);
+  return message;
 }
 
 /** The line's text without its newline: what a canonical line must equal. */

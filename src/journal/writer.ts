@@ -42,12 +42,24 @@ export interface JournalWriterOptions {
   now?: () => Date;
 }
 
-/** An accepted entry awaiting its `prev` and signature. */
+/**
+ * An accepted entry awaiting its `prev` and signature: its canonical form, built once, around the
+ * place the 64 hex characters of `prev` go.
+ */
 interface Prepared {
   readonly entry: JournalEntry;
-  readonly canonicalEvent: string;
+  /** the canonical entry up to `prev`'s value, and after it */
+  readonly beforePrev: string;
+  readonly afterPrev: string;
   readonly lineBytes: number;
 }
+
+/**
+ * `"prev"` as the envelope's canonical form writes it. Every `"` inside a JSON string is escaped,
+ * so `,"prev":"` occurs nowhere in a canonical entry but at the key itself; searched from the end
+ * of the event, the first match is it.
+ */
+const PREV_FIELD = ',"prev":"';
 
 export interface AppendResult {
   entry: JournalEntry;
@@ -256,7 +268,14 @@ export class JournalWriter {
     );
     const violation = this.#lifecycle.check(entry.event);
     if (violation !== undefined) throw new ConflictError(violation.code, violation.reason);
-    const lineBytes = Buffer.byteLength(canonicalEntry(entry, canonicalEvent)) + LINE_OVERHEAD_BYTES;
+    // Canonicalized once, with a placeholder `prev`: the real one (always 64 hex characters) takes
+    // its place at signing, so the line's length is known now and nothing is serialized twice.
+    const canonical = canonicalEntry(entry, canonicalEvent);
+    const prevAt = canonical.indexOf(PREV_FIELD, '{"event":'.length + canonicalEvent.length) + PREV_FIELD.length;
+    if (prevAt < PREV_FIELD.length || canonical.slice(prevAt, prevAt + ZERO_HASH.length) !== ZERO_HASH) {
+      throw new IntegrityError("journal-line-length", `entry ${entry.seq} of run ${this.runId} has no prev field where the format puts it`, { status: 500 });
+    }
+    const lineBytes = Buffer.byteLength(canonical) + LINE_OVERHEAD_BYTES;
     if (lineBytes > this.#limits.journalEntryBytes) {
       throw new LimitError("journal-entry-too-large", `entry is ${lineBytes} bytes, over the limit of ${this.#limits.journalEntryBytes}`);
     }
@@ -267,14 +286,14 @@ export class JournalWriter {
     this.#lifecycle.apply(entry.event, entry.seq);
     this.#acceptedSeq++;
     this.#acceptedBytes += lineBytes;
-    return { entry, canonicalEvent, lineBytes };
+    return { entry, beforePrev: canonical.slice(0, prevAt), afterPrev: canonical.slice(prevAt + ZERO_HASH.length), lineBytes };
   }
 
   /** Signs an accepted entry chained onto `prev` (off the event loop when the key can). */
   async #sign(prepared: Prepared, prev: string): Promise<AppendResult> {
     const entry: JournalEntry = { ...prepared.entry, prev };
-    const canonical = canonicalEntry(entry, prepared.canonicalEvent);
-    const message = signingMessage(canonical);
+    const canonical = prepared.beforePrev + prev + prepared.afterPrev;
+    const message = signingMessage(canonical, prepared.lineBytes - LINE_OVERHEAD_BYTES);
     const signature = this.#key.signAsync === undefined ? this.#key.sign(message) : await this.#key.signAsync(message);
     const line = signedLine(canonical, signature);
     if (line.byteLength !== prepared.lineBytes) {

@@ -164,6 +164,41 @@ test("a partial changed after its last chunk makes the commit read everything ba
   assert.equal(counter.reads() - before, staged.missing.length, "each partial read back and checked at commit");
 });
 
+/** A chunk as the HTTP route hands it over: a stream of pieces of `size` bytes. */
+async function* inPieces(bytes: Uint8Array, size: number): AsyncIterable<Uint8Array> {
+  for (let at = 0; at < bytes.byteLength; at += size) yield bytes.subarray(at, Math.min(at + size, bytes.byteLength));
+}
+
+test("files whose chunks arrive in many pieces are checked inline: whole where a rule reads them whole, magic bytes split across pieces still refused", async (t) => {
+  const counter = readCounter();
+  const home = tempHome(t);
+  const { delivery } = await openStore(t, home, { faults: counter.faults });
+  const inline = writesAlwaysMoveCtime(home);
+  const upload = async (built: BuiltManifest, begun: { stage_id: string; missing: readonly { digest: Digest }[] }): Promise<void> => {
+    for (const m of begun.missing) {
+      const bytes = built.blobs.get(m.digest)!;
+      // Three bytes a piece for small files (the plugin manifests, SKILL.md, a 4-byte magic split
+      // 3 + 1), larger pieces for the rest.
+      await delivery.putChunk(begun.stage_id, m.digest, 0, inPieces(bytes, bytes.byteLength < 4096 ? 3 : 7_000));
+    }
+  };
+  // The plugin manifests and SKILL.md are parsed whole; the data file only by its magic bytes.
+  const ok = skillManifest("trust-pieces", "r1", [{ path: "data/payload.bin", content: bytesOf(51, 70_000) }]);
+  const staged = await delivery.begin(ok.manifest);
+  await upload(ok, staged);
+  const before = counter.reads();
+  assert.equal((await delivery.commit(staged.stage_id)).bundle_id, "trust-pieces");
+  assert.equal(counter.reads() - before, inline ? 0 : staged.missing.length, inline ? "checked as the pieces arrived" : "read back at commit");
+  await assertIntact(delivery, ok);
+
+  const elf = new Uint8Array(64);
+  elf.set([0x7f, 0x45, 0x4c, 0x46]);
+  const bad = skillManifest("trust-pieces", "r2", [{ path: "data/tool.bin", content: elf }]);
+  const begun = await delivery.begin(bad.manifest);
+  await upload(bad, begun);
+  await rejectsWith(delivery.commit(begun.stage_id), "contract-executable-content");
+});
+
 async function assertIntact(delivery: Delivery, built: BuiltManifest): Promise<void> {
   for (const c of built.manifest.components) {
     assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(c.blob)), built.blobs.get(c.blob.digest));

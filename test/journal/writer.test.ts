@@ -6,13 +6,14 @@ import { randomUUID } from "node:crypto";
 import { resolveLimits } from "../../src/core/limits.js";
 import { EmbeddedJournalStore, type JournalStoreHooks } from "../../src/backends/embedded/journal/journal-store.js";
 import { generateSigningKey } from "../../src/journal/keys.js";
-import { lineHash } from "../../src/journal/line.js";
+import { encodeLine, lineHash } from "../../src/journal/line.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun } from "../../src/journal/inspect.js";
 import { ZERO_HASH, type JournalEvent } from "../../src/journal/types.js";
 import { cleanRunEvents, recordOf, started } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
+import fc from "fast-check";
 
 const key = generateSigningKey().key;
 const trusted = [recordOf(key)];
@@ -55,6 +56,25 @@ describe("JournalWriter with the embedded store", () => {
     assert.equal(await store.exists(runId), true);
     assert.equal(await store.exists(randomUUID()), false);
     assert.equal(await store.read(randomUUID(), 100), undefined);
+  });
+
+  it("writes each line exactly as encodeLine signs its entry, whatever a note's text (the canonical form is built once, prev spliced in)", async () => {
+    // Text a note could carry to look like the envelope's own prev field, or shift it.
+    const piece = fc.constantFrom(',"prev":"', ZERO_HASH, '"', "\\", '{"event":', "é", "😀", "\u2028", '","key_id":"', "a");
+    const text = fc.array(piece, { maxLength: 6 }).map((parts) => parts.join(""));
+    const note = fc.dictionary(fc.oneof(text, fc.constantFrom("prev", "key_id", "seq")), fc.oneof(text, fc.integer(), fc.constant(null)), { maxKeys: 3 });
+    await fc.assert(
+      fc.asyncProperty(fc.array(note, { minLength: 1, maxLength: 3 }), async (notes) => {
+        const writer = await JournalWriter.create({ store: freshStore(), key, runId: randomUUID() });
+        const events: JournalEvent[] = [started(), ...notes.map((n): JournalEvent => ({ ...n, type: "note" }))];
+        for (const event of events) {
+          const { entry, line } = await writer.append(event);
+          assert.deepEqual(line, encodeLine(entry, key));
+        }
+        await writer.close();
+      }),
+      { numRuns: 40 },
+    );
   });
 
   it("appends issued without awaiting keep call order in the chain", async () => {

@@ -13,7 +13,7 @@
  */
 import type { Component, ComponentKind, Manifest } from "../manifest-types.js";
 import { CONTENT_STATUS, contractError, type ContractWhere } from "./common.js";
-import { executableFormatOf, extensionOf, hasExecutableExtension } from "./executable.js";
+import { MAGIC_BYTES, executableFormatOf, extensionOf, hasExecutableExtension } from "./executable.js";
 import { MCP_DECLARATION_PATH, checkMcpDeclaration } from "./mcp.js";
 import { checkPluginManifest, isPluginManifestPath } from "./plugin-manifest.js";
 import { checkSkillFile, isSkillFile, isValidSkillName, skillFileOf, skillNameOf } from "./skills.js";
@@ -82,9 +82,28 @@ export function checkContractAtBegin(manifest: Manifest): void {
   }
 }
 
+/** The rule that reads a component's whole content, for the paths that have one. */
+function wholeContentRule(path: string): ((bytes: Uint8Array, where: ContractWhere) => void) | undefined {
+  if (isPluginManifestPath(path)) return checkPluginManifest;
+  if (path === MCP_DECLARATION_PATH) return checkMcpDeclaration;
+  if (isSkillFile(path)) return (bytes, where) => checkSkillFile(bytes, skillNameOf(path)!, where);
+  return undefined;
+}
+
+/**
+ * How many leading bytes of a component `checkContractContent` reads: all of a plugin manifest,
+ * the MCP declaration or a skill file, and of any other file only its magic bytes. A caller that
+ * holds a file in pieces (the inline commit check) hands over that much instead of joining them.
+ */
+export function contentBytesRead(component: Component): number {
+  const { relative_path, blob } = component;
+  return wholeContentRule(relative_path) !== undefined ? blob.byte_len : Math.min(MAGIC_BYTES, blob.byte_len);
+}
+
 /**
  * Content rules on verified bytes. `read` returns a component's bytes (the caller has verified
- * digest and length). Each component is read once, in manifest order.
+ * digest and length), or at least their first `contentBytesRead` bytes. Each component is read
+ * once, in manifest order.
  */
 export async function checkContractContent(
   manifest: Manifest,
@@ -98,8 +117,6 @@ export async function checkContractContent(
       const rule = `content is executable (${format})`;
       contractError("contract-executable-content", rule, where, CONTENT_STATUS, { format });
     }
-    if (isPluginManifestPath(c.relative_path)) checkPluginManifest(bytes, where);
-    else if (c.relative_path === MCP_DECLARATION_PATH) checkMcpDeclaration(bytes, where);
-    else if (isSkillFile(c.relative_path)) checkSkillFile(bytes, skillNameOf(c.relative_path)!, where);
+    wholeContentRule(c.relative_path)?.(bytes, where);
   }
 }

@@ -35,7 +35,10 @@ const MAGIC: ReadonlyArray<{ readonly bytes: readonly number[]; readonly format:
   { bytes: [0xbf, 0xba, 0xfe, 0xca], format: "Mach-O fat binary (64-bit)" },
 ];
 
-/** The executable format `bytes` starts with, or undefined. */
+/** The longest magic: the most of a file's start `executableFormatOf` looks at. */
+export const MAGIC_BYTES = Math.max(...MAGIC.map((m) => m.bytes.length));
+
+/** The executable format `bytes` starts with, or undefined (only its first MAGIC_BYTES matter). */
 export function executableFormatOf(bytes: Uint8Array): string | undefined {
   return MAGIC.find((m) => m.bytes.length <= bytes.length && m.bytes.every((b, i) => bytes[i] === b))?.format;
 }
