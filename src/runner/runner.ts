@@ -197,7 +197,16 @@ export interface RunResult {
 }
 
 export type StartOutcome =
-  | { readonly status: "started"; readonly run_id: string; readonly done: Promise<ExistingOutcome> }
+  | {
+      readonly status: "started";
+      readonly run_id: string;
+      readonly done: Promise<ExistingOutcome>;
+      /**
+       * Settles when the agent's process has exited (or the run ended without one), before the
+       * run's result is recorded and its home removed: what holds a slot is the agent.
+       */
+      readonly agentGone: Promise<void>;
+    }
   | ExistingOutcome;
 
 const PROCESS_EFFECT = "process";
@@ -222,6 +231,8 @@ export class Runner {
   readonly #killGraceMs: number;
   /** run id → how to cancel its agent, while it runs */
   readonly #cancels = new Map<string, (by: string) => void>();
+  /** run id → settles its StartOutcome.agentGone */
+  readonly #agentGone = new Map<string, () => void>();
   /** run id → who cancelled it before its agent was spawned (it is stopped as it spawns) */
   readonly #pendingCancels = new Map<string, string>();
   readonly #maxPromptBytes: number;
@@ -436,9 +447,15 @@ export class Runner {
       ...(profile.model === undefined ? {} : { model: profile.model.name }),
       ...(input.trace === undefined ? {} : { parent: input.trace }),
     });
-    const done = this.#run(handle, request, cwd, trace === undefined ? launch : { ...launch, trace });
+    let gone!: () => void;
+    const agentGone = new Promise<void>((resolve) => (gone = resolve));
+    this.#agentGone.set(handle.run_id, gone);
+    const done = this.#run(handle, request, cwd, trace === undefined ? launch : { ...launch, trace }).finally(() => {
+      this.#agentGone.delete(handle.run_id);
+      gone();
+    });
     done.catch(() => undefined); // the caller may only want run_id; the rejection is theirs to read
-    return { status: "started", run_id: handle.run_id, done };
+    return { status: "started", run_id: handle.run_id, done, agentGone };
   }
 
 
@@ -1079,6 +1096,7 @@ export class Runner {
       await this.#hooks.afterLaunch?.(agent.pid, handle.run_id);
     }
     const exited = await agent.exited().finally(() => {
+      this.#agentGone.get(handle.run_id)?.();
       clearTimeout(wallClock);
       clearTimeout(cancelKiller);
       this.#cancels.delete(handle.run_id);

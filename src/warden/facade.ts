@@ -248,6 +248,11 @@ export class Warden {
   readonly #scrub: Scrub | undefined;
   /** scope\0id → run id of the runs this process is executing */
   readonly #active = new Map<string, RunningRun & { done: Promise<unknown> }>();
+  /**
+   * Queued runs in #active whose agent has exited (their result being recorded, their home
+   * removed): their queue slot is free already, so the next row's start overlaps that work.
+   */
+  readonly #agentsGone = new Set<string>();
   /** Starts between the capacity check and their entry in #active (claiming, launching). */
   #starting = 0;
   readonly #queue: QueueStore;
@@ -303,7 +308,7 @@ export class Warden {
     const providers = parts.runner.providers;
     this.#queueRunner = new QueueRunner({
       queue: parts.queue,
-      freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size + this.#starting)),
+      freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size - this.#agentsGone.size + this.#starting)),
       labels: nodeLabels(parts.queueConfig.labels ?? {}, providers, parts.runner.cliVersions()),
       providers,
       limits: { ...limits, ...(parts.queueConfig.rates === undefined ? {} : { rates: parts.queueConfig.rates }) },
@@ -524,12 +529,18 @@ export class Warden {
     }
     const done = started.done.finally(() => {
       this.#active.delete(activeKey(row.scope, row.id));
+      this.#agentsGone.delete(activeKey(row.scope, row.id));
       this.#agents.prune();
       this.#queue.ended(key, Date.now()).catch(() => undefined);
       this.#queueRunner.kick();
     });
     done.catch(() => undefined);
     this.#active.set(activeKey(row.scope, row.id), { run_id: started.run_id, scope: row.scope, id: row.id, done });
+    void started.agentGone.then(() => {
+      if (!this.#active.has(activeKey(row.scope, row.id))) return;
+      this.#agentsGone.add(activeKey(row.scope, row.id));
+      this.#queueRunner.kick();
+    });
     for (const listener of this.#queuedStarts) listener(row);
   }
 

@@ -3,6 +3,10 @@
  * the best eligible rows of the queue and starts them; it sweeps dead owners' leases and rows
  * past their deadline, and stops the runs of this node an operator cancelled through another
  * node. It ticks at each submission this node receives, at each run's end and every POLL_MS.
+ *
+ * A tick does not wait for the starts it made: a start holds its slot from the lease on (the
+ * facade counts it starting until it runs), so a slot freed while other rows are still being
+ * claimed is leased again at once, not after the slowest claim of the round.
  */
 import type { QueuedRow, QueueLimits, QueueStore } from "../invocations/queue-store.js";
 import type { Labels } from "../invocations/queue-store.js";
@@ -48,6 +52,8 @@ export class QueueRunner {
   #again = false;
   #stopped = false;
   #lastSweep = 0;
+  /** Starts made and not settled yet (stop waits for them). */
+  readonly #starts = new Set<Promise<void>>();
   /** Stop requests already passed on (a run is stopped once; the row stays until it ends). */
   readonly #stopping = new Set<string>();
 
@@ -71,11 +77,12 @@ export class QueueRunner {
     this.#timer.unref();
   }
 
-  /** Leases nothing more; resolves when the tick under way (and the starts it made) settled. */
+  /** Leases nothing more; resolves when the tick under way and every start made settled. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);
     await this.#ticking;
+    await Promise.all(this.#starts);
   }
 
   #tick(): void {
@@ -101,11 +108,15 @@ export class QueueRunner {
     }
     const free = o.freeSlots();
     if (free <= 0 || this.#stopped) return;
-    const { leased } = await o.queue.lease({ max: free, labels: o.labels, providers: o.providers, now: Date.now(), limits: o.limits });
-    // Each start claims (a write) before it launches: they go together, and the tick ends once
-    // all are claimed or refused, so the next one counts them as running.
-    await Promise.all(leased.map((row) => o.start(row).catch((error: unknown) => o.onError?.(error))));
-    if (leased.length === free) this.#again = true;
+    const { leased, expired } = await o.queue.lease({ max: free, labels: o.labels, providers: o.providers, now: Date.now(), limits: o.limits });
+    // Each start counts as running from here (freeSlots), so the next tick need not wait for it.
+    for (const row of leased) {
+      const start = o.start(row).catch((error: unknown) => o.onError?.(error));
+      this.#starts.add(start);
+      void start.finally(() => this.#starts.delete(start));
+    }
+    // A full round, or one that expired rows in the place of others: there may be more to take now.
+    if (leased.length === free || expired > 0) this.#again = true;
   }
 
   async #passStops(): Promise<void> {

@@ -12,9 +12,9 @@
  */
 import type pg from "pg";
 import type { ClaimKey } from "../../invocations/claim-store.js";
-import { pastDeadline, pickRows, RATE_WINDOW_MS } from "../../invocations/queue-order.js";
+import { pastDeadline, pickRows, RATE_WINDOW_MS, type QueueCounts } from "../../invocations/queue-order.js";
 import type { LeaseRequest, LeaseResult, NewQueued, QueuedRow, QueuePruned, QueueState, QueueStore, QueueView } from "../../invocations/queue-store.js";
-import { candidatesPerPrincipal, labelsText, pruneCutoff, QUEUE_COLUMNS, queueViewOf, rowToQueued, type QueueRowData } from "../shared/queue-rows.js";
+import { eligibleCandidatesPerPrincipal, labelsText, pruneCutoff, QUEUE_COLUMNS, queueViewOf, rowToQueued, type QueueRowData } from "../shared/queue-rows.js";
 import { query, transaction, type PgPool } from "./connection.js";
 import type { OwnerSession } from "./owner.js";
 
@@ -23,12 +23,29 @@ const LIMIT_LOCK_SPACE = 0x57514c31;
 
 const SELECT = `SELECT ${QUEUE_COLUMNS} FROM warden_queue`;
 
+// Only rows this node could run are read (and locked): a row locked here is skipped by every
+// other node's dequeue until this transaction ends, so a lock taken on a row that is then passed
+// over (another provider, a label this node lacks) is a row a node that could run it misses.
+// Labels are the node's to cover: the row's object contained in the node's (queue-order.ts labelsCover).
 const CANDIDATES = `
   SELECT c.* FROM (SELECT DISTINCT principal FROM warden_queue WHERE state = 'queued') p
   CROSS JOIN LATERAL (
     SELECT ${QUEUE_COLUMNS} FROM warden_queue w WHERE w.state = 'queued' AND w.principal = p.principal
+    AND w.provider = ANY($2::text[]) AND w.labels::jsonb <@ $3::jsonb
     ORDER BY w.priority DESC, w.enqueued_at LIMIT $1 FOR UPDATE SKIP LOCKED
   ) c`;
+
+// What the picks are counted against, in one round trip: runs going per (principal, workspace,
+// provider); with rates ($3), rows leased per provider since $1; when each candidate principal
+// ($2) was last served.
+const COUNTS = `
+  SELECT 'going' AS kind, principal, workspace, provider, count(*)::int AS n, NULL::float8 AS at FROM warden_queue
+    WHERE state IN ('leased', 'started') AND ended_at IS NULL GROUP BY principal, workspace, provider
+  UNION ALL
+  SELECT 'recent', NULL, NULL, provider, count(*)::int, NULL FROM warden_queue
+    WHERE $3::boolean AND leased_at IS NOT NULL AND leased_at >= $1 GROUP BY provider
+  UNION ALL
+  SELECT 'served', principal, NULL, NULL, 0, last_served::float8 FROM warden_queue_principals WHERE principal = ANY($2::text[])`;
 
 export class PostgresQueueStore implements QueueStore {
   readonly #pool: PgPool;
@@ -75,9 +92,13 @@ export class PostgresQueueStore implements QueueStore {
     this.#owner.assertHealthy("lease queued invocations");
     const owner = this.#owner.id;
     return transaction(this.#pool, "lease queued invocations", async (client) => {
-      const candidates = (await client.query<QueueRowData>({ name: "warden-queue-candidates", text: CANDIDATES, values: [candidatesPerPrincipal(request.max)] })).rows.map(
-        rowToQueued,
-      );
+      const candidates = (
+        await client.query<QueueRowData>({
+          name: "warden-queue-candidates",
+          text: CANDIDATES,
+          values: [eligibleCandidatesPerPrincipal(request), [...request.providers], labelsText(request.labels)],
+        })
+      ).rows.map(rowToQueued);
       const late = pastDeadline(candidates, request.now);
       let expired = 0;
       if (late.length > 0) {
@@ -93,23 +114,19 @@ export class PostgresQueueStore implements QueueStore {
       if (request.max <= 0 || candidates.length === late.length) return { leased: [], expired };
       const held = await this.#lockLimitedKeys(client, candidates, request);
       const usable = candidates.filter((row) => limitedKeysOf(row, request).every((k) => held.has(k)));
-      const counts = await countsOf(client, usable, request.now);
+      const counts = await countsOf(client, usable, request);
       const picked = pickRows(usable, request, counts);
       if (picked.length === 0) return { leased: [], expired };
+      // The lease and its principals' last service in one statement (one round trip).
       const leased = await client.query<QueueRowData>({
         name: "warden-queue-lease",
         text:
-          "UPDATE warden_queue q SET state = 'leased', lease_owner = $1, leased_at = $2 FROM unnest($3::text[], $4::text[]) AS k(scope, id) " +
-          `WHERE q.scope = k.scope AND q.id = k.id AND q.state = 'queued' AND warden_owner_alive($1) RETURNING ${QUEUE_COLUMNS.split(", ").map((c) => `q.${c}`).join(", ")}`,
+          "WITH l AS (UPDATE warden_queue q SET state = 'leased', lease_owner = $1, leased_at = $2 FROM unnest($3::text[], $4::text[]) AS k(scope, id) " +
+          `WHERE q.scope = k.scope AND q.id = k.id AND q.state = 'queued' AND warden_owner_alive($1) RETURNING ${QUEUE_COLUMNS.split(", ").map((c) => `q.${c}`).join(", ")}), ` +
+          "s AS (INSERT INTO warden_queue_principals (principal, last_served) SELECT DISTINCT principal, $2 FROM l " +
+          "ON CONFLICT (principal) DO UPDATE SET last_served = GREATEST(warden_queue_principals.last_served, excluded.last_served)) " +
+          "SELECT * FROM l",
         values: [owner, request.now, picked.map((r) => r.scope), picked.map((r) => r.id)],
-      });
-      const principals = [...new Set(picked.map((r) => r.principal))];
-      await client.query({
-        name: "warden-queue-served",
-        text:
-          "INSERT INTO warden_queue_principals (principal, last_served) SELECT p, $2 FROM unnest($1::text[]) AS p " +
-          "ON CONFLICT (principal) DO UPDATE SET last_served = GREATEST(warden_queue_principals.last_served, excluded.last_served)",
-        values: [principals, request.now],
       });
       const byKey = new Map(leased.rows.map(rowToQueued).map((r) => [`${r.scope}\0${r.id}`, r] as const));
       // Best first, as picked.
@@ -247,37 +264,27 @@ function limitedKeysOf(row: QueuedRow, request: LeaseRequest): string[] {
 }
 
 /** Runs going and rows leased lately, read after the limited keys' locks were taken. */
-async function countsOf(client: pg.PoolClient, candidates: readonly QueuedRow[], now: number) {
-  const going = await client.query<{ principal: string; workspace: string; provider: string }>({
-    name: "warden-queue-going",
-    text: "SELECT principal, workspace, provider FROM warden_queue WHERE state IN ('leased', 'started') AND ended_at IS NULL",
+async function countsOf(client: pg.PoolClient, candidates: readonly QueuedRow[], request: LeaseRequest): Promise<QueueCounts> {
+  const rows = await client.query<{ kind: "going" | "recent" | "served"; principal: string | null; workspace: string | null; provider: string | null; n: number; at: number | null }>({
+    name: "warden-queue-counts",
+    text: COUNTS,
+    values: [request.now - RATE_WINDOW_MS, [...new Set(candidates.map((c) => c.principal))], Object.keys(request.limits.rates ?? {}).length > 0],
   });
   const principal = new Map<string, number>();
   const workspace = new Map<string, number>();
   const provider = new Map<string, number>();
-  const add = (map: Map<string, number>, key: string): void => {
-    map.set(key, (map.get(key) ?? 0) + 1);
+  const leasedLastMinute = new Map<string, number>();
+  const lastServed = new Map<string, number>();
+  const add = (map: Map<string, number>, key: string, n: number): void => {
+    map.set(key, (map.get(key) ?? 0) + n);
   };
-  for (const row of going.rows) {
-    add(principal, row.principal);
-    add(workspace, row.workspace);
-    add(provider, row.provider);
+  for (const row of rows.rows) {
+    if (row.kind === "going") {
+      add(principal, row.principal!, row.n);
+      add(workspace, row.workspace!, row.n);
+      add(provider, row.provider!, row.n);
+    } else if (row.kind === "recent") leasedLastMinute.set(row.provider!, row.n);
+    else lastServed.set(row.principal!, row.at!);
   }
-  const recent = await client.query<{ provider: string; n: number }>({
-    name: "warden-queue-recent",
-    text: "SELECT provider, count(*)::int AS n FROM warden_queue WHERE leased_at IS NOT NULL AND leased_at >= $1 GROUP BY provider",
-    values: [now - RATE_WINDOW_MS],
-  });
-  const served = await client.query<{ principal: string; last_served: number }>({
-    name: "warden-queue-last-served",
-    text: "SELECT principal, last_served::float8 AS last_served FROM warden_queue_principals WHERE principal = ANY($1::text[])",
-    values: [[...new Set(candidates.map((c) => c.principal))]],
-  });
-  return {
-    principal,
-    workspace,
-    provider,
-    leasedLastMinute: new Map(recent.rows.map((r) => [r.provider, r.n] as const)),
-    lastServed: new Map(served.rows.map((r) => [r.principal, r.last_served] as const)),
-  };
+  return { principal, workspace, provider, leasedLastMinute, lastServed };
 }

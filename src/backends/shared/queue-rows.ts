@@ -7,7 +7,7 @@ import { ConflictError, IntegrityError } from "../../core/errors.js";
 import type { ClaimKey } from "../../invocations/claim-store.js";
 import type { Digest } from "../../core/digest.js";
 import { RATE_WINDOW_MS } from "../../invocations/queue-order.js";
-import { QUEUE_STATES, type Labels, type QueuedRow, type QueueState, type QueueView } from "../../invocations/queue-store.js";
+import { QUEUE_STATES, type Labels, type LeaseRequest, type QueuedRow, type QueueState, type QueueView } from "../../invocations/queue-store.js";
 
 /** Columns in the order every SELECT of a whole queue row uses. */
 export const QUEUE_COLUMNS =
@@ -19,6 +19,19 @@ export type QueueRowData = Record<string, unknown>;
 /** Rows per principal a dequeue reads as candidates: enough to pass over rows that do not fit. */
 export function candidatesPerPrincipal(max: number): number {
   return Math.min(4 * max + 16, 1000);
+}
+
+/**
+ * Rows per principal a dequeue reads when it reads only rows of providers and labels the node
+ * has (PostgreSQL's). Under a limit, rows that do not fit are still passed over, so it reads
+ * more than it can take; without one, every row read fits, so it reads no more than it takes:
+ * each row read is locked until the dequeue commits, and skipped by every other node's dequeue
+ * meanwhile.
+ */
+export function eligibleCandidatesPerPrincipal(request: Pick<LeaseRequest, "max" | "limits">): number {
+  const { workspace, provider, rates } = request.limits;
+  const limited = workspace !== undefined || provider !== undefined || Object.keys(rates ?? {}).length > 0;
+  return limited ? candidatesPerPrincipal(request.max) : Math.min(Math.max(request.max, 0), 1000);
 }
 
 function malformed(row: QueueRowData, column: string): IntegrityError {
