@@ -29,9 +29,19 @@ import type { ProviderProfile } from "./profiles.js";
 import { isSessionName, validateSessionName } from "./sessions.js";
 import { removeTree } from "./tree-remove.js";
 import type { Materialization, ProviderName } from "./types.js";
-import type { SessionFile } from "../invocations/parked-sessions.js";
 
 /** Claude Code's configuration directory inside a run home (CLAUDE_CONFIG_DIR). */
+/**
+ * One file of a CLI session's transcript: `<CLAUDE_CONFIG_DIR>/projects/<dir>/<session>.jsonl`.
+ * The same shape as the parked-session store's `TranscriptFile` (invocations sits beside providers,
+ * so neither imports the other; the runner passes one for the other).
+ */
+export interface TranscriptFile {
+  /** the project directory's name (one path component) */
+  readonly dir: string;
+  readonly bytes: Uint8Array;
+}
+
 export const CLAUDE_CONFIG_DIR = ".claude";
 /** Codex's home inside a run home (CODEX_HOME). */
 export const CODEX_HOME_DIR = ".codex";
@@ -174,7 +184,7 @@ export class RunHomes {
    * settings or hooks there), and only the CLI's session transcript (`<session>.jsonl` under
    * `.claude/projects/*`, regular files, no link followed) is copied over; then the old one goes.
    */
-  async renew(request: RunHomeRequest, session: string, shipped: readonly SessionFile[] = []): Promise<RunHome> {
+  async renew(request: RunHomeRequest, session: string, shipped: readonly TranscriptFile[] = []): Promise<RunHome> {
     const run = validateSessionName(request.run);
     const old = join(this.root, `${TEMP_PREFIX}${run}`);
     await removeTree(old).catch(() => undefined);
@@ -209,13 +219,13 @@ export class RunHomes {
   }
 
   /** The CLI session transcript files in a run's home (`<session>.jsonl` in each `.claude/projects` directory, regular files). */
-  async transcript(run: string, session: string): Promise<SessionFile[]> {
+  async transcript(run: string, session: string): Promise<TranscriptFile[]> {
     return this.#transcript(join(this.root, validateSessionName(run)), session);
   }
 
-  async #transcript(home: string, session: string): Promise<SessionFile[]> {
+  async #transcript(home: string, session: string): Promise<TranscriptFile[]> {
     const projects = join(home, CLAUDE_CONFIG_DIR, "projects");
-    const files: SessionFile[] = [];
+    const files: TranscriptFile[] = [];
     for (const dir of await fsp.readdir(projects).catch(() => [] as string[])) {
       const st = await fsp.lstat(join(projects, dir)).catch(() => undefined);
       const path = join(projects, dir, `${session}.jsonl`);
