@@ -22,7 +22,13 @@ const TOKEN = "decide-attacks-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const RUN_WAIT_S = 180;
 const PUSH_REASON = "pushing is for humans, not agents";
-const POLICY = `@id("no-push")
+const ASK_REASON = "cleaning the build needs a human";
+const POLICY = `@id("ask-rm")
+@ask
+@reason("${ASK_REASON}")
+forbid(principal, action == Action::"shell", resource) when { resource.command like "*rm -rf build*" };
+
+@id("no-push")
 @reason("${PUSH_REASON}")
 forbid(principal, action == Action::"shell", resource) when { resource.command like "*git push*" };
 
@@ -129,5 +135,29 @@ describe("the decision port attacked from inside a confined claude run", { skip 
     assert.doesNotMatch(attacks.connect, /^HTTP\/1\.1 2/, attacks.connect);
     for (const status of [attacks.absolute, attacks.absoluteDecide, attacks.otherPath, attacks.hostHeader]) assert.match(status, /^(4\d\d|none)$/, JSON.stringify(attacks));
     await assertRunVerified(node!.url, TOKEN, view.run_id);
+  });
+
+  it("a forged ask (a call the CLI never made) does not take the place of the CLI's own: the run parks on the call the CLI stopped on", async () => {
+    mkdirSync(join(governed, "build"), { recursive: true });
+    writeFileSync(join(governed, "build", "out.txt"), "built\n");
+    const from = model.requests.length;
+    const node20 = realpathSync(process.execPath);
+    model.load({ turns: [bash(`'${node20}' attack.cjs forge forged.json toolu_forged_1 build`), bash("rm -rf build"), { text: "Cleaned." }] });
+    const id = randomUUID();
+    const posted = await httpCall(node!.url, TOKEN, "POST", "/v1/invocations", { headers: { "idempotency-key": id }, body: { provider: "claude", workspace: "governed", prompt: "clean the build" } });
+    assert.equal(posted.status, 202, JSON.stringify(posted.body));
+    const scope = String(posted.body.scope);
+    const deadline = Date.now() + RUN_WAIT_S * 1000;
+    let state: { status?: string; parked?: { call_id: string } } = {};
+    while (Date.now() < deadline) {
+      state = (await httpCall(node!.url, TOKEN, "GET", `/v1/invocations/${encodeURIComponent(scope)}/${id}`)).body as typeof state;
+      if (state.status !== "in_progress") break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    // The forged ask was answered (defer) and journaled: it is the agent's to ask, not the CLI's to act on.
+    assert.match(readFileSync(join(governed, "forged.json"), "utf8"), /defer/);
+    assert.equal(state.status, "awaiting_approval", `waited ${RUN_WAIT_S} s for the run to park; last seen ${JSON.stringify(state)}`);
+    assert.equal(state.parked?.call_id, `claude:toolu_scripted_${from + 1}`, JSON.stringify(state));
+    assert.ok(existsSync(join(governed, "build", "out.txt")), "the asked call ran before its approval");
   });
 });
