@@ -12,23 +12,16 @@ import { randomUUID } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
+import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type NodeProcess, assertRunVerified, runJournal } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
+import { ASK_POLICY, ASK_SCRIPT } from "./policy-support.js";
 
 const TOKEN = "ask-fleet-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
-const POLICY = `@id("ask-rm")
-@ask
-@reason("deleting a tree needs a human")
-forbid(principal, action == Action::"shell", resource) when { resource.command like "*rm -rf*" };
-
-@id("operators")
-permit(principal, action, resource) when { principal.role == "operator" };
-`;
-const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", input: { command, description: "run a command" } } });
-const SCRIPT: ScriptTurn[] = [bash("rm -rf build/"), { text: "Removed build/." }];
+const POLICY = ASK_POLICY;
+const SCRIPT = ASK_SCRIPT;
 /** How long the test waits for a run to reach a state (a loaded machine runs the real CLI slowly). */
 const STATE_WAIT_MS = 240_000;
 

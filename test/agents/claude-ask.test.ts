@@ -12,28 +12,18 @@ import { randomUUID } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
+import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { wardenInProcess } from "../support/cli.js";
 import { httpCall, repo, startNode, type NodeProcess, type CliRun, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { ASK_POLICY, ASK_REASON, ASK_SCRIPT } from "./policy-support.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
 
 const TOKEN = "ask-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
-const ASK_REASON = "deleting a tree needs a human";
-
-const POLICY = `@id("ask-rm")
-@ask
-@reason("${ASK_REASON}")
-forbid(principal, action == Action::"shell", resource) when { resource.command like "*rm -rf*" };
-
-@id("operators")
-permit(principal, action, resource) when { principal.role == "operator" };
-`;
-
-const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", input: { command, description: "run a command" } } });
-const SCRIPT: ScriptTurn[] = [bash("rm -rf build/"), { text: "Removed build/." }];
+const POLICY = ASK_POLICY;
+const SCRIPT = ASK_SCRIPT;
 
 interface Entry {
   entry: { seq: number; event: { type: string; effect_id?: string; call_id?: string; kind?: string; decision?: string; outcome?: string; by?: { name: string; role: string }; reason?: string; session?: string } };

@@ -5,6 +5,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { ScriptTurn } from "../../src/scripted-model/index.js";
 
 /** A journal line as these tests read it. */
 export interface PolicyEntry {
@@ -52,3 +53,22 @@ export function toolCalls<E extends PolicyEntry>(entries: E[]): ToolCall<E>[] {
     finished: entries.find((e) => e.entry.event.type === "effect.finished" && e.entry.event.effect_id === id)?.entry,
   }));
 }
+
+/** The reason the ask tests' policy gives for holding `rm -rf` for a human. */
+export const ASK_REASON = "deleting a tree needs a human";
+
+/** The ask tests' policy: `rm -rf` asks, an operator's every other call is permitted. */
+export const ASK_POLICY = `@id("ask-rm")
+@ask
+@reason("${ASK_REASON}")
+forbid(principal, action == Action::"shell", resource) when { resource.command like "*rm -rf*" };
+
+@id("operators")
+permit(principal, action, resource) when { principal.role == "operator" };
+`;
+
+/** The scripted model's turn that has Claude Code run `command` with its Bash tool. */
+export const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", input: { command, description: "run a command" } } });
+
+/** The ask tests' script: remove `build/`, then say so. */
+export const ASK_SCRIPT: ScriptTurn[] = [bash("rm -rf build/"), { text: "Removed build/." }];

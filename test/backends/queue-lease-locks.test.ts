@@ -8,32 +8,15 @@
  */
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { sha256Digest } from "../../src/core/digest.js";
 import { openPostgresBackend, type PostgresBackend } from "../../src/backends/postgres/index.js";
 import type { LeaseRequest, NewQueued, QueueHost, QueueStore } from "../../src/invocations/queue-store.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { queuedRow } from "../support/queued.js";
 
 const NOW = Date.now();
 
-function queued(fields: Partial<NewQueued> = {}): NewQueued {
-  const request = JSON.stringify({ provider: "claude", prompt: "p" });
-  return {
-    scope: "api:ops",
-    id: randomUUID(),
-    request,
-    request_hash: sha256Digest(request),
-    principal: "api:ops",
-    workspace: "default",
-    provider: "claude",
-    priority: 0,
-    labels: {},
-    enqueued_at: NOW,
-    deadline: NOW + 3_600_000,
-    ...fields,
-  };
-}
+const queued = (fields: Partial<NewQueued> = {}): NewQueued => queuedRow(fields, NOW);
 
 function leaseOf(fields: Partial<LeaseRequest> = {}): LeaseRequest {
   return { max: 1, labels: {}, providers: ["claude"], now: Date.now(), limits: {}, ...fields };

@@ -13,6 +13,7 @@ import type { LeaseRequest, NewQueued, QueueHost, QueueStore } from "../../src/i
 import type { ClaimStore } from "../../src/invocations/claim-store.js";
 import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
 import { candidatesPerPrincipal } from "../../src/backends/shared/queue-rows.js";
+import { queuedRow } from "../support/queued.js";
 import { backendsUnderTest, type BackendUnderTest, type StoreNode } from "./harness.js";
 import { tempDir } from "../support/temp.js";
 import { Retention } from "../../src/warden/retention.js";
@@ -22,23 +23,7 @@ const NOW = Date.now();
 /** Races for a limit's last slot, per kind of limit (WARDEN_QUEUE_RACE_ROUNDS). */
 const RACE_ROUNDS = Number(process.env.WARDEN_QUEUE_RACE_ROUNDS ?? 20);
 
-function queued(fields: Partial<NewQueued> = {}): NewQueued {
-  const request = fields.request ?? JSON.stringify({ provider: "claude", prompt: "p" });
-  return {
-    scope: "api:ops",
-    id: randomUUID(),
-    request,
-    request_hash: sha256Digest(request),
-    principal: "api:ops",
-    workspace: "default",
-    provider: "claude",
-    priority: 0,
-    labels: {},
-    enqueued_at: NOW,
-    deadline: NOW + 3_600_000,
-    ...fields,
-  };
-}
+const queued = (fields: Partial<NewQueued> = {}): NewQueued => queuedRow(fields, NOW);
 
 function leaseOf(fields: Partial<LeaseRequest> = {}): LeaseRequest {
   return { max: 10, labels: {}, providers: ["claude", "codex"], now: Date.now(), limits: {}, ...fields };

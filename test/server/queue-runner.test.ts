@@ -5,30 +5,16 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { sha256Digest } from "../../src/core/digest.js";
 import { openEmbeddedBackend } from "../../src/backends/embedded/index.js";
 import type { NewQueued, QueueHost } from "../../src/invocations/queue-store.js";
 import { QueueRunner } from "../../src/warden/queue-runner.js";
+import { queuedRow } from "../support/queued.js";
 import { tempDir } from "../support/temp.js";
 
 function queued(i: number): NewQueued {
-  const request = JSON.stringify({ provider: "claude", prompt: `p${i}` });
   const now = Date.now();
-  return {
-    scope: "api:ops",
-    id: randomUUID(),
-    request,
-    request_hash: sha256Digest(request),
-    principal: "api:ops",
-    workspace: "default",
-    provider: "claude",
-    priority: 0,
-    labels: {},
-    enqueued_at: now + i,
-    deadline: now + 3_600_000,
-  };
+  return queuedRow({ request: JSON.stringify({ provider: "claude", prompt: `p${i}` }), enqueued_at: now + i }, now);
 }
 
 test("a slot freed while another start of its round is still claiming is leased again without waiting for that start", async (t) => {
