@@ -13,8 +13,8 @@ import { randomUUID } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { wardenInProcess } from "../support/cli.js";
-import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry } from "./policy-support.js";
-import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
+import { bash, gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry } from "./policy-support.js";
+import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 
@@ -36,7 +36,6 @@ forbid(principal, action == Action::"shell", resource) when { resource.command l
 permit(principal, action, resource) when { principal.role == "operator" };
 `;
 
-const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", input: { command, description: "run a command" } } });
 const cli = join(repo, "node_modules", ".bin", "claude");
 const bwrapUsable = ["/usr/bin/bwrap", "/bin/bwrap"].some((p) => existsSync(p) && spawnSync(p, ["--unshare-all", "--ro-bind", "/", "/", "true"]).status === 0);
 const skip = !existsSync(cli) ? `${cli} is not installed` : !bwrapUsable ? "bubblewrap cannot start here: no confined run to attack from" : false;
