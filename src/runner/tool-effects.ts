@@ -29,6 +29,8 @@ export class ToolEffects {
   readonly #held = new Map<string, EffectStartedEvent>();
   /** calls decided `ask` and deferred: the CLI does not run them in this process (the run parks) */
   readonly #deferred = new Map<string, string>();
+  /** call ids the CLI itself printed: only one of these can be the call it stopped on */
+  readonly #printed = new Set<string>();
 
   constructor(journal: RunJournal, onLost: (error: unknown) => void) {
     this.#journal = journal;
@@ -49,10 +51,15 @@ export class ToolEffects {
     this.#governed = true;
   }
 
-  /** The call deferred for an operator, with its tool's name, if there is one. */
+  /**
+   * The call deferred for an operator, with its tool's name, if there is one: the first deferred
+   * call the CLI printed. The agent can reach its own decision endpoint and have an `ask` deferred
+   * for a call the CLI never made; parking on that one would show the operator the agent's call
+   * instead of the one the CLI stopped on.
+   */
   get deferredCall(): { readonly callId: string; readonly tool: string } | undefined {
-    const first = this.#deferred.entries().next();
-    return first.done === true ? undefined : { callId: first.value[0], tool: first.value[1] };
+    for (const [callId, tool] of this.#deferred) if (this.#printed.has(callId)) return { callId, tool };
+    return undefined;
   }
 
   /**
@@ -111,6 +118,7 @@ export class ToolEffects {
     }
     if (event.type !== "start" && event.type !== "finish") return; // the answer's, not the journal's (run-answer.ts)
     if (event.type === "start") {
+      this.#printed.add(event.id);
       // A repeated id would be a duplicate start, which the journal refuses: the first one counts.
       if (this.#seen.has(event.id) || this.#deferred.has(event.id)) return;
       this.#seen.add(event.id);
