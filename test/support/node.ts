@@ -52,6 +52,8 @@ export interface StartNodeOptions {
   readonly config?: Record<string, unknown>;
   /** how long to wait for the first line (default READY_MS, generous for a busy machine) */
   readonly timeoutMs?: number;
+  /** Node's own flags for the child, before the loader (a bench's `--cpu-prof`, which NODE_OPTIONS refuses) */
+  readonly nodeFlags?: readonly string[];
 }
 
 /**
@@ -80,7 +82,7 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
     mkdirSync(home, { recursive: true, mode: 0o700 });
     writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   }
-  const child = spawn(process.execPath, ["--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), "--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
     cwd: repo,
     env: cleanEnv(options.env),
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,80 @@
+/**
+ * Where a push's time goes, outside `npm run bench` (issue 34): pushes fresh 32 MiB bundles
+ * (128 × 256 KiB, as bench/push.bench.ts) to a `warden serve` child and prints, per round, the
+ * client's compile and wire (begin → receipt) times and the CPU each side used (the client:
+ * process.cpuUsage; the node: its /proc stat, all threads). CPU is the figure to cut: it moves
+ * far less with the machine's load than wall time does.
+ *
+ *   node --import tsx bench/push-profile.ts [rounds]
+ *   WARDEN_PUSH_PROFILE=perf-node    perf record -g of the node over the rounds after the first two
+ *   WARDEN_PUSH_PROFILE=perf-client  the same of this process (run it with --perf-basic-prof)
+ *   WARDEN_PUSH_PROFILE=cpu-prof     V8's --cpu-prof of the node (written when it stops)
+ * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { WardenClient } from "../src/client/index.js";
+import { startNode } from "../test/support/node.js";
+import { writeRandomBundle } from "../test/client/bundle-gen.js";
+import { AS_LAUNCHED_ENV, benchDir, median } from "./baseline.js";
+
+const rounds = Number(process.argv[2] ?? 8);
+const mode = process.env.WARDEN_PUSH_PROFILE ?? "";
+const out = resolve(process.env.WARDEN_PUSH_PROFILE_OUT ?? "push.perf.data");
+const work = benchDir("push-profile");
+mkdirSync(work, { recursive: true });
+
+const nodeFlags = mode === "perf-node" ? ["--perf-basic-prof"] : mode === "cpu-prof" ? ["--cpu-prof", `--cpu-prof-dir=${resolve("push-cpu-prof")}`] : [];
+const node = await startNode({ home: join(work, "home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info", WARDEN_CHECK_REPLIES: "0" }, nodeFlags });
+const client = new WardenClient({ url: node.url, token: node.token });
+const pid = node.child.pid!;
+/** ms of CPU the node's threads have used (utime + stime, in clock ticks of 10 ms). */
+const nodeCpuMs = (): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
+
+let perf: ChildProcess | undefined;
+const rows: { compile: number; wire: number; clientCpu: number; nodeCpu: number }[] = [];
+try {
+  for (let round = 0; round < rounds; round++) {
+    if (round === 2 && mode.startsWith("perf-")) {
+      const target = mode === "perf-node" ? pid : process.pid;
+      perf = spawn("perf", ["record", "-F", "1999", "-g", "-o", out, "-p", String(target)], { stdio: ["ignore", "inherit", "inherit"] });
+      await new Promise((started) => setTimeout(started, 500)); // perf attaches; nothing waits on it but this profile
+    }
+    const dir = join(work, `src-${round}`);
+    writeRandomBundle(dir, 128, 256 * 1024);
+    execFileSync("sync");
+    const nodeBefore = nodeCpuMs();
+    const cpuBefore = process.cpuUsage();
+    const start = performance.now();
+    let compiled = start;
+    await client.push(dir, {
+      bundleId: "profile",
+      revision: `r${round}`,
+      chunkBytes: 1 << 20,
+      concurrency: 4,
+      onProgress: (p) => {
+        if (p.phase === "compiled") compiled = performance.now();
+      },
+    });
+    const cpu = process.cpuUsage(cpuBefore);
+    const row = { compile: compiled - start, wire: performance.now() - compiled, clientCpu: (cpu.user + cpu.system) / 1000, nodeCpu: nodeCpuMs() - nodeBefore };
+    rows.push(row);
+    console.log(`round ${round}: compile ${row.compile.toFixed(0)} ms, wire ${row.wire.toFixed(0)} ms; CPU client ${row.clientCpu.toFixed(0)} ms, node ${row.nodeCpu} ms`);
+    rmSync(dir, { recursive: true, force: true });
+  }
+} finally {
+  if (perf !== undefined) {
+    perf.kill("SIGINT");
+    await new Promise((done) => perf!.once("exit", done));
+  }
+  client.close();
+  await node.stop();
+  rmSync(work, { recursive: true, force: true });
+}
+const warm = rows.slice(2);
+const mid = (key: keyof (typeof rows)[number]): string => median(warm.map((r) => r[key])).toFixed(0);
+console.log(`medians of rounds 2–${rounds - 1}: compile ${mid("compile")} ms, wire ${mid("wire")} ms; CPU client ${mid("clientCpu")} ms, node ${mid("nodeCpu")} ms`);
