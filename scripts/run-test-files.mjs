@@ -10,7 +10,7 @@
 // the order scripts/run-tests.mjs chose (the slowest first) would be lost; run() keeps it.
 import { createWriteStream } from "node:fs";
 import { resolve } from "node:path";
-import { once } from "node:events";
+import { once, setMaxListeners } from "node:events";
 import { PassThrough } from "node:stream";
 import { run } from "node:test";
 import { spec, tap } from "node:test/reporters";
@@ -25,6 +25,8 @@ if (!/^[1-9][0-9]*$/.test(concurrency ?? "") || !["tap", "spec"].includes(report
 // A signal ends the run as Ctrl-C ends `node --test`: the test files' processes are killed
 // (run() kills them on abort) and the reports say what ran.
 const abort = new AbortController();
+// run() adds a listener per test file's process: hundreds, not a leak.
+setMaxListeners(0, abort.signal);
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => abort.abort());
 
 // Absolute paths, as `node --test` gives them: the reports name files by them.

@@ -148,12 +148,14 @@ if (interrupted !== undefined) out.push(`interrupted by ${interrupted}: the run 
 else if (code !== 0 && failed.length === 0 && cancelled.length === 0) {
   out.push(`the test runner exited with ${signal ?? code} though no test failed: see its output above`);
 }
-if (record && ok) {
+if (record && interrupted === undefined) {
   // A file's figure: the sum of its top-level tests' and suites' durations (hooks included), which
-  // is what orders it; its process's start-up is about the same for every file.
+  // is what orders it; its process's start-up is about the same for every file. A file with a
+  // failure keeps the figure it had: it may have stopped early, or hung until a timeout.
+  const failing = new Set(records.filter((r) => !r.passed).map((r) => r.file));
   const measured = {};
   for (const r of records) {
-    if (r.name.length !== 1 || r.name[0] === r.file || typeof r.ms !== "number") continue;
+    if (r.name.length !== 1 || r.name[0] === r.file || typeof r.ms !== "number" || failing.has(r.file)) continue;
     const file = relative(process.cwd(), r.file);
     measured[file] = (measured[file] ?? 0) + r.ms / 1000;
   }
