@@ -10,7 +10,10 @@
  * figure times). HTTP and in-process rounds alternate (and which goes first), so load from
  * other processes on a shared machine hits both alike; each figure is the median of its rounds.
  * Every round pushes fresh content (synced to disk first), so nothing is already stored; a first
- * round warms both up and is not counted. The node logs at its default level (info).
+ * round warms both up and is not counted. The node logs at its default level (info). A node's CPU
+ * per push keeps falling for some 30 pushes as V8 optimizes its request path (bench/push-profile.ts
+ * 40 30 against its default): these figures are a young node's; a long-running one's are better,
+ * by about a third of the node's CPU on this machine.
  *
  * A comparator, for scale: each round also uploads the same 128 files to @tus/server with its
  * FileStore (bench/tus-side.ts, also a child process on loopback), as many uploads in flight as
