@@ -5,41 +5,74 @@
  * process.cpuUsage; the node: its /proc stat, all threads). CPU is the figure to cut: it moves
  * far less with the machine's load than wall time does.
  *
- *   node --import tsx bench/push-profile.ts [rounds]
- *   WARDEN_PUSH_PROFILE=perf-node    perf record -g of the node over the rounds after the first two
+ *   node --import tsx bench/push-profile.ts [rounds] [first measured round, default 2]
+ *   WARDEN_PUSH_PROFILE=perf-node    perf record -g of the node over the measured rounds
  *   WARDEN_PUSH_PROFILE=perf-client  the same of this process (run it with --perf-basic-prof)
  *   WARDEN_PUSH_PROFILE=cpu-prof     V8's --cpu-prof of the node (written when it stops)
+ *   WARDEN_PUSH_PROFILE=compile      only the client's compile, no node: CPU and wall per round
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { WardenClient } from "../src/client/index.js";
+import { WardenClient, compileForPush } from "../src/client/index.js";
 import { startNode } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
 import { AS_LAUNCHED_ENV, benchDir, median } from "./baseline.js";
 
 const rounds = Number(process.argv[2] ?? 8);
+/**
+ * Rounds before this one warm the node up and are not in the medians (nor in perf's record). A
+ * node's CPU per push keeps falling for some 30 pushes as V8 optimizes the request path: a later
+ * first round shows a long-running node, the default a node's first pushes.
+ */
+const from = Number(process.argv[3] ?? 2);
 const mode = process.env.WARDEN_PUSH_PROFILE ?? "";
 const out = resolve(process.env.WARDEN_PUSH_PROFILE_OUT ?? "push.perf.data");
 const work = benchDir("push-profile");
 mkdirSync(work, { recursive: true });
 
+if (mode === "compile") {
+  // The bundles are written (and synced) first, so only the compiles run while measured.
+  const dirs = Array.from({ length: rounds }, (_, round) => join(work, `src-${round}`));
+  for (const dir of dirs) writeRandomBundle(dir, 128, 256 * 1024);
+  execFileSync("sync");
+  const cpu: number[] = [];
+  const wall: number[] = [];
+  for (const [round, dir] of dirs.entries()) {
+    const cpuBefore = process.cpuUsage();
+    const start = performance.now();
+    await compileForPush(dir, { bundleId: "profile", digestCache: false });
+    const used = process.cpuUsage(cpuBefore);
+    if (round < 2) continue;
+    cpu.push((used.user + used.system) / 1000);
+    wall.push(performance.now() - start);
+  }
+  rmSync(work, { recursive: true, force: true });
+  console.log(`compile only, medians of rounds 2–${rounds - 1}: CPU ${median(cpu).toFixed(0)} ms, wall ${median(wall).toFixed(0)} ms`);
+  process.exit(0);
+}
+
 const nodeFlags = mode === "perf-node" ? ["--perf-basic-prof"] : mode === "cpu-prof" ? ["--cpu-prof", `--cpu-prof-dir=${resolve("push-cpu-prof")}`] : [];
 const node = await startNode({ home: join(work, "home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info", WARDEN_CHECK_REPLIES: "0" }, nodeFlags });
 const client = new WardenClient({ url: node.url, token: node.token });
 const pid = node.child.pid!;
-/** ms of CPU the node's threads have used (utime + stime, in clock ticks of 10 ms). */
-const nodeCpuMs = (): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+/**
+ * ms of CPU the node has used (utime + stime, in clock ticks of 10 ms): all its threads, or its
+ * main thread alone (the one that runs JavaScript, which a push keeps busiest).
+ */
+const cpuMs = (stat: string): number => {
+  const fields = readFileSync(stat, "utf8").split(") ")[1]!.split(" ");
   return (Number(fields[11]) + Number(fields[12])) * 10;
 };
+const nodeCpuMs = (): number => cpuMs(`/proc/${pid}/stat`);
+const nodeMainCpuMs = (): number => cpuMs(`/proc/${pid}/task/${pid}/stat`);
 
 let perf: ChildProcess | undefined;
-const rows: { compile: number; wire: number; clientCpu: number; nodeCpu: number }[] = [];
+const rows: { compile: number; wire: number; clientCpu: number; compileCpu: number; nodeCpu: number; nodeMain: number }[] = [];
 try {
   for (let round = 0; round < rounds; round++) {
-    if (round === 2 && mode.startsWith("perf-")) {
+    if (round === from && mode.startsWith("perf-")) {
       const target = mode === "perf-node" ? pid : process.pid;
       perf = spawn("perf", ["record", "-F", "1999", "-g", "-o", out, "-p", String(target)], { stdio: ["ignore", "inherit", "inherit"] });
       await new Promise((started) => setTimeout(started, 500)); // perf attaches; nothing waits on it but this profile
@@ -48,22 +81,27 @@ try {
     writeRandomBundle(dir, 128, 256 * 1024);
     execFileSync("sync");
     const nodeBefore = nodeCpuMs();
+    const mainBefore = nodeMainCpuMs();
     const cpuBefore = process.cpuUsage();
     const start = performance.now();
     let compiled = start;
+    let compileCpu = 0;
     await client.push(dir, {
       bundleId: "profile",
       revision: `r${round}`,
       chunkBytes: 1 << 20,
       concurrency: 4,
       onProgress: (p) => {
-        if (p.phase === "compiled") compiled = performance.now();
+        if (p.phase !== "compiled") return;
+        compiled = performance.now();
+        const used = process.cpuUsage(cpuBefore);
+        compileCpu = (used.user + used.system) / 1000;
       },
     });
     const cpu = process.cpuUsage(cpuBefore);
-    const row = { compile: compiled - start, wire: performance.now() - compiled, clientCpu: (cpu.user + cpu.system) / 1000, nodeCpu: nodeCpuMs() - nodeBefore };
+    const row = { compile: compiled - start, wire: performance.now() - compiled, clientCpu: (cpu.user + cpu.system) / 1000, compileCpu, nodeCpu: nodeCpuMs() - nodeBefore, nodeMain: nodeMainCpuMs() - mainBefore };
     rows.push(row);
-    console.log(`round ${round}: compile ${row.compile.toFixed(0)} ms, wire ${row.wire.toFixed(0)} ms; CPU client ${row.clientCpu.toFixed(0)} ms, node ${row.nodeCpu} ms`);
+    console.log(`round ${round}: compile ${row.compile.toFixed(0)} ms, wire ${row.wire.toFixed(0)} ms; CPU client ${row.clientCpu.toFixed(0)} ms (compile ${row.compileCpu.toFixed(0)}), node ${row.nodeCpu} ms (main thread ${row.nodeMain} ms)`);
     rmSync(dir, { recursive: true, force: true });
   }
 } finally {
@@ -75,6 +113,6 @@ try {
   await node.stop();
   rmSync(work, { recursive: true, force: true });
 }
-const warm = rows.slice(2);
+const warm = rows.slice(from);
 const mid = (key: keyof (typeof rows)[number]): string => median(warm.map((r) => r[key])).toFixed(0);
-console.log(`medians of rounds 2–${rounds - 1}: compile ${mid("compile")} ms, wire ${mid("wire")} ms; CPU client ${mid("clientCpu")} ms, node ${mid("nodeCpu")} ms`);
+console.log(`medians of rounds ${from}–${rounds - 1}: compile ${mid("compile")} ms, wire ${mid("wire")} ms; CPU client ${mid("clientCpu")} ms (compile ${mid("compileCpu")}), node ${mid("nodeCpu")} ms (main thread ${mid("nodeMain")} ms)`);

@@ -39,7 +39,7 @@ const PASS_THROUGH = [
   { file: "src/cli/commands/journal.ts", arg: "error.code", why: "re-throws a file's error naming the file" },
   { file: "src/backends/embedded/claims/claim-write-protocol.ts", arg: "e.code", why: "rebuilds the claim writer thread's error" },
   { file: "src/delivery/manifest.ts", arg: "error.code", why: "re-throws a path's error naming the component" },
-  { file: "src/client/transport.ts", arg: "response.status", why: "the client's error for the node's problem answer (or its unreadable reply)" },
+  { file: "src/client/transport.ts", arg: "reply.status", why: "the client's error for the node's problem answer (or its unreadable reply)" },
   { file: "src/console/api.ts", arg: "response.status", why: "the console's error for the node's problem answer to its session calls" },
 ];
 

@@ -110,9 +110,8 @@ export class WardenClient implements StageApi {
 
   async uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }> {
     const path = `/v1/stages/${seg(stageId)}/blobs/${seg(digest)}`;
-    const response = await this.#http.send({ method: "PATCH", path, bytes, headers: { "upload-offset": String(offset) }, retry: false });
-    await response.body?.cancel();
-    const header = response.headers.get("upload-offset");
+    const reply = await this.#http.sendForHeaders({ method: "PATCH", path, bytes, headers: { "upload-offset": String(offset) }, retry: false });
+    const header = reply.header("upload-offset");
     const nextOffset = header !== null && /^\d+$/.test(header) ? Number(header) : NaN;
     if (!Number.isSafeInteger(nextOffset)) {
       throw new WardenHttpError(502, { code: "upload-offset-missing", detail: `the node acknowledged a chunk without a valid Upload-Offset header` }, { method: "PATCH", path });
@@ -145,8 +144,7 @@ export class WardenClient implements StageApi {
   }
 
   async abortStage(stageId: string): Promise<void> {
-    const response = await this.#http.send({ method: "DELETE", path: `/v1/stages/${seg(stageId)}` });
-    await response.body?.cancel();
+    await this.#http.sendForHeaders({ method: "DELETE", path: `/v1/stages/${seg(stageId)}` });
   }
 
   async listBundles(): Promise<readonly BundleView[]> {
@@ -182,8 +180,7 @@ export class WardenClient implements StageApi {
 
   /** Removes a tree `materialize` made on the node (it keeps a bounded number of them). */
   async releaseMaterialization(session: string): Promise<void> {
-    const response = await this.#http.send({ method: "DELETE", path: `/v1/materializations/${seg(session)}` });
-    await response.body?.cancel();
+    await this.#http.sendForHeaders({ method: "DELETE", path: `/v1/materializations/${seg(session)}` });
   }
 
   /** Compiles `dir`, uploads only what the node is missing (resuming from its offsets) and commits. */
@@ -211,7 +208,7 @@ export class WardenClient implements StageApi {
       if (trace.tracestate !== undefined && trace.tracestate !== "") headers.tracestate = trace.tracestate;
     }
     const reply = await this.#http.json<InvocationView>({ method: "POST", path: "/v1/invocations", json: request, headers, signal: options.signal });
-    return { httpStatus: reply.status, replayed: reply.headers.get("idempotency-replayed") === "true", invocation: reply.body };
+    return { httpStatus: reply.status, replayed: reply.header("idempotency-replayed") === "true", invocation: reply.body };
   }
 
   async getInvocation(scope: string, id: string): Promise<InvocationView> {

@@ -4,18 +4,21 @@
  * request body and pushes it through web streams; for chunk uploads that made pushes several
  * times slower than the node could receive. Here a Uint8Array body is written to the socket as
  * is. Replies are wrapped in a standard Response, so everything above this layer (and any custom
- * `fetch` a caller passes instead) sees one interface.
+ * `fetch` a caller passes instead) sees one interface; `exchange` is the same request for the
+ * transport, which reads a reply's status, headers and small JSON body without that wrapping.
  */
 import * as http from "node:http";
 import * as https from "node:https";
 import { Readable } from "node:stream";
-import type { FetchFn } from "./fetch-fn.js";
+import type { Exchange, ExchangeFn, FetchFn } from "./fetch-fn.js";
 
 /** Statuses whose Response must have a null body. */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 
 export interface NodeFetch {
   readonly fetch: FetchFn;
+  /** the same request, its reply read no further than status and headers until asked (fetch-fn.ts) */
+  readonly exchange: ExchangeFn;
   /** Closes the kept-alive connections. */
   close(): void;
 }
@@ -57,32 +60,63 @@ function bodyBytes(body: FetchInit["body"]): Uint8Array | string | undefined {
   throw new TypeError("the client's fetch sends string or Uint8Array bodies only");
 }
 
+/** The Exchange of a node:http reply; its Response is built only if asked for. */
+function exchangeOfMessage(message: http.IncomingMessage, method: string): Exchange {
+  const status = message.statusCode ?? 0;
+  const nullBody = NULL_BODY_STATUSES.has(status) || method === "HEAD";
+  if (nullBody) message.resume();
+  let response: Response | undefined;
+  return {
+    ok: status >= 200 && status <= 299,
+    status,
+    header: (name) => {
+      const value = message.headers[name];
+      return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
+    },
+    text: async () => {
+      if (nullBody) return "";
+      const chunks: Buffer[] = [];
+      for await (const chunk of message) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString("utf8");
+    },
+    discard: () =>
+      new Promise<void>((done) => {
+        message.resume();
+        if (message.readableEnded || message.destroyed) return done();
+        // A reply whose body is cut off closes its connection: either way, it is gone.
+        message.once("end", done).once("close", done).once("error", done);
+      }),
+    response: () => {
+      const stream = nullBody ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
+      response ??= new Response(stream, { status, statusText: message.statusMessage ?? "", headers: responseHeaders(message) });
+      return response;
+    },
+  };
+}
+
 export function createNodeFetch(options: { maxSockets?: number } = {}): NodeFetch {
   const agentOptions = { keepAlive: true, maxSockets: options.maxSockets ?? 16 };
   const agents = { "http:": new http.Agent(agentOptions), "https:": new https.Agent(agentOptions) };
 
-  const fetch: FetchFn = (input, init) =>
-    new Promise<Response>((resolve, reject) => {
-      const url = new URL(input instanceof Request ? input.url : String(input));
+  const exchange: ExchangeFn = (input, init) =>
+    new Promise<Exchange>((resolve, reject) => {
+      const url = new URL(input);
       if (url.protocol !== "http:" && url.protocol !== "https:") return reject(new TypeError(`unsupported protocol ${url.protocol}`));
-      const method = init?.method ?? "GET";
-      const body = bodyBytes(init?.body);
-      const headers = headerRecord(init?.headers);
+      const method = init.method ?? "GET";
+      const body = bodyBytes(init.body);
+      const headers = headerRecord(init.headers);
       if (body !== undefined) headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
       const send = url.protocol === "https:" ? https.request : http.request;
-      const request = send(url, { method, headers, agent: agents[url.protocol], ...(init?.signal ? { signal: init.signal } : {}) }, (message) => {
-        const status = message.statusCode ?? 0;
-        const nullBody = NULL_BODY_STATUSES.has(status) || method === "HEAD";
-        if (nullBody) message.resume();
-        const stream = nullBody ? null : (Readable.toWeb(message) as ReadableStream<Uint8Array>);
-        resolve(new Response(stream, { status, statusText: message.statusMessage ?? "", headers: responseHeaders(message) }));
-      });
+      const request = send(url, { method, headers, agent: agents[url.protocol], ...(init.signal ? { signal: init.signal } : {}) }, (message) =>
+        resolve(exchangeOfMessage(message, method)),
+      );
       request.on("error", reject);
       request.end(body);
     });
 
   return {
-    fetch,
+    fetch: async (input, init) => (await exchange(input instanceof Request ? input.url : String(input), init ?? {})).response(),
+    exchange,
     close: () => {
       agents["http:"].destroy();
       agents["https:"].destroy();

@@ -4,7 +4,7 @@
  * repeat (every route of HTTP API v1 is, except creating a materialization).
  */
 import { WardenConnectionError, WardenHttpError, type Problem } from "./errors.js";
-import type { FetchFn } from "./fetch-fn.js";
+import { exchangeOf, type Exchange, type FetchFn } from "./fetch-fn.js";
 import { createNodeFetch, type NodeFetch } from "./node-fetch.js";
 
 export type { FetchFn };
@@ -108,6 +108,26 @@ export class Transport {
 
   /** Sends the request (retrying transient failures when allowed); resolves only for a 2xx reply. */
   async send(spec: RequestSpec): Promise<Response> {
+    return (await this.#exchange(spec)).response();
+  }
+
+  /**
+   * Sends a request whose successful reply's body is not wanted (a chunk upload: a 204 and its
+   * headers); the body is dropped and no Response is built.
+   */
+  async sendForHeaders(spec: RequestSpec): Promise<{ readonly status: number; header(name: string): string | null }> {
+    const reply = await this.#exchange(spec);
+    await reply.discard();
+    return reply;
+  }
+
+  /** Sends and parses a JSON reply. */
+  async json<T>(spec: RequestSpec): Promise<{ status: number; header(name: string): string | null; body: T }> {
+    const reply = await this.#exchange(spec);
+    return { status: reply.status, header: (name) => reply.header(name), body: (await readJson(reply, spec)) as T };
+  }
+
+  async #exchange(spec: RequestSpec): Promise<Exchange> {
     const attempts = spec.retry === false ? 1 : this.retries + 1;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -119,13 +139,7 @@ export class Transport {
     }
   }
 
-  /** Sends and parses a JSON reply. */
-  async json<T>(spec: RequestSpec): Promise<{ status: number; headers: Headers; body: T }> {
-    const response = await this.send(spec);
-    return { status: response.status, headers: response.headers, body: (await readJson(response, spec)) as T };
-  }
-
-  async #once(spec: RequestSpec): Promise<Response> {
+  async #once(spec: RequestSpec): Promise<Exchange> {
     const url = this.baseUrl + spec.path + queryString(spec.query);
     const headers: Record<string, string> = { accept: spec.accept ?? "application/json", ...spec.headers };
     if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
@@ -137,16 +151,17 @@ export class Transport {
       headers["content-type"] = "application/octet-stream";
       body = spec.bytes;
     }
-    let response: Response;
+    // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
+    const init = { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal };
+    let reply: Exchange;
     try {
-      // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
-      response = await this.#fetch(url, { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal });
+      reply = this.#own !== undefined ? await this.#own.exchange(url, init) : exchangeOf(await this.#fetch(url, init));
     } catch (error) {
       if (spec.signal?.aborted === true) throw error;
       throw new WardenConnectionError(this.baseUrl, error);
     }
-    if (response.ok) return response;
-    throw new WardenHttpError(response.status, await readProblem(response), { method: spec.method, path: spec.path });
+    if (reply.ok) return reply;
+    throw new WardenHttpError(reply.status, await readProblem(reply), { method: spec.method, path: spec.path });
   }
 }
 
@@ -169,14 +184,14 @@ function queryString(query: RequestSpec["query"]): string {
   return text === "" ? "" : `?${text}`;
 }
 
-async function readJson(response: Response, spec: RequestSpec): Promise<unknown> {
-  const text = await response.text();
+async function readJson(reply: Exchange, spec: RequestSpec): Promise<unknown> {
+  const text = await reply.text();
   if (text === "") return undefined;
   try {
     return JSON.parse(text) as unknown;
   } catch {
     throw new WardenHttpError(
-      response.status,
+      reply.status,
       { code: "reply-not-json", detail: `the node answered ${spec.method} ${spec.path} with a body that is not JSON` },
       spec,
     );
@@ -184,7 +199,8 @@ async function readJson(response: Response, spec: RequestSpec): Promise<unknown>
 }
 
 /** The problem document of an error reply, or a stand-in naming the status when there is none. */
-async function readProblem(response: Response): Promise<Problem> {
+async function readProblem(reply: Exchange): Promise<Problem> {
+  const response = reply.response();
   const fallback: Problem = { code: `http-${response.status}`, status: response.status, detail: `HTTP ${response.status} ${response.statusText}`.trim() };
   let text: string;
   try {

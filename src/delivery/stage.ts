@@ -47,6 +47,10 @@ export interface MissingBlob {
 
 /** An open append-only partial. Nothing written is acknowledged until `flush` returns. */
 export interface PartialAppender {
+  /**
+   * Takes the next bytes of the chunk. A store may only queue them (written in the background, or
+   * all at `flush`): a failure to write them then rejects a later `append` or `flush`.
+   */
   append(bytes: Uint8Array): Promise<void>;
   /**
    * Ends a chunk: every appended byte is part of the partial, read back by `readPartial` and kept

@@ -119,6 +119,22 @@ describe("client transport", () => {
     client.close();
   });
 
+  it("keeps one connection for a run of chunk uploads, even when a proxy gives their replies a body", async () => {
+    const sockets = new Set<unknown>();
+    reset((req, res) => {
+      sockets.add(req.socket);
+      const body = JSON.stringify({ note: "a proxy's own body on a success reply" });
+      res.writeHead(200, { "upload-offset": "8", "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) }).end(body);
+    });
+    const client = new WardenClient({ url, token: "x" });
+    for (let i = 0; i < 8; i++) {
+      assert.deepEqual(await client.uploadChunk("a".repeat(32), `sha256:${"0".repeat(64)}`, 0, new Uint8Array(8)), { nextOffset: 8 });
+    }
+    assert.equal(seen.length, 8);
+    assert.equal(sockets.size, 1, "each upload's reply body is drained, so the kept-alive connection is reused");
+    client.close();
+  });
+
   it("reads server-sent events split at any byte, with CRLF, comments and multi-line data", async () => {
     const text = ': keep-alive\r\nid: 0\r\ndata: {"a":1}\r\n\r\nid: 1\ndata: line one\ndata: line two\n\n: hb\n\nevent: end\ndata: {"reason":"terminated"}\n\n';
     const bytes = new TextEncoder().encode(text);

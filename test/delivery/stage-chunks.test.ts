@@ -305,6 +305,31 @@ for (const point of ["chunk-written", "activity-record"] as const) {
   });
 }
 
+test("a chunk whose pieces are written on the I/O threads fails whole when one of those writes fails: nothing acknowledged, the partial cut back", async (t) => {
+  // Pieces over 16 KiB are written off the event loop's thread, one writev at a time; the failure
+  // is met by the first one, while the later pieces are queued or still arriving.
+  for (const failing of [1, 3]) {
+    const fault = failOnceAt("chunk-written");
+    const { opened, delivery, data, begun, digest } = await oneBlobStage(t, 7 + failing, 300_000, 50_000, { faults: fault.faults });
+    const pieces = (from: number): Uint8Array[] => [0, 1, 2, 3, 4].map((i) => data.subarray(from + i * 50_000, from + (i + 1) * 50_000));
+    // Arms the fault once `failing` pieces were handed over: the next write to end fails.
+    async function* armedAfter(all: Uint8Array[]): AsyncIterable<Uint8Array> {
+      for (const [i, piece] of all.entries()) {
+        if (i === failing) fault.arm();
+        yield piece;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    await rejectsWith(delivery.putChunk(begun.stage_id, digest, 50_000, armedAfter(pieces(50_000))), "delivery-storage-failed");
+    assert.ok(fault.fired());
+    assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 50_000, "acknowledged offset unchanged");
+    assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 50_000, "the refused chunk's bytes are gone");
+    assert.equal((await delivery.putChunk(begun.stage_id, digest, 50_000, streamOf(...pieces(50_000)))).next_offset, 300_000);
+    await delivery.commit(begun.stage_id);
+    assert.deepEqual(new Uint8Array(fs.readFileSync(opened.layout.blobPath(digest))), data);
+  }
+});
+
 test("a chunk that meets a full disk is refused as exhausted capacity (507); the partial is cut back and the upload resumes once there is room", async (t) => {
   let full = false;
   const faults = {

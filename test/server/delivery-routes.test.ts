@@ -47,6 +47,9 @@ describe("delivery routes", () => {
     assert.equal(part1.statusCode, 204);
     assert.equal(part1.headers["upload-offset"], "10");
     assert.equal(part1.payload, "");
+    // A body-less 204: no content-type or content-length (RFC 9110), however the route sends it.
+    assert.equal(part1.headers["content-type"], undefined);
+    assert.equal(part1.headers["content-length"], undefined);
 
     // The same manifest again resumes the same stage with the durable offsets.
     const again = json((await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest })).payload);

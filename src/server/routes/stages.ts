@@ -123,6 +123,13 @@ function commitSignatures(body: unknown): readonly string[] {
   return body.signatures ?? [];
 }
 
+/**
+ * A chunk's 204 is sent without a payload: given `null`, fastify parses the reply's content type,
+ * runs the preSerialization hooks and serializes it, per chunk, only to drop it for a 204 (the
+ * same bytes reach the wire either way). Its types ask for the schema's `null`.
+ */
+const NO_PAYLOAD = undefined as unknown as null;
+
 /** The chunk route, in its own scope: the only place that accepts application/octet-stream. */
 function chunkRoute(ctx: RouteContext) {
   const { warden, metrics } = ctx;
@@ -163,7 +170,7 @@ function chunkRoute(ctx: RouteContext) {
           await finishRefusedBody(request.raw, reply, Number.isSafeInteger(declared));
           throw error;
         });
-        return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(null);
+        return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(NO_PAYLOAD);
       },
     );
   };

@@ -56,6 +56,34 @@ export function createAppendFile(path: string): Promise<number> {
   );
 }
 
+/**
+ * Writes `pieces` in order on the I/O threads, in one writev(2) each time (several when the kernel
+ * takes fewer bytes than offered).
+ */
+export function writevAll(fd: number, pieces: readonly Uint8Array[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const step = (rest: readonly Uint8Array[]): void => {
+      if (rest.length === 0) {
+        resolve();
+        return;
+      }
+      fs.writev(fd, rest as Uint8Array[], null, (error, written) => {
+        if (error !== null) reject(error);
+        else step(after(rest, written));
+      });
+    };
+    step(pieces);
+  });
+}
+
+/** What is left of `pieces` once their first `bytes` are written. */
+function after(pieces: readonly Uint8Array[], bytes: number): readonly Uint8Array[] {
+  let index = 0;
+  while (index < pieces.length && bytes >= pieces[index]!.byteLength) bytes -= pieces[index++]!.byteLength;
+  if (index === pieces.length) return [];
+  return [pieces[index]!.subarray(bytes), ...pieces.slice(index + 1)];
+}
+
 export function writeAllSync(fd: number, bytes: Uint8Array): void {
   for (let offset = 0; offset < bytes.byteLength; ) offset += fs.writeSync(fd, bytes, offset, bytes.byteLength - offset);
 }

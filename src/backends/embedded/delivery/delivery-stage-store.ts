@@ -23,17 +23,17 @@ import type { BlobRef, Manifest } from "../../../delivery/manifest-types.js";
 import { missingOf, type PartialAppender, type StageActivity, type StageBlob, type StageRecord, type StageStore } from "../../../delivery/stage.js";
 import { checkFileStats, createPrivateFd, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
-import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAll, writeAllSync } from "./delivery-fd-io.js";
+import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAllSync, writevAll } from "./delivery-fd-io.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
 import { fire, type DeliveryFaults } from "./delivery-faults.js";
 import { PARTIAL_NAME_RE, type DeliveryLayout } from "./delivery-layout.js";
 
 /**
- * Pieces up to this size are appended on this thread: copying them into the page cache costs less
- * than handing them to an I/O thread and back; larger ones are written there while this thread
- * hashes them.
+ * A piece up to this size, with no write before it in flight, is appended on this thread: copying
+ * it costs less than handing it to an I/O thread and back (a small file's whole chunk). Anything
+ * else is written there (see FilePartial).
  */
-const SYNC_WRITE_BYTES = 128 * 1024;
+const SYNC_WRITE_BYTES = 16 * 1024;
 
 /** fdatasyncs of complete partials in flight at once while stages upload (see BoundedRunner). */
 const SYNCS_IN_FLIGHT = 4;
@@ -697,11 +697,24 @@ function stageDirNames(dir: string): string[] | undefined {
   return names;
 }
 
+/**
+ * A partial being appended to. Copying a chunk into the page cache was the largest part of what
+ * the event loop's thread spent per chunk (more than hashing it), so the bytes are written on the
+ * I/O threads, one write at a time in order (O_APPEND): pieces that arrive while one is written
+ * go together in the next writev. `flush` waits for the last. A small piece with nothing before it
+ * is written here: handing it to a thread and back costs more than its copy.
+ */
 class FilePartial implements PartialAppender {
   readonly #fd: number;
   readonly #path: string;
   readonly #openedAt: number;
   readonly #faults: DeliveryFaults | undefined;
+  /** Pieces waiting for the write in flight to end. */
+  #queued: Uint8Array[] = [];
+  /** The write in flight, if any: it goes on to write what was queued meanwhile. */
+  #writing: Promise<void> | undefined;
+  /** The first write that failed: the chunk fails with it, and nothing more is written. */
+  #failed: { readonly error: unknown } | undefined;
   #closed = false;
 
   constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined) {
@@ -712,15 +725,46 @@ class FilePartial implements PartialAppender {
   }
 
   async append(bytes: Uint8Array): Promise<void> {
-    if (bytes.byteLength <= SYNC_WRITE_BYTES) writeAllSync(this.#fd, bytes);
-    else await writeAll(this.#fd, bytes);
-    fire(this.#faults, "chunk-written");
+    if (this.#failed !== undefined) throw this.#failed.error;
+    if (this.#writing === undefined && bytes.byteLength <= SYNC_WRITE_BYTES) {
+      writeAllSync(this.#fd, bytes);
+      fire(this.#faults, "chunk-written");
+      return;
+    }
+    this.#queued.push(bytes);
+    this.#writing ??= this.#writeQueued();
   }
 
-  /** Written bytes are in the file (the page cache survives a crash of this process): nothing to do. */
-  async flush(): Promise<void> {}
+  async #writeQueued(): Promise<void> {
+    try {
+      while (this.#queued.length > 0 && this.#failed === undefined) {
+        const pieces = this.#queued;
+        this.#queued = [];
+        await writevAll(this.#fd, pieces);
+        fire(this.#faults, "chunk-written");
+      }
+    } catch (error) {
+      this.#failed = { error };
+      this.#queued = [];
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+
+  /**
+   * Every appended byte is in the file once the writes end (the page cache survives a crash of
+   * this process): nothing more to do.
+   */
+  async flush(): Promise<void> {
+    await this.#writing;
+    if (this.#failed !== undefined) throw this.#failed.error;
+  }
 
   async abandon(): Promise<void> {
+    // Nothing may be written after the cut (O_APPEND would put it at the new end) or to a closed
+    // descriptor number, which may by then be another file's.
+    this.#queued = [];
+    await this.#writing;
     // Best effort: this runs on an error path, and the next open cuts the partial back anyway.
     try {
       if (this.#openedAt === 0) fs.rmSync(this.#path, { force: true });
@@ -732,6 +776,7 @@ class FilePartial implements PartialAppender {
   }
 
   async close(): Promise<void> {
+    await this.#writing;
     this.#closeOnce();
   }
 
