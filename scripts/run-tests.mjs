@@ -69,9 +69,9 @@ const tsxCache = `tsx-${process.geteuid?.() ?? userInfo().username}`;
 mkdirSync(join(tmpdir(), tsxCache), { recursive: true, mode: 0o700 });
 symlinkSync(join(tmpdir(), tsxCache), join(runTmp, tsxCache));
 const outcomesFile = join(runTmp, "outcomes.jsonl");
-// Three files at a time on two cores: a test file spends most of its time waiting on child
-// processes, fsync and PostgreSQL, not on the CPU (docs/development.md "How long the suite takes").
-const concurrency = process.env.WARDEN_TEST_CONCURRENCY ?? "3";
+// Two files at a time on two cores: more did not finish sooner on a quiet machine, where the suite
+// is bound by CPU (docs/development.md "How long the suite takes").
+const concurrency = process.env.WARDEN_TEST_CONCURRENCY ?? "2";
 const started = Date.now();
 const ownReporter = process.stdout.isTTY ? "spec" : "tap";
 const child = spawn(
