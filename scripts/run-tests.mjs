@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// Runs every test/**/*.test.ts through Node's own test runner with tsx as the TypeScript loader.
-// Node 20's --test takes no globs, so the files are listed here. Extra arguments filter by path.
+// Runs every test/**/*.test.ts through Node's own test runner with tsx as the TypeScript loader,
+// the slowest files first (test/durations.json; run-test-files.mjs keeps that order, `node --test`
+// would not). Extra arguments filter by path; --record-durations writes each file's figure.
 // What only Debian ships (a browser, Go, OpenSSH) is installed first by test-prereqs.mjs.
 //
 // Every test process gets a private TMPDIR, removed when the run ends however it ends (a
@@ -9,10 +10,11 @@
 // machine happens to have on its PATH. The summary
 // at the end is this script's, from scripts/test-outcomes.mjs: Node's own counts a timed-out or
 // cancelled test apart from failures (`fail 0 … cancelled 15`) and a skipped suite not at all.
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir, userInfo } from "node:os";
 import { join, relative } from "node:path";
 import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { ensurePrerequisites, testPath } from "./test-prereqs.mjs";
 
 function walk(dir) {
@@ -26,12 +28,31 @@ function walk(dir) {
   return out;
 }
 
-const filters = process.argv.slice(2);
-const files = walk("test").filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
-if (files.length === 0) {
+const RECORD = "--record-durations";
+const args = process.argv.slice(2);
+const record = args.includes(RECORD);
+const filters = args.filter((a) => a !== RECORD);
+const matched = walk("test").filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)));
+if (matched.length === 0) {
   console.error("no test files matched");
   process.exit(1);
 }
+
+// run-test-files.mjs starts the files in the order given, N at a time: a long file started last is the
+// run's tail, with the other slots idle. So the slowest go first, by the seconds each took on a
+// recorded run (DURATIONS, written by --record-durations); a file with no figure yet goes before
+// them all, as it may be long. Ties keep the path order.
+const DURATIONS = "test/durations.json";
+function readDurations() {
+  try {
+    return JSON.parse(readFileSync(DURATIONS, "utf8"));
+  } catch {
+    return {};
+  }
+}
+const known = readDurations();
+const seconds = (f) => (typeof known[f] === "number" ? known[f] : Infinity);
+const files = [...matched].sort((a, b) => (seconds(a) === seconds(b) ? 0 : seconds(a) < seconds(b) ? 1 : -1));
 const problem = ensurePrerequisites();
 if (problem !== undefined) {
   console.error(problem);
@@ -48,6 +69,8 @@ const tsxCache = `tsx-${process.geteuid?.() ?? userInfo().username}`;
 mkdirSync(join(tmpdir(), tsxCache), { recursive: true, mode: 0o700 });
 symlinkSync(join(tmpdir(), tsxCache), join(runTmp, tsxCache));
 const outcomesFile = join(runTmp, "outcomes.jsonl");
+// Two files at a time on two cores: more did not finish sooner on a quiet machine, where the suite
+// is bound by CPU (docs/development.md "How long the suite takes").
 const concurrency = process.env.WARDEN_TEST_CONCURRENCY ?? "2";
 const started = Date.now();
 const ownReporter = process.stdout.isTTY ? "spec" : "tap";
@@ -56,12 +79,10 @@ const child = spawn(
   [
     "--import",
     "tsx",
-    "--test",
-    `--test-concurrency=${concurrency}`,
-    `--test-reporter=${ownReporter}`,
-    "--test-reporter-destination=stdout",
-    `--test-reporter=${new URL("./test-outcomes.mjs", import.meta.url).href}`,
-    `--test-reporter-destination=${outcomesFile}`,
+    fileURLToPath(new URL("./run-test-files.mjs", import.meta.url)),
+    concurrency,
+    ownReporter,
+    outcomesFile,
     ...files,
   ],
   { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp, PATH: testPath() } },
@@ -75,7 +96,7 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
   });
 }
 const [code, signal] = await new Promise((done) => child.once("exit", (c, s) => done([c, s])));
-const seconds = (Date.now() - started) / 1000;
+const elapsed = (Date.now() - started) / 1000;
 
 let records = [];
 try {
@@ -123,11 +144,30 @@ for (const line of cancelled) out.push(`CANCELLED  ${line}`);
 for (const line of skipped) out.push(`skipped    ${line}`);
 for (const line of todo) out.push(`todo       ${line}`);
 out.push(
-  `tests ${total}: passed ${passed.length}, failed ${failed.length}, cancelled ${cancelled.length}, skipped ${skipped.length}, todo ${todo.length}; ${seconds.toFixed(0)} s`,
+  `tests ${total}: passed ${passed.length}, failed ${failed.length}, cancelled ${cancelled.length}, skipped ${skipped.length}, todo ${todo.length}; ${elapsed.toFixed(0)} s`,
 );
 if (interrupted !== undefined) out.push(`interrupted by ${interrupted}: the run is incomplete`);
 else if (code !== 0 && failed.length === 0 && cancelled.length === 0) {
-  out.push(`node --test exited with ${signal ?? code} though no test failed: see its output above`);
+  out.push(`the test runner exited with ${signal ?? code} though no test failed: see its output above`);
+}
+if (record && interrupted === undefined) {
+  // A file's figure: the sum of its top-level tests' and suites' durations (hooks included), which
+  // is what orders it; its process's start-up is about the same for every file. A file with a
+  // failure keeps the figure it had: it may have stopped early, or hung until a timeout.
+  const failing = new Set(records.filter((r) => !r.passed).map((r) => r.file));
+  const measured = {};
+  for (const r of records) {
+    if (r.name.length !== 1 || r.name[0] === r.file || typeof r.ms !== "number" || failing.has(r.file)) continue;
+    const file = relative(process.cwd(), r.file);
+    measured[file] = (measured[file] ?? 0) + r.ms / 1000;
+  }
+  const merged = { ...readDurations() };
+  for (const [file, s] of Object.entries(measured)) merged[file] = Math.round(s * 10) / 10;
+  // Files gone from test/ lose their figure.
+  const all = new Set(walk("test"));
+  const sorted = Object.fromEntries(Object.keys(merged).filter((f) => all.has(f)).sort().map((f) => [f, merged[f]]));
+  writeFileSync(DURATIONS, `${JSON.stringify(sorted, null, 2)}\n`);
+  out.push(`recorded ${Object.keys(measured).length} files' durations in ${DURATIONS}`);
 }
 const bad = failed.length + cancelled.length;
 out.push(ok ? "PASS" : bad > 0 ? `FAIL: ${bad} failed or cancelled` : "FAIL");

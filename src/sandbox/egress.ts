@@ -93,8 +93,11 @@ export class EgressProxy {
   /** Stops accepting, ends every open connection, and resolves once each is journaled. */
   async close(): Promise<void> {
     this.#closed = true;
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    // server.close() calls back only once every connection has ended: end them first, or close()
+    // waits for whichever side of a tunnel would have ended it by itself (if ever).
+    const stopped = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     for (const s of this.#sockets) s.destroy();
+    await stopped;
     while (this.#records.size > 0) await Promise.all([...this.#records]);
   }
 

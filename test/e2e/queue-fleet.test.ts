@@ -10,6 +10,10 @@
  *   at once than its limit; every node takes a share; and the small principal is served through
  *   the big one's backlog, not after it.
  *
+ * The first agents hold (the fixture's `gate=`) until more run at once than one node has slots:
+ * on a loaded machine a node may take longer to start an agent than an agent sleeps, and the
+ * fleet would then never run more at once than one node could.
+ *
  * WARDEN_QUEUE_FLEET_RUNS scales the number of invocations (default 1,000, split 9:1), and
  * WARDEN_QUEUE_FLEET_SLEEP_MS each agent's sleep (default 100 ms).
  */
@@ -91,6 +95,11 @@ describe("queued invocations on a fleet of three warden serve --postgres process
 
   it(`${RUNS} queued invocations from two principals: each runs once, within every limit, on every node, the small principal served through the big one's backlog`, { timeout: LONG_TEST_MS }, async (t) => {
     const smallCount = Math.round(RUNS / 10);
+    const gate = path.join(root, "fleet-busier-than-a-node");
+    const gateOpened = waitFor(`more than ${SLOTS} agents running at once across the fleet (they hold until then)`, () =>
+      readQueueLog(log).filter((l) => l.ev === "start").length > SLOTS || undefined,
+    ).then(() => fs.writeFileSync(gate, ""));
+    gateOpened.catch(() => undefined); // awaited below, after the submissions
     const meta = new Map<string, JobMeta>();
     const job = (principal: "big" | "small", i: number): { key: string; body: Record<string, unknown> } => {
       const key = randomUUID();
@@ -98,7 +107,7 @@ describe("queued invocations on a fleet of three warden serve --postgres process
       // Seven in ten are claude's: more than its limit of 6 wants to run at once.
       const provider = i % 10 < 7 ? "claude" : "codex";
       meta.set(key, { principal: `api:${principal}`, workspace });
-      return { key, body: { provider, workspace, prompt: `job=${key} sleep=${SLEEP_MS} queued work` } };
+      return { key, body: { provider, workspace, prompt: `job=${key} sleep=${SLEEP_MS} gate=${gate} queued work` } };
     };
     const node = (i: number): NodeProcess => nodes.get(NODES[i % NODES.length]!)!;
     const burst = async (principal: "big" | "small", count: number): Promise<void> => {
@@ -123,6 +132,7 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     const submitting = Date.now();
     await burst("small", smallCount);
     const submitMs = Date.now() - submitting;
+    await gateOpened;
 
     const lines = await waitFor(
       `all ${RUNS} agents to log their end`,

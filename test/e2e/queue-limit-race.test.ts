@@ -10,6 +10,11 @@
  * at once, the other on its 250 ms tick): a hundred races and more. Only the limit's lock decides
  * which node wins.
  *
+ * The first claude agents hold (the fixture's `gate=`) until claude's limit is running at once,
+ * then each sleeps: on a loaded machine a node may take longer to start an agent than an agent
+ * sleeps, and the limit would then never be full. After that, every run's end is raced for as
+ * before.
+ *
  * WARDEN_QUEUE_RACE_RUNS scales the claude runs (default 120), WARDEN_QUEUE_RACE_SLEEP_MS each
  * agent's sleep (default 150 ms).
  */
@@ -91,14 +96,19 @@ describe("two warden serve --postgres processes racing for a limit's last slot",
         }),
       );
     const ends = (provider: string): number => readQueueLog(log).filter((l) => l.ev === "end" && l.provider === provider).length;
+    const gate = path.join(root, "claude-limit-full");
 
     // Codex's first (its rate is raced for once: a minute is longer than this test), then the
     // claude runs, all at once: each run's end frees a workspace's and claude's slot, and both
     // nodes (one kicked by the end, the other on its own tick) go for it.
     await submitAll([
       ...Array.from({ length: CODEX_RUNS }, (_, i) => job("codex", RATED[i % RATED.length]!, "rated work")),
-      ...Array.from({ length: RUNS }, (_, i) => job("claude", WORKSPACES[i % WORKSPACES.length]!, "limited work")),
+      ...Array.from({ length: RUNS }, (_, i) => job("claude", WORKSPACES[i % WORKSPACES.length]!, `limited work gate=${gate}`)),
     ]);
+    await waitFor(`claude's limit of ${LIMITS.provider} agents running at once (they hold until then)`, () =>
+      readQueueLog(log).filter((l) => l.ev === "start" && l.provider === "claude").length >= LIMITS.provider || undefined,
+    );
+    fs.writeFileSync(gate, "");
     await waitFor(`${RUNS} claude agents to log their end`, () => ends("claude") >= RUNS || undefined, LONG_TEST_MS, 100);
     const lines = await waitFor(`${CODEX_RATE} codex agents to log their end`, () => (ends("codex") >= CODEX_RATE ? readQueueLog(log) : undefined), LONG_TEST_MS, 100);
     const report = analyzeQueueLog(lines, meta);

@@ -10,6 +10,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { EgressProxy, type EgressEvent } from "../../src/sandbox/egress.js";
+import { waitFor } from "../support/wait.js";
 
 function exchange(socketPath: string, request: string): Promise<{ text: string; ended: boolean }> {
   return new Promise((resolve) => {
@@ -81,17 +82,32 @@ describe("egress proxy", () => {
   });
 
   it("close() ends a connection still open and resolves after its finish is journaled", async () => {
+    // An upstream that never ends a connection by itself: close() has to end the tunnel, not wait
+    // for the other side to time it out (an HTTP server's headersTimeout did that after 60-90 s).
+    const held: net.Socket[] = [];
+    const silent = net.createServer((socket) => held.push(socket));
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const silentPort = (silent.address() as net.AddressInfo).port;
+    const upstreamClosed = new Promise<void>((r) => silent.once("connection", (socket: net.Socket) => socket.once("close", () => r())));
     const events: EgressEvent[] = [];
-    const proxy = await EgressProxy.listen(path.join(dir, "c.sock"), [`127.0.0.1:${port}`], { append: async (e) => (events.push(e), true) });
+    const proxy = await EgressProxy.listen(path.join(dir, "c.sock"), [`127.0.0.1:${silentPort}`], { append: async (e) => (events.push(e), true) });
     const s = net.connect(path.join(dir, "c.sock"));
     s.on("error", () => undefined);
-    s.write(`CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n`);
+    s.write(`CONNECT 127.0.0.1:${silentPort} HTTP/1.1\r\n\r\n`);
     await new Promise<void>((r) => s.once("data", () => r()));
-    await proxy.close();
-    assert.deepEqual(
-      events.map((e) => e.type),
-      ["effect.started", "effect.finished"],
-    );
-    s.destroy();
+    let closed = false;
+    void proxy.close().then(() => (closed = true));
+    try {
+      await waitFor("the proxy's close() to resolve while its tunnel's upstream stays open", () => (closed ? true : undefined));
+      await upstreamClosed;
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ["effect.started", "effect.finished"],
+      );
+    } finally {
+      s.destroy();
+      for (const socket of held) socket.destroy();
+      silent.close();
+    }
   });
 });

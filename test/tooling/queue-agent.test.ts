@@ -6,6 +6,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fixtureAgents } from "../support/node.js";
 import { analyzeQueueLog, appendMark, interleaving, readQueueLog, type JobMeta, type QueueLogLine } from "../support/queue-log.js";
@@ -73,6 +74,26 @@ describe("the queue fixture agents and their log", () => {
     assert.deepEqual(report.principalOrder, ["p", "q", "p"]);
     assert.equal(report.marks.get("between"), 4);
     assert.ok(report.agents.filter((x) => x.job !== "c").every((x) => x.end! < 4) && report.agents.find((x) => x.job === "c")!.start > 4);
+  });
+
+  for (const name of AGENTS) it(`${name} holds after its start until the file its gate=<path> names exists`, async (t) => {
+    const dir = tempDir("queue-agent-gate", (fn) => t.after(fn));
+    const log = join(dir, "agents.log");
+    const gate = join(dir, "gate");
+    const g = agent(name, log, "n1", claudeArgs(`job=g gate=${gate} hello`));
+    t.after(() => {
+      if (g.child.exitCode === null && g.child.signalCode === null) process.kill(-g.child.pid!, "SIGKILL");
+    });
+    await waitFor("the gated agent's start line", () => readQueueLog(log).find((l) => l.ev === "start" && l.job === "g"));
+    // Another agent starts and ends while the gated one holds.
+    const h = agent(name, log, "n2", claudeArgs("job=h hello"));
+    assert.equal(await h.exited, 0);
+    writeFileSync(gate, "");
+    assert.equal(await g.exited, 0);
+    assert.deepEqual(
+      readQueueLog(log).map((l) => `${l.ev} ${l.job}`),
+      ["start g", "start h", "end h", "end g"],
+    );
   });
 
   it("counts by the order of lines, not their clocks: a job started twice, an agent with no end as running to the end", () => {

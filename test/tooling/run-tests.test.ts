@@ -106,3 +106,47 @@ test("the runner gives tests a PATH of the node, the prerequisites and the syste
   assert.ok(dirs.includes(dirname(process.execPath)), "the node running the tests is");
   assert.ok(dirs.includes("/usr/bin"), "and the system's own directories are");
 });
+
+/** A test file that appends its own name to $ORDER_OUT when it starts, then takes `ms`. */
+const startsThenTakes = (name: string, ms: number): string => `
+import { test } from "node:test";
+import { appendFileSync } from "node:fs";
+appendFileSync(process.env.ORDER_OUT, "${name}\\n");
+test("${name}", () => new Promise((r) => setTimeout(r, ${ms})));
+`;
+
+test("the runner starts the slowest files first, by test/durations.json, a file with no figure before them; --record-durations writes the figures of the files that passed", { timeout: READY_MS }, async (t) => {
+  const project = mkdtempSync(join(tmpdir(), "warden-runner-project-"));
+  t.after(() => rmSync(project, { recursive: true, force: true }));
+  mkdirSync(join(project, "test"));
+  writeFileSync(join(project, "test", "a.test.ts"), startsThenTakes("a", 0));
+  writeFileSync(join(project, "test", "b.test.ts"), startsThenTakes("b", 300));
+  writeFileSync(join(project, "test", "c.test.ts"), startsThenTakes("c", 0));
+  writeFileSync(join(project, "test", "d.test.ts"), startsThenTakes("d", 0));
+  writeFileSync(join(project, "test", "e.test.ts"), `${startsThenTakes("e", 0)}test("breaks", () => { throw new Error("boom"); });\n`);
+  // Figures as a recorded run left them: e the slowest, c new since, one file gone since.
+  const durations = join(project, "test", "durations.json");
+  writeFileSync(durations, JSON.stringify({ "test/a.test.ts": 1, "test/b.test.ts": 5, "test/d.test.ts": 3, "test/e.test.ts": 7, "test/gone.test.ts": 9 }));
+  writeFileSync(join(project, "package.json"), '{ "type": "module" }');
+  symlinkSync(join(repo, "node_modules"), join(project, "node_modules"));
+  const order = join(project, "order.txt");
+
+  const { NODE_TEST_CONTEXT: _context, ...env } = process.env;
+  // One file at a time, so that the order they start in is the order given.
+  const child = spawn(process.execPath, [join(repo, "scripts", "run-tests.mjs"), "--record-durations"], {
+    cwd: project,
+    env: { ...env, WARDEN_TEST_CONCURRENCY: "1", ORDER_OUT: order },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (out += s));
+  assert.equal(await new Promise<number | null>((done) => child.once("close", done)), 1, out);
+
+  assert.deepEqual(readFileSync(order, "utf8").split("\n").filter((l) => l !== ""), ["c", "e", "b", "d", "a"]);
+  assert.match(out, /^recorded 4 files' durations in test\/durations\.json$/m);
+  const recorded = JSON.parse(readFileSync(durations, "utf8")) as Record<string, number>;
+  assert.deepEqual(Object.keys(recorded), ["test/a.test.ts", "test/b.test.ts", "test/c.test.ts", "test/d.test.ts", "test/e.test.ts"], "every file that ran, and no file gone from test/");
+  assert.equal(recorded["test/e.test.ts"], 7, "a file with a failure keeps its figure");
+  assert.ok(recorded["test/b.test.ts"]! >= 0.3, `b's figure includes its 300 ms test: ${JSON.stringify(recorded)}`);
+});
