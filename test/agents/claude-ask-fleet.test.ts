@@ -16,10 +16,9 @@ import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type NodeProcess, assertRunVerified, runJournal } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { tempDir } from "../support/temp.js";
-import { ASK_POLICY, ASK_SCRIPT } from "./policy-support.js";
+import { ASK_POLICY, ASK_SCRIPT, scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 
 const TOKEN = "ask-fleet-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const POLICY = ASK_POLICY;
 const SCRIPT = ASK_SCRIPT;
 /** How long the test waits for a run to reach a state (a loaded machine runs the real CLI slowly). */
@@ -55,10 +54,10 @@ describe("real claude on a fleet: a run parked on a killed node is approved on a
         defaultWorkspace: "governed",
         workspacePermissions: { governed: "full", repo: "full" },
         policies: { governed: "repo.cedar", repo: "repo.cedar" },
-        providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+        providers: { claude: scriptedProvider(cli, model.url) },
         logLevel: "warn",
       },
-      env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
+      env: scriptedNodeEnv(root, TOKEN),
       timeoutMs: 60_000,
     });
   };

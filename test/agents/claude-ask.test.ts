@@ -16,12 +16,11 @@ import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { wardenInProcess } from "../support/cli.js";
 import { httpCall, repo, startNode, type NodeProcess, type CliRun, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
-import { ASK_POLICY, ASK_REASON, ASK_SCRIPT } from "./policy-support.js";
+import { ASK_POLICY, ASK_REASON, ASK_SCRIPT, scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 import { launchChromium, seriousViolations } from "../support/browser.js";
 import { buildConsole, logInWithToken, UI_WAIT_MS } from "../e2e/console-support.js";
 
 const TOKEN = "ask-agents-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const POLICY = ASK_POLICY;
 const SCRIPT = ASK_SCRIPT;
 
@@ -50,7 +49,7 @@ describe("real claude: ask parks the run", { skip }, () => {
     defaultWorkspace: "governed",
     workspacePermissions: { governed: "full" },
     policies: { governed: "repo.cedar" },
-    providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+    providers: { claude: scriptedProvider(cli, model.url) },
     logLevel: "warn",
     ...extra,
   });
@@ -64,7 +63,7 @@ describe("real claude: ask parks the run", { skip }, () => {
     const node = await startNode({ home, config: config(home, workspace, extra), env: nodeEnv(), timeoutMs: 60_000 });
     return { node, home, workspace };
   };
-  const nodeEnv = (): Record<string, string> => ({ WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") });
+  const nodeEnv = (): Record<string, string> => (scriptedNodeEnv(root, TOKEN));
 
   const invoke = async (node: NodeProcess, prompt: string): Promise<{ scope: string; id: string; run_id: string }> => {
     const id = randomUUID();

@@ -10,6 +10,7 @@
  * The model names paths relative to the working directory: the run's worktree is
  * `<home>/worktrees/<run_id>`, and the run id is the node's to choose, after the script is loaded.
  */
+import { scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -23,7 +24,6 @@ import { treeDifferences, treeOf } from "../changes/trees.js";
 import { wardenInProcess } from "../support/cli.js";
 
 const TOKEN = "changes-agents-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const RUN_WAIT_S = 120;
 
 /** The committed files, and what the model makes of them. */
@@ -89,10 +89,10 @@ describe("real claude in a git workspace: the change set is what its tools did",
       config: {
         workspaces: { repo: workspace },
         defaultWorkspace: "repo",
-        providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+        providers: { claude: scriptedProvider(cli, model.url) },
         logLevel: "warn",
       },
-      env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
+      env: scriptedNodeEnv(root, TOKEN),
       timeoutMs: 60_000,
     });
   });

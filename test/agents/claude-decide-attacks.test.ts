@@ -13,13 +13,12 @@ import { randomUUID } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { wardenInProcess } from "../support/cli.js";
-import { bash, gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry } from "./policy-support.js";
+import { bash, gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 import { ScriptedModelServer } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "decide-attacks-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const RUN_WAIT_S = 180;
 const PUSH_REASON = "pushing is for humans, not agents";
 const ASK_REASON = "cleaning the build needs a human";
@@ -77,10 +76,10 @@ describe("the decision port attacked from inside a confined claude run", { skip 
         defaultWorkspace: "governed",
         workspacePermissions: { governed: "full" },
         policies: { governed: "repo.cedar" },
-        providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+        providers: { claude: scriptedProvider(cli, model.url) },
         logLevel: "warn",
       },
-      env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
+      env: scriptedNodeEnv(root, TOKEN),
       timeoutMs: 60_000,
     });
   });

@@ -13,13 +13,12 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { wardenInProcess } from "../support/cli.js";
-import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, type ToolCall } from "./policy-support.js";
+import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, type ToolCall, scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "policy-agents-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const RUN_WAIT_S = 120;
 const PUSH_REASON = "pushing is for humans, not agents";
 
@@ -72,10 +71,10 @@ describe("real claude under a Cedar tool policy", { skip }, () => {
         // Claude's own permission mode lets every command run in both: what stops one is the policy.
         workspacePermissions: { governed: "full", open: "full" },
         policies: { governed: "repo.cedar" },
-        providers: { claude: { command: cli, model: { baseUrl: model.url, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } } },
+        providers: { claude: scriptedProvider(cli, model.url) },
         logLevel: "warn",
       },
-      env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
+      env: scriptedNodeEnv(root, TOKEN),
       timeoutMs: 60_000,
     });
   });

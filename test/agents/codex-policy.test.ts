@@ -21,11 +21,10 @@ import { join } from "node:path";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
 import { wardenInProcess } from "../support/cli.js";
-import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, type ToolCall } from "./policy-support.js";
+import { gitIn, makeRepository, remoteHeadOf, toolCalls, type PolicyEntry, type ToolCall, scriptedProvider, scriptedNodeEnv } from "./policy-support.js";
 import { tempDir } from "../support/temp.js";
 
 const TOKEN = "codex-policy-operator-token-0123456789abcdef";
-const KEY_VAR = "SCRIPTED_MODEL_KEY";
 const RUN_WAIT_S = 120;
 const PUSH_REASON = "pushing is for humans, not agents";
 const CLEAN_REASON = "cleaning the build needs a human";
@@ -94,10 +93,10 @@ describe("real codex under a Cedar tool policy", { skip }, () => {
         workspacePermissions: { governed: "full", own: "workspace", open: "full" },
         policies: { governed: "repo.cedar", own: "repo.cedar" },
         // kimi: configured, never launched (it has no pre-tool hook, so a policy refuses its runs).
-        providers: { codex: { command: cli, model: { baseUrl: `${model.url}/v1`, apiKeyEnv: KEY_VAR, name: "scripted-model", retries: 1 } }, kimi: { command: "/bin/false" } },
+        providers: { codex: scriptedProvider(cli, `${model.url}/v1`), kimi: { command: "/bin/false" } },
         logLevel: "warn",
       },
-      env: { WARDEN_TOKEN: TOKEN, [KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") },
+      env: scriptedNodeEnv(root, TOKEN),
       timeoutMs: 60_000,
     });
   });

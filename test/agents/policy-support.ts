@@ -72,3 +72,19 @@ export const bash = (command: string): ScriptTurn => ({ tool: { name: "Bash", in
 
 /** The ask tests' script: remove `build/`, then say so. */
 export const ASK_SCRIPT: ScriptTurn[] = [bash("rm -rf build/"), { text: "Removed build/." }];
+
+/** The environment variable the scripted model's (fake) API key travels in. */
+export const SCRIPTED_KEY_VAR = "SCRIPTED_MODEL_KEY";
+
+/**
+ * A provider entry running the pinned CLI at `cli` against the scripted model at `modelUrl`
+ * (Codex speaks the OpenAI API under `/v1`).
+ */
+export function scriptedProvider(cli: string, modelUrl: string): { command: string; model: { baseUrl: string; apiKeyEnv: string; name: string; retries: number } } {
+  return { command: cli, model: { baseUrl: modelUrl, apiKeyEnv: SCRIPTED_KEY_VAR, name: "scripted-model", retries: 1 } };
+}
+
+/** A real-agent test node's environment: its operator token, the model's key, and a HOME of its own under `root`. */
+export function scriptedNodeEnv(root: string, token: string): Record<string, string> {
+  return { WARDEN_TOKEN: token, [SCRIPTED_KEY_VAR]: "sk-scripted-not-a-secret", HOME: join(root, "agent-home") };
+}
