@@ -163,6 +163,16 @@ for (const backend of backendsUnderTest()) {
         assert.equal(now.has(a!.digest), false, "frame 0 kept");
         assert.equal(now.get(b!.digest), 0, "nothing of the cut frame kept");
       }
+      // The sender went away inside frame 1's data, and inside frame 1's header: what a chunk cut off is.
+      for (const cut of [firstEnd + 44 + 100, firstEnd + 20]) {
+        const aborted = async function* (): AsyncIterable<Uint8Array> {
+          yield* inPieces(body.subarray(0, cut), 900);
+          throw Object.assign(new Error("aborted"), { code: "ECONNRESET" });
+        };
+        const error = await rejectsWith(delivery.putPack(begun.stage_id, aborted(), body.byteLength), "chunk-body-aborted");
+        assert.deepEqual([error.status, error.details.frame], [400, 1]);
+        assert.equal((await offsets(delivery, begun.stage_id)).get(b!.digest), 0, "nothing of the cut frame kept");
+      }
       const tooLarge = await rejectsWith(delivery.putPack(begun.stage_id, new Uint8Array(16 * 1024 + 1)), "chunk-too-large");
       assert.equal(tooLarge.status, 413);
       // A declared length over the limit is refused before a byte is read.
