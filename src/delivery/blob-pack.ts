@@ -39,6 +39,15 @@ export function inFrame(error: WardenError, frame: number, digest: Digest | unde
   return copy;
 }
 
+export interface FrameOptions {
+  /** the most bytes a body may hold (the chunk limit) */
+  readonly limitBytes: number;
+  /** the body's declared length (an HTTP Content-Length), when known */
+  readonly declaredBytes?: number | undefined;
+  /** told of each frame's data bytes as they are handed on */
+  readonly onBlobBytes?: ((bytes: number) => void) | undefined;
+}
+
 /**
  * Reads the pack's frames in order and hands each to `apply`; answers how many were applied. A
  * failure at frame k leaves frames 0…k-1 applied and is thrown with `frame: k` (inFrame); the
@@ -46,15 +55,11 @@ export function inFrame(error: WardenError, frame: number, digest: Digest | unde
  * a frame that would end past the body be refused before any of it is applied. The body is bounded
  * by `limitBytes`, as a chunk's is.
  */
-export async function applyFrames(
-  source: ByteSource,
-  limitBytes: number,
-  declaredBytes: number | undefined,
-  apply: (frame: PackFrame) => Promise<void>,
-): Promise<number> {
+export async function applyFrames(source: ByteSource, options: FrameOptions, apply: (frame: PackFrame) => Promise<void>): Promise<number> {
+  const { limitBytes, declaredBytes, onBlobBytes } = options;
   const total = source instanceof Uint8Array ? source.byteLength : declaredBytes;
   if (total !== undefined && total > limitBytes) throw chunkTooLarge(total, limitBytes);
-  const reader = new PieceReader(source, limitBytes);
+  const reader = new PieceReader(source, limitBytes, onBlobBytes);
   try {
     for (let index = 0; ; index++) {
       let digest: Digest | undefined;
@@ -84,14 +89,16 @@ export async function applyFrames(
 class PieceReader {
   readonly #iterator: AsyncIterator<Uint8Array> | undefined;
   readonly #limit: number;
+  readonly #onData: ((bytes: number) => void) | undefined;
   #piece: Uint8Array;
   #at = 0;
   #ended = false;
   /** bytes taken from the body so far */
   consumed = 0;
 
-  constructor(source: ByteSource, limit: number) {
+  constructor(source: ByteSource, limit: number, onData: ((bytes: number) => void) | undefined) {
     this.#limit = limit;
+    this.#onData = onData;
     if (source instanceof Uint8Array) {
       this.#piece = source;
       this.#ended = true;
@@ -156,6 +163,7 @@ class PieceReader {
     if (this.#piece.byteLength - this.#at >= length) {
       const whole = this.#piece.subarray(this.#at, this.#at + length);
       this.#advance(length);
+      this.#onData?.(length);
       return { source: whole, done: () => true };
     }
     let left = length;
@@ -165,6 +173,7 @@ class PieceReader {
         const n = Math.min(left, reader.#piece.byteLength - reader.#at);
         const piece = reader.#piece.subarray(reader.#at, reader.#at + n);
         reader.#advance(n);
+        reader.#onData?.(n);
         left -= n;
         yield piece;
       }

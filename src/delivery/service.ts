@@ -45,6 +45,13 @@ import { isExpired, missingOf, newStageId, parseStageId, type MissingBlob, type 
 
 export type { ChunkAccepted } from "./chunk-upload.js";
 
+export interface PackOptions {
+  /** the body's declared length, when the sender declared one: a frame past it is refused before it is applied */
+  readonly declaredBytes?: number;
+  /** told of each frame's data bytes as they are handed on (a node's count of blob bytes received) */
+  readonly onBlobBytes?: (bytes: number) => void;
+}
+
 /** A blob pack applied whole. */
 export interface PackAccepted {
   /** frames applied */
@@ -306,12 +313,12 @@ export class Delivery {
    * Applies a blob pack (DESIGN.md "Blob packs"): each frame, in order, exactly as `putChunk` with
    * the frame's digest, offset and bytes (its bytes handed on as they arrive, never gathered). A
    * failure at frame k keeps frames 0…k-1 (each a complete chunk) and names the frame in the
-   * error's details. `declaredBytes` is the body's declared length, when the sender declared one.
+   * error's details.
    */
-  async putPack(stageId: string, source: ByteSource, declaredBytes?: number): Promise<PackAccepted> {
+  async putPack(stageId: string, source: ByteSource, options: PackOptions = {}): Promise<PackAccepted> {
     return guard(async () => {
       const id = parseStageId(stageId);
-      const frames = await applyFrames(source, this.limits.chunkBytes, declaredBytes, async (frame) => {
+      const frames = await applyFrames(source, { limitBytes: this.limits.chunkBytes, ...options }, async (frame) => {
         await this.putChunk(id, frame.digest, frame.offset, frame.body);
       });
       return { frames };

@@ -13,7 +13,7 @@ import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.j
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
-import type { BeginResult, ChunkAccepted, Delivery, PackAccepted, StageStatus, UploadProgress } from "../delivery/service.js";
+import type { BeginResult, ChunkAccepted, Delivery, PackAccepted, PackOptions, StageStatus, UploadProgress } from "../delivery/service.js";
 import type { ByteSource } from "../delivery/blob-store.js";
 import type { BundleView, RevisionView } from "../delivery/catalog.js";
 import type { CommitReceipt, Manifest } from "../delivery/manifest-types.js";
@@ -633,8 +633,8 @@ export class Warden {
   }
 
   /** Applies a blob pack: each frame as `putChunk` with its digest, offset and bytes (DESIGN.md "Blob packs"). */
-  putPack(stageId: string, body: ByteSource, declaredBytes?: number): Promise<PackAccepted> {
-    return this.#delivery.putPack(stageId, body, declaredBytes);
+  putPack(stageId: string, body: ByteSource, options?: PackOptions): Promise<PackAccepted> {
+    return this.#delivery.putPack(stageId, body, options);
   }
 
   /** Where each missing blob of a stage resumes. */

@@ -48,7 +48,7 @@ for (const backend of backendsUnderTest()) {
       assert.deepEqual(await delivery.putPack(begun.stage_id, inPieces(body, 1_009)), { frames: frames.length });
       assert.deepEqual([...(await offsets(delivery, begun.stage_id))], []);
       // The reply was lost: the same pack again is accepted whole, nothing is written twice.
-      assert.deepEqual(await delivery.putPack(begun.stage_id, body, body.byteLength), { frames: frames.length });
+      assert.deepEqual(await delivery.putPack(begun.stage_id, body, { declaredBytes: body.byteLength }), { frames: frames.length });
       const receipt = await delivery.commit(begun.stage_id);
       assert.equal(receipt.manifest_digest, built.manifest.manifest_digest);
       for (const c of built.manifest.components) assert.deepEqual(new Uint8Array(await delivery.reads.openBlob(c.blob)), new Uint8Array(built.blobs.get(c.blob.digest)!));
@@ -156,7 +156,7 @@ for (const backend of backendsUnderTest()) {
       for (const cut of [firstEnd + 10, firstEnd + 44 + 100]) {
         // Ended inside frame 1's header, then inside its data; with and without a declared length.
         for (const declared of [cut, undefined]) {
-          const error = await rejectsWith(delivery.putPack(begun.stage_id, inPieces(body.subarray(0, cut), 700), declared), "blob-pack-invalid");
+          const error = await rejectsWith(delivery.putPack(begun.stage_id, inPieces(body.subarray(0, cut), 700), { declaredBytes: declared }), "blob-pack-invalid");
           assert.deepEqual([error.status, error.details.frame], [400, 1]);
         }
         const now = await offsets(delivery, begun.stage_id);
@@ -169,14 +169,14 @@ for (const backend of backendsUnderTest()) {
           yield* inPieces(body.subarray(0, cut), 900);
           throw Object.assign(new Error("aborted"), { code: "ECONNRESET" });
         };
-        const error = await rejectsWith(delivery.putPack(begun.stage_id, aborted(), body.byteLength), "chunk-body-aborted");
+        const error = await rejectsWith(delivery.putPack(begun.stage_id, aborted(), { declaredBytes: body.byteLength }), "chunk-body-aborted");
         assert.deepEqual([error.status, error.details.frame], [400, 1]);
         assert.equal((await offsets(delivery, begun.stage_id)).get(b!.digest), 0, "nothing of the cut frame kept");
       }
       const tooLarge = await rejectsWith(delivery.putPack(begun.stage_id, new Uint8Array(16 * 1024 + 1)), "chunk-too-large");
       assert.equal(tooLarge.status, 413);
       // A declared length over the limit is refused before a byte is read.
-      await rejectsWith(delivery.putPack(begun.stage_id, inPieces(new Uint8Array(16 * 1024 + 1), 4096), 16 * 1024 + 1), "chunk-too-large");
+      await rejectsWith(delivery.putPack(begun.stage_id, inPieces(new Uint8Array(16 * 1024 + 1), 4096), { declaredBytes: 16 * 1024 + 1 }), "chunk-too-large");
       await delivery.putPack(begun.stage_id, encodePack([b!]));
       await uploadRest(delivery, begun.stage_id, built);
       await delivery.commit(begun.stage_id);

@@ -105,7 +105,8 @@ describe("the blob pack route", () => {
     const again = await call(agent, url, "PATCH", packHeaders(body), body);
     assert.equal(again.status, 204, again.body);
     const received = metricSum((await node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total") - metricsBefore;
-    assert.equal(received, 2 * body.byteLength);
+    // Blob bytes, as for chunks: each frame's data, not its header.
+    assert.equal(received, 2 * frames.reduce((sum, f) => sum + f.bytes.byteLength, 0));
     const commit = await node.app.inject({ method: "POST", url: `/v1/stages/${stageId}/commit`, headers: OPERATOR });
     assert.equal(commit.statusCode, 200, commit.payload);
   });

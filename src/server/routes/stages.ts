@@ -209,8 +209,10 @@ function chunkRoute(ctx: RouteContext, packs: boolean) {
           throw new ValidationError("content-length-required", "a blob pack declares its Content-Length", { status: 411 });
         }
         const declared = declaredLength(request.headers);
-        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as Readable, (n) => metrics.bytesReceived.inc({}, n));
-        await warden.putPack(request.params.stage_id, body, declared).catch(async (error: unknown) => {
+        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : undestroyed(request.body as Readable);
+        // Blob bytes, as for a chunk: the frames' data, not their headers.
+        const onBlobBytes = (n: number): void => metrics.bytesReceived.inc({}, n);
+        await warden.putPack(request.params.stage_id, body, { declaredBytes: declared, onBlobBytes }).catch(async (error: unknown) => {
           await finishRefusedBody(request.raw, reply, true);
           throw error;
         });
@@ -247,8 +249,13 @@ async function finishRefusedBody(raw: IncomingMessage, reply: FastifyReply, decl
  * finishRefusedBody to read to its end.
  */
 async function* counted(source: Readable, add: (bytes: number) => void): AsyncIterable<Uint8Array> {
-  for await (const piece of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>) {
+  for await (const piece of undestroyed(source)) {
     add(piece.byteLength);
     yield piece;
   }
+}
+
+/** The body's pieces; a reader that stops early leaves the rest for finishRefusedBody (see counted). */
+function undestroyed(source: Readable): AsyncIterable<Uint8Array> {
+  return source.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
 }
