@@ -207,6 +207,44 @@ describe("push packs small blobs, and goes blob by blob to a node without packs"
   }
 });
 
+describe("push after a pack's reply is lost", () => {
+  const scratch = tempDir("client-pack-lost");
+  after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+  it("reads the stage's offsets and sends nothing the node holds again", async () => {
+    const node = await openTestNode(join(scratch, "node"));
+    const wire = createNodeFetch();
+    let packs = 0;
+    // The first pack reaches the node, which applies it; its answer never reaches the client.
+    const fetch: FetchFn = async (input, init) => {
+      const response = await wire.fetch(input, init);
+      if (init?.method === "PATCH" && String(input).endsWith("/blobs") && packs++ === 0) {
+        await response.body?.cancel();
+        throw new TypeError("fetch failed", { cause: Object.assign(new Error("other side closed"), { code: "UND_ERR_SOCKET" }) });
+      }
+      return response;
+    };
+    try {
+      const base = await listening(node);
+      const dir = join(scratch, "bundle");
+      writeRandomBundle(dir, 12, 2 * KiB);
+      const metric = async (): Promise<number> => metricSum((await node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total");
+      const before = await metric();
+      const client = new WardenClient({ url: base, token: OPERATOR_TOKEN, fetch });
+      const result = await client.push(dir, { bundleId: "lost", revision: "r1", chunkBytes: 16 * KiB, concurrency: 1, backoffMs: 1 });
+      client.close();
+      assert.equal(result.blobsSent, 12);
+      assert.equal(packs, 2, "two packs of at most 16 KiB, the first not sent again");
+      // Every blob byte reached the node once: the lost pack's blobs were found whole, not re-sent.
+      assert.equal((await metric()) - before, 12 * 2 * KiB);
+      assert.equal(result.bytesSent, 12 * 2 * KiB);
+    } finally {
+      wire.close();
+      await node.close();
+    }
+  });
+});
+
 describe("a node killed -9 in the middle of a pack", () => {
   const scratch = tempDir("pack-kill");
   let node: NodeProcess | undefined;
