@@ -54,15 +54,17 @@ if (words.has("group-holding")) {
   process.exit(0);
 }
 if (words.has("hang-with-escapee")) {
-  // Keeps running, with a setsid daemon beside it: both go on after their node is killed.
-  grandchild({ detached: true, stdio: "ignore" });
+  // Keeps running, with a setsid daemon beside it: both go on after their node is killed. Its
+  // output first: the test kills the node once the daemon's pid is noted, and a write to a pipe
+  // whose reader is gone is EPIPE, which ends a Node process (the agent would not run on).
   process.stdout.write("working\n");
+  grandchild({ detached: true, stdio: "ignore" });
   setInterval(() => undefined, 1000);
 }
 if (words.has("hang-with-holding-escapee")) {
   // Keeps running, with a setsid helper holding its stdout: killing the agent's group leaves it.
-  grandchild({ detached: true, stdio: ["ignore", "inherit", "inherit"] });
   process.stdout.write("working\n");
+  grandchild({ detached: true, stdio: ["ignore", "inherit", "inherit"] });
   setInterval(() => undefined, 1000);
 }
 if (words.has("binary")) {
