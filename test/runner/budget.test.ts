@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import type { JournalEvent } from "../../src/journal/types.js";
-import { SCOPE, isAlive, journalOf, killStarts, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
+import { SCOPE, journalOf, killStarts, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 describe("runner: the wall-time budget", () => {

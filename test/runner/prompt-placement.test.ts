@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 
-import { SCOPE, isAlive, killStarts, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
+import { SCOPE, killStarts, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 const PROMPTS = ["review", "--help", "-m x", "resume", "-p", "--dangerously-skip-permissions"];

@@ -14,7 +14,7 @@ import type { ExistingOutcome } from "../../src/invocations/index.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { SCOPE, isAlive, journalOf, killStarts, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
+import { SCOPE, journalOf, killStarts, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
