@@ -2,7 +2,7 @@
  * Whether a test's child processes (nodes, agents, their children) still run, and their clean-up.
  *
  * A pid written down earlier (a fixture's starts file, a hook, a log) is a number the kernel hands
- * out again once its process is reaped: pid_max is small (32768 here) and a whole suite run starts
+ * out again once its process is reaped: pid_max is small (often 32768) and a whole suite run starts
  * enough processes and threads to wrap it. Signalled blindly at a test's end, such a pid can hit
  * another test's process, and a process group id another test's agent (agents lead their own
  * groups). So a clean-up signals a recorded process only while it is still the one recorded (same

@@ -2,7 +2,7 @@
  * The clean-ups of tests that record pids (test/support/processes.ts, the runner tests' starts
  * file, the audit fixture's pids file): a recorded process whose pid now runs another process is
  * not signalled, neither it nor the process group it leads; what is still the recorded process,
- * or its group, is. A whole suite run wraps pid_max (32768 here), and a test's clean-up that
+ * or its group, is. A whole suite run wraps pid_max (often 32768), and a test's clean-up that
  * signals a pid blindly kills another test's process (an agent leads its own process group).
  *
  * The reuse is real where this process may set the pid the kernel hands out next
