@@ -15,12 +15,12 @@ import { fileURLToPath } from "node:url";
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** src/'s TypeScript that tsconfig.build.json compiles (the console is built apart, by build-console.mjs). */
-function sources(dir) {
+function sources(root, dir = join(root, "src")) {
   const out = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, entry.name);
     if (entry.isDirectory()) {
-      if (p !== join(repo, "src", "console")) out.push(...sources(p));
+      if (p !== join(root, "src", "console")) out.push(...sources(root, p));
     } else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) out.push(p);
   }
   return out;
@@ -34,12 +34,12 @@ function mtime(path) {
   }
 }
 
-/** The first source whose compiled file is missing or older than it, or undefined when dist is current. */
-export function staleSource() {
-  for (const source of sources(join(repo, "src"))) {
-    const compiled = join(repo, "dist", relative(repo, source)).replace(/\.ts$/, ".js");
+/** The first source (relative to `root`) whose compiled file is missing or older than it, or undefined when dist is current. */
+export function staleSource(root = repo) {
+  for (const source of sources(root)) {
+    const compiled = join(root, "dist", relative(root, source)).replace(/\.ts$/, ".js");
     const built = mtime(compiled);
-    if (built === undefined || built < mtime(source)) return relative(repo, source);
+    if (built === undefined || built < mtime(source)) return relative(root, source);
   }
   return undefined;
 }
