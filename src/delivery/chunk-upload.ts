@@ -13,7 +13,7 @@ import { piecesOf, type ByteSource } from "./blob-store.js";
 import { chunkTooLarge, outOfOrder, overflow, partialLost } from "./delivery-errors.js";
 import type { DeliveryStores } from "./recovery.js";
 import { InlineCommitCheck } from "./commit-verify.js";
-import { hashPartial, type PartialAppender, type StageBlob, type StageRecord } from "./stage.js";
+import { hashPartial, type PartialAppender, type StageBlob } from "./stage.js";
 
 /**
  * Bytes of a chunk's first piece hashed while its partial is being opened (creating a file waits
@@ -91,13 +91,13 @@ export class ChunkUpload {
     return this.#verified.has(hashKey(stageId, digest));
   }
 
-  async append(stage: StageRecord, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
+  async append(stageId: string, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
     const { stages } = this.#stores;
-    const stageId = stage.stage_id;
     const key = hashKey(stageId, blob.digest);
     let inline = this.#inline.get(stageId);
     if (inline === undefined) {
-      inline = InlineCommitCheck.start(stages, stage) ?? null;
+      // Once per stage and process: the check needs every blob of the stage, a chunk only its own.
+      inline = (await InlineCommitCheck.start(stages, stageId)) ?? null;
       this.#inline.set(stageId, inline);
     }
     const cached = this.#hashes.get(key);

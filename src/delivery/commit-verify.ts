@@ -223,9 +223,10 @@ export class InlineCommitCheck {
   #ended = false;
 
   /** Starts the check for a stage none of whose blobs has any byte yet; undefined when none can run. */
-  static start(stages: StageStore, stage: StageRecord): InlineCommitCheck | undefined {
+  static async start(stages: StageStore, stageId: string): Promise<InlineCommitCheck | undefined> {
     if (stages.partialIdentity === undefined) return undefined;
-    if (stage.blobs.some((b) => b.complete || b.received > 0)) return undefined;
+    const stage = await stages.get(stageId);
+    if (stage === undefined || stage.blobs.some((b) => b.complete || b.received > 0)) return undefined;
     // Every file's bytes must come through this stage (not a stored or empty blob's), once, and be
     // small enough to hold until its last chunk arrives.
     const uploaded = new Set(stage.blobs.map((b) => b.digest));

@@ -40,6 +40,11 @@ export class ManifestCache {
     return manifest;
   }
 
+  /** True when the manifest stored under `digest` was verified already (its text need not be read). */
+  has(digest: string): boolean {
+    return this.#verified.has(digest);
+  }
+
   /** Forgets a manifest no record here holds any more (a closed stage's). */
   forget(digest: string): void {
     this.#verified.delete(digest);

@@ -295,15 +295,21 @@ export class Delivery {
       return this.#locks.shared(stageKey(id), () =>
         this.#locks.exclusive(blobKey(id, blobDigest), async () => {
           const now = this.#clock();
-          const stage = await this.#liveStage(id, now);
-          const blob = stage.blobs.find((b) => b.digest === blobDigest);
-          if (blob === undefined) throw stageBlobNotFound(id, blobDigest);
+          // The one blob, not the whole stage: a push of N blobs sends N chunks or more.
+          const target = await this.#live(await this.#backend.stages.chunkTarget(id, blobDigest), id, now);
+          const blob = target.blob;
+          if (blob === undefined) {
+            // A refusal may read it all: a damaged blob row (its digest edited) is that, not a
+            // blob the stage never had.
+            await this.#liveStage(id, now);
+            throw stageBlobNotFound(id, blobDigest);
+          }
           const received = blob.complete ? blob.byte_len : blob.received;
           if (offset < received) return this.#chunks.replay(id, blob, offset, body, now);
           if (offset > received) throw outOfOrder(blob, received, offset);
           if (body instanceof Uint8Array && offset + body.byteLength > blob.byte_len) throw overflow(blob, offset + body.byteLength);
           if (received === blob.byte_len) return nothingMore(blob, body);
-          return this.#chunks.append(stage, blob, body, now);
+          return this.#chunks.append(id, blob, body, now);
         }),
       );
     });
@@ -507,7 +513,11 @@ export class Delivery {
 
   /** A stage that exists and has not expired (expired ones are removed by the next sweep). */
   async #liveStage(stageId: string, now: number): Promise<StageRecord> {
-    const stage = await this.#backend.stages.get(stageId);
+    return this.#live(await this.#backend.stages.get(stageId), stageId, now);
+  }
+
+  /** `stage` (as read) when it exists and has not expired; else why not. */
+  async #live<T extends Pick<StageRecord, "last_active_at">>(stage: T | undefined, stageId: string, now: number): Promise<T> {
     if (stage === undefined) {
       if ((await this.#backend.catalog.findByStage(stageId)) !== undefined) throw stageCommitted(stageId);
       throw stageNotFound(stageId);

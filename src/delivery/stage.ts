@@ -45,6 +45,19 @@ export interface MissingBlob {
   readonly offset: number;
 }
 
+/**
+ * What one chunk needs of its stage: the stage's activity and manifest, and the one blob the chunk
+ * is for, without the stage's other blobs (a push of N blobs sends N chunks or more: reading every
+ * blob for each would cost O(N²)).
+ */
+export interface ChunkTarget {
+  readonly stage_id: string;
+  readonly manifest: Manifest;
+  readonly last_active_at: number;
+  /** The blob, as `StageRecord.blobs` holds it; undefined when the stage does not receive it. */
+  readonly blob: StageBlob | undefined;
+}
+
 /** An open append-only partial. Nothing written is acknowledged until `flush` returns. */
 export interface PartialAppender {
   /**
@@ -75,6 +88,12 @@ export interface StageStore {
   /** Durably records a new stage. */
   create(stage: StageRecord): Promise<void>;
   get(stageId: string): Promise<StageRecord | undefined>;
+  /**
+   * The stage as `get` reads it, narrowed to one blob (undefined: no such stage). It refuses a
+   * damaged record as `get` does for what it reads (the manifest, the stage's own fields, that
+   * blob); it need not look at the stage's other blobs.
+   */
+  chunkTarget(stageId: string, digest: Digest): Promise<ChunkTarget | undefined>;
   findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined>;
   list(): Promise<readonly StageRecord[]>;
   /**

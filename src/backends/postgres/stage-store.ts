@@ -13,7 +13,7 @@ import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError } from "../../core/errors.js";
 import type { BlobRef } from "../../delivery/manifest-types.js";
-import type { PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
+import type { ChunkTarget, PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { readRangeOf } from "./blob-store.js";
 import { FOREIGN_KEY_VIOLATION, ROW_CHECKED_TYPES, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
 import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
@@ -32,17 +32,36 @@ interface StageRow {
  * A stage with its blobs (received = end of committed rows; byte_len once complete). Read with
  * ROW_CHECKED_TYPES: a value out of range is refused by the record check, naming the stage.
  */
+const BLOB_JSON = `json_build_object(
+  'digest', b.digest, 'byte_len', b.byte_len, 'complete', b.complete,
+  'received', CASE WHEN b.complete THEN b.byte_len ELSE COALESCE((
+    SELECT c.off + c.len FROM warden_stage_chunks c
+    WHERE c.stage_id = b.stage_id AND c.digest = b.digest ORDER BY c.off DESC LIMIT 1), 0) END)`;
+
 const SELECT_STAGE = `
   SELECT s.stage_id, s.manifest_digest, s.manifest, s.created_at, s.last_active_at, s.reserved_bytes,
     COALESCE((
-      SELECT json_agg(json_build_object(
-        'digest', b.digest, 'byte_len', b.byte_len, 'complete', b.complete,
-        'received', CASE WHEN b.complete THEN b.byte_len ELSE COALESCE((
-          SELECT c.off + c.len FROM warden_stage_chunks c
-          WHERE c.stage_id = b.stage_id AND c.digest = b.digest ORDER BY c.off DESC LIMIT 1), 0) END
-      ) ORDER BY b.digest)
+      SELECT json_agg(${BLOB_JSON} ORDER BY b.digest)
       FROM warden_stage_blobs b WHERE b.stage_id = s.stage_id), '[]'::json) AS blobs
   FROM warden_stages s`;
+
+interface ChunkTargetRow {
+  stage_id: string;
+  manifest_digest: string;
+  created_at: number;
+  last_active_at: number;
+  reserved_bytes: number;
+  blob: StageBlob | null;
+}
+
+/**
+ * A stage's own fields and one blob, by primary keys: no manifest text (read once per process,
+ * see `chunkTarget`) and no other blob's rows.
+ */
+const SELECT_CHUNK_TARGET = `
+  SELECT s.stage_id, s.manifest_digest, s.created_at, s.last_active_at, s.reserved_bytes,
+    (SELECT ${BLOB_JSON} FROM warden_stage_blobs b WHERE b.stage_id = s.stage_id AND b.digest = $2) AS blob
+  FROM warden_stages s WHERE s.stage_id = $1`;
 
 const CREATE_STAGE = `
   WITH s AS (
@@ -98,6 +117,33 @@ export class PostgresStageStore implements StageStore {
 
   async get(stageId: string): Promise<StageRecord | undefined> {
     return this.#one("warden-stage-get", "s.stage_id = $1", stageId);
+  }
+
+  async chunkTarget(stageId: string, digest: Digest): Promise<ChunkTarget | undefined> {
+    const result = await query<ChunkTargetRow>(this.#pool, "read a stage", {
+      name: "warden-stage-chunk-target",
+      text: SELECT_CHUNK_TARGET,
+      values: [stageId, digest],
+      types: ROW_CHECKED_TYPES,
+    });
+    const row = result.rows[0];
+    if (row === undefined) return undefined;
+    let text = "";
+    if (!this.#manifests.has(row.manifest_digest)) {
+      const stored = await query<{ manifest: string }>(this.#pool, "read a stage's manifest", {
+        name: "warden-stage-manifest",
+        text: "SELECT manifest FROM warden_stages WHERE stage_id = $1",
+        values: [stageId],
+      });
+      // Gone in between: the stage closed (committed or removed) after the first read.
+      if (stored.rows[0] === undefined) return undefined;
+      text = stored.rows[0].manifest;
+    }
+    const manifest = this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
+    const blob = row.blob === null ? undefined : { digest: row.blob.digest, byte_len: row.blob.byte_len, received: row.blob.received, complete: row.blob.complete };
+    // The checks `get` makes, on what this read: the stage's own fields and this one blob.
+    checkStageRecord({ ...row, manifest, blobs: blob === undefined ? [] : [blob] });
+    return { stage_id: row.stage_id, manifest, last_active_at: row.last_active_at, blob };
   }
 
   async findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined> {

@@ -20,7 +20,7 @@ import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode, isStorage
 import { partialLost } from "../../../delivery/delivery-errors.js";
 import { checkStageRecord, ManifestCache } from "../../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../../delivery/manifest-types.js";
-import { missingOf, type PartialAppender, type StageActivity, type StageBlob, type StageRecord, type StageStore } from "../../../delivery/stage.js";
+import { missingOf, type ChunkTarget, type PartialAppender, type StageActivity, type StageBlob, type StageRecord, type StageStore } from "../../../delivery/stage.js";
 import { checkFileStats, createPrivateFd, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
 import type { EmbeddedBlobStore } from "./delivery-blob-store.js";
 import { BoundedRunner, createAppendFile, datasync, lstatOrUndefined, readExactly, writeAllSync, writevAll } from "./delivery-fd-io.js";
@@ -240,6 +240,19 @@ export class EmbeddedStageStore implements StageStore {
   async get(stageId: string): Promise<StageRecord | undefined> {
     const live = this.#live.get(stageId);
     return live !== undefined ? this.#recordOf(live.row, stageId) : this.#recordOf(this.#selectStage.get(stageId), stageId);
+  }
+
+  /** A map lookup for a stage this process has seen: its other blobs are neither read nor copied. */
+  async chunkTarget(stageId: string, digest: Digest): Promise<ChunkTarget | undefined> {
+    const live = this.#liveOf(stageId);
+    if (live === undefined) return undefined;
+    const blob = live.blobs.get(digest);
+    return {
+      stage_id: live.row.stage_id,
+      manifest: this.#manifestOf(live.row),
+      last_active_at: Math.max(live.row.last_active_at, live.lastActive),
+      blob: blob === undefined ? undefined : stageBlobOf(digest, blob),
+    };
   }
 
   /** A commit record closed the stage (and deleted its row). */
@@ -640,7 +653,7 @@ export class EmbeddedStageStore implements StageStore {
       created_at: row.created_at,
       last_active_at: Math.max(row.last_active_at, live.lastActive),
       reserved_bytes: row.reserved_bytes,
-      blobs: [...live.blobs].map(([digest, b]): StageBlob => ({ digest: digest as Digest, byte_len: b.byte_len, received: b.received, complete: b.complete })),
+      blobs: [...live.blobs].map(([digest, b]) => stageBlobOf(digest as Digest, b)),
     };
   }
 
@@ -649,6 +662,10 @@ export class EmbeddedStageStore implements StageStore {
     const text = (): string => this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
     return this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
   }
+}
+
+function stageBlobOf(digest: Digest, progress: BlobProgress): StageBlob {
+  return { digest, byte_len: progress.byte_len, received: progress.received, complete: progress.complete };
 }
 
 /** statfs magic numbers of the file systems with multigrain timestamps: ext4, xfs, btrfs, tmpfs. */
