@@ -1,0 +1,188 @@
+/**
+ * The compile's blob digests on a worker thread (src/core/off-thread-hash.ts), beside the bundle
+ * digest on the calling thread: the same manifest as hashing inline; a file changing while the
+ * worker holds earlier files is still refused; a worker that dies surfaces as a typed error and
+ * the next compile hashes inline; a worker that cannot hash hands back and the digest is taken
+ * inline; and a process that compiled with the worker exits once done (the worker does not keep
+ * it alive).
+ */
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { spawn } from "node:child_process";
+import { Worker } from "node:worker_threads";
+import { sha256Digest } from "../../src/core/digest.js";
+import { IntegrityError, WardenError } from "../../src/core/errors.js";
+import { HASH_WORKER_URL, MIN_OFF_THREAD_BYTES, OffThreadHasher, WORKER_WORTH_BYTES } from "../../src/core/off-thread-hash.js";
+import { compileDirectory, type CompileOptions } from "../../src/delivery/compile/directory.js";
+import { bundleDigestOf } from "../../src/delivery/manifest-types.js";
+import { writeRandomBundle } from "../client/bundle-gen.js";
+import { tsWorker } from "../invocations/fixtures/ts-worker.js";
+import { repo } from "../support/node.js";
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "warden-compile-worker-"));
+after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+let counter = 0;
+
+/** Enough files, each big enough for the worker, that the compile starts one. */
+const FILES = 24;
+const FILE_BYTES = 256 * 1024;
+assert.ok(FILES * FILE_BYTES >= WORKER_WORTH_BYTES && FILE_BYTES >= MIN_OFF_THREAD_BYTES);
+
+function tree(): string {
+  const dir = path.join(scratch, `tree-${++counter}`);
+  writeRandomBundle(dir, FILES, FILE_BYTES);
+  return dir;
+}
+
+const OPTIONS: CompileOptions = { bundleId: "worker", revision: "r1", keepContents: true };
+
+/** A hasher whose worker is up (waited for, not timed: its start is not what is tested). */
+async function upHasher(spawnWorker: () => Worker = () => tsWorker(HASH_WORKER_URL)): Promise<OffThreadHasher> {
+  const hasher = new OffThreadHasher({ spawn: spawnWorker });
+  hasher.expect(WORKER_WORTH_BYTES);
+  assert.equal(await hasher.started(), true, "the hashing worker did not come up");
+  return hasher;
+}
+
+/** The digests the compile must produce, computed independently from the files on disk. */
+function assertDigestsOf(dir: string, compiled: Awaited<ReturnType<typeof compileDirectory>>): void {
+  const files = compiled.files.map((f) => ({ path: f.component.relative_path, content: fs.readFileSync(f.absolutePath) }));
+  assert.equal(compiled.manifest.bundle_digest, bundleDigestOf(files));
+  compiled.files.forEach((f, i) => {
+    assert.equal(f.component.blob.digest, sha256Digest(files[i]!.content), f.component.relative_path);
+    assert.deepEqual(compiled.contents?.get(f.component.relative_path), files[i]!.content, `contents of ${f.component.relative_path}`);
+  });
+  assert.ok(dir.length > 0);
+}
+
+describe("the compile's blob digests on a worker thread", () => {
+  let hasher: OffThreadHasher;
+  before(async () => {
+    hasher = await upHasher();
+  });
+  after(() => hasher.close());
+
+  it("gives the manifest hashing inline gives, with the worker doing most of the hashing", async () => {
+    const dir = tree();
+    const inline = await compileDirectory(dir, { ...OPTIONS, hasher: new OffThreadHasher({ spawn: undefined }) });
+    const before = hasher.hashedInWorker;
+    const compiled = await compileDirectory(dir, { ...OPTIONS, hasher });
+    assert.deepEqual(compiled.manifest, inline.manifest);
+    assertDigestsOf(dir, compiled);
+    assert.ok(hasher.hashedInWorker > before, `no blob was hashed by the worker (${hasher.hashedInline} inline)`);
+  });
+
+  it("still refuses a file that changes while the worker holds earlier files, and keeps working", async () => {
+    const dir = tree();
+    const last = `data/f${String(FILES - 1).padStart(4, "0")}.bin`;
+    const before = hasher.hashedInWorker;
+    await assert.rejects(
+      compileDirectory(dir, {
+        ...OPTIONS,
+        hasher,
+        hooks: {
+          beforeRead: ({ relativePath, absolutePath }) => {
+            if (relativePath === last) fs.appendFileSync(absolutePath, "appended while read\n");
+          },
+        },
+      }),
+      (e: unknown) => e instanceof IntegrityError && e.code === "compile-file-changed" && e.details.path === last,
+    );
+    assert.ok(hasher.hashedInWorker > before, "the worker held no earlier file when the last one changed");
+    // The files compile once nothing changes them, with the same worker.
+    assertDigestsOf(dir, await compileDirectory(dir, { ...OPTIONS, hasher }));
+  });
+});
+
+describe("a hashing worker that fails", () => {
+  it("dies holding bytes: the compile fails with a typed error, and the next one hashes inline", async () => {
+    const dying = await upHasher(
+      () =>
+        new Worker(
+          `const { parentPort } = require("node:worker_threads");
+           parentPort.on("message", () => process.exit(3));
+           parentPort.postMessage({ ready: true });`,
+          { eval: true },
+        ),
+    );
+    const dir = tree();
+    await assert.rejects(compileDirectory(dir, { ...OPTIONS, hasher: dying }), (e: unknown) => {
+      assert.ok(e instanceof WardenError, `expected a WardenError, got ${String(e)}`);
+      assert.equal(e.code, "hash-worker-failed");
+      return true;
+    });
+    const inlineBefore = dying.hashedInline;
+    assertDigestsOf(dir, await compileDirectory(dir, { ...OPTIONS, hasher: dying }));
+    assert.equal(dying.hashedInline - inlineBefore, FILES, "after the worker died, every file is hashed inline");
+    assert.equal(dying.hashedInWorker, 0);
+  });
+
+  it("hands a buffer back undigested: it is digested inline, correctly", async () => {
+    const refusing = await upHasher(
+      () =>
+        new Worker(
+          `const { parentPort } = require("node:worker_threads");
+           parentPort.on("message", (job) => parentPort.postMessage({ id: job.id, message: "no", buffer: job.buffer }, [job.buffer]));
+           parentPort.postMessage({ ready: true });`,
+          { eval: true },
+        ),
+    );
+    try {
+      const dir = tree();
+      assertDigestsOf(dir, await compileDirectory(dir, { ...OPTIONS, hasher: refusing }));
+      assert.equal(refusing.hashedInWorker, 0);
+    } finally {
+      await refusing.close();
+    }
+  });
+});
+
+describe("a process that compiled with the hashing worker", () => {
+  it("exits once done: the worker does not keep it alive", { skip: !fs.existsSync(path.join(repo, "dist", "src", "core", "hash-worker.js")) && "needs `npm run build`" }, async () => {
+    // Compiled code, as the CLI runs it: the worker starts by default (from source it would not).
+    const dir = tree();
+    const script = `
+      const { compileDirectory } = await import(${JSON.stringify(path.join(repo, "dist", "src", "delivery", "compile", "directory.js"))});
+      const { sharedOffThreadHasher, WORKER_WORTH_BYTES } = await import(${JSON.stringify(path.join(repo, "dist", "src", "core", "off-thread-hash.js"))});
+      const hasher = sharedOffThreadHasher();
+      hasher.expect(WORKER_WORTH_BYTES);
+      if (!(await hasher.started())) throw new Error("the hashing worker did not start");
+      const compiled = await compileDirectory(${JSON.stringify(dir)}, { bundleId: "exit", revision: "r1" });
+      console.log(JSON.stringify({ inWorker: hasher.hashedInWorker, digest: compiled.manifest.bundle_digest }));
+    `;
+    const entry = path.join(scratch, `exit-${counter}.mjs`);
+    fs.writeFileSync(entry, script);
+    const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+    const exited = new Promise<number | null>((done) => child.once("close", (c) => done(c)));
+    // Once the compile printed its result, the process has nothing left to do but exit: a worker
+    // kept ref'd would hold it forever. The bound is only for failing with a reason.
+    const printed = new Promise<void>((done) =>
+      child.stdout.setEncoding("utf8").on("data", (s: string) => {
+        stdout += s;
+        if (stdout.includes("\n")) done();
+      }),
+    );
+    await Promise.race([printed, exited]);
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([
+      exited,
+      new Promise<never>((_, fail) => {
+        timer = setTimeout(() => {
+          child.kill("SIGKILL");
+          fail(new Error(`the process printed its compile result but had not exited 30 s later: the hashing worker kept it alive (${stderr})`));
+        }, 30_000);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    assert.equal(code, 0, `the compiling process failed: ${stderr}`);
+    const result = JSON.parse(stdout) as { inWorker: number; digest: string };
+    assert.ok(result.inWorker > 0, "the worker hashed nothing: this would not show it keeping the process alive");
+    const inline = await compileDirectory(dir, { bundleId: "exit", revision: "r1", hasher: new OffThreadHasher({ spawn: undefined }) });
+    assert.equal(result.digest, inline.manifest.bundle_digest);
+  });
+});
