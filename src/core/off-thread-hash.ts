@@ -112,7 +112,12 @@ export class OffThreadHasher {
    * tests that mean to measure or check the worker rather than its start.
    */
   started(): Promise<boolean> {
-    return this.#started ?? Promise.resolve(this.online);
+    const worker = this.#worker;
+    if (this.#started === undefined || worker === undefined || this.online) return Promise.resolve(this.online);
+    worker.ref(); // whoever waits for the start keeps the process alive until then
+    return this.#started.finally(() => {
+      if (this.#inFlight.size === 0) worker.unref();
+    });
   }
 
   /**
@@ -161,7 +166,6 @@ export class OffThreadHasher {
       this.#broken = true;
       return;
     }
-    worker.unref();
     this.#started = new Promise((settle) => (this.#settleStarted = settle));
     const ready = (): void => {
       this.#online = true;
@@ -178,6 +182,9 @@ export class OffThreadHasher {
     };
     worker.on("error", fail);
     worker.on("exit", (code) => fail(new Error(`the worker exited with code ${code}`)));
+    // After the listeners: adding a "message" listener refs the worker again (nodejs/node#53036),
+    // and a worker that never got a job would then keep the process alive.
+    worker.unref();
     this.#worker = worker;
   }
 

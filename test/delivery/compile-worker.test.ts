@@ -140,49 +140,70 @@ describe("a hashing worker that fails", () => {
   });
 });
 
-describe("a process that compiled with the hashing worker", () => {
-  it("exits once done: the worker does not keep it alive", { skip: !fs.existsSync(path.join(repo, "dist", "src", "core", "hash-worker.js")) && "needs `npm run build`" }, async () => {
-    // Compiled code, as the CLI runs it: the worker starts by default (from source it would not).
+const DIST = path.join(repo, "dist", "src");
+const NEEDS_BUILD = { skip: !fs.existsSync(path.join(DIST, "core", "hash-worker.js")) && "needs `npm run build`" };
+
+/**
+ * Runs `body` as an ES module in a fresh process on the compiled code (as the CLI runs it: the
+ * worker starts by default; from source it would not), with `hasher` the process-wide hasher,
+ * and returns the JSON line it prints. Once it has printed, the process has nothing left to do but
+ * exit: a worker keeping it alive would hold it forever, and the bound is only there to fail with
+ * a reason.
+ */
+async function runToExit(body: string): Promise<Record<string, unknown>> {
+  const entry = path.join(scratch, `exit-${++counter}.mjs`);
+  fs.writeFileSync(
+    entry,
+    `const { compileDirectory } = await import(${JSON.stringify(path.join(DIST, "delivery", "compile", "directory.js"))});
+     const { sharedOffThreadHasher, WORKER_WORTH_BYTES } = await import(${JSON.stringify(path.join(DIST, "core", "off-thread-hash.js"))});
+     const hasher = sharedOffThreadHasher();
+     ${body}`,
+  );
+  const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+  const exited = new Promise<number | null>((done) => child.once("close", (c) => done(c)));
+  const printed = new Promise<void>((done) =>
+    child.stdout.setEncoding("utf8").on("data", (s: string) => {
+      stdout += s;
+      if (stdout.includes("\n")) done();
+    }),
+  );
+  await Promise.race([printed, exited]);
+  let timer: NodeJS.Timeout | undefined;
+  const code = await Promise.race([
+    exited,
+    new Promise<never>((_, fail) => {
+      timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        fail(new Error(`the process printed ${JSON.stringify(stdout)} but had not exited 30 s later: the hashing worker kept it alive (${stderr})`));
+      }, 30_000);
+    }),
+  ]).finally(() => clearTimeout(timer));
+  assert.equal(code, 0, `the process failed: ${stderr}`);
+  return JSON.parse(stdout) as Record<string, unknown>;
+}
+
+describe("a process that started the hashing worker", () => {
+  it("exits once its compile is done, after the worker hashed for it", NEEDS_BUILD, async () => {
     const dir = tree();
-    const script = `
-      const { compileDirectory } = await import(${JSON.stringify(path.join(repo, "dist", "src", "delivery", "compile", "directory.js"))});
-      const { sharedOffThreadHasher, WORKER_WORTH_BYTES } = await import(${JSON.stringify(path.join(repo, "dist", "src", "core", "off-thread-hash.js"))});
-      const hasher = sharedOffThreadHasher();
+    const result = await runToExit(`
       hasher.expect(WORKER_WORTH_BYTES);
       if (!(await hasher.started())) throw new Error("the hashing worker did not start");
       const compiled = await compileDirectory(${JSON.stringify(dir)}, { bundleId: "exit", revision: "r1" });
       console.log(JSON.stringify({ inWorker: hasher.hashedInWorker, digest: compiled.manifest.bundle_digest }));
-    `;
-    const entry = path.join(scratch, `exit-${counter}.mjs`);
-    fs.writeFileSync(entry, script);
-    const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
-    const exited = new Promise<number | null>((done) => child.once("close", (c) => done(c)));
-    // Once the compile printed its result, the process has nothing left to do but exit: a worker
-    // kept ref'd would hold it forever. The bound is only for failing with a reason.
-    const printed = new Promise<void>((done) =>
-      child.stdout.setEncoding("utf8").on("data", (s: string) => {
-        stdout += s;
-        if (stdout.includes("\n")) done();
-      }),
-    );
-    await Promise.race([printed, exited]);
-    let timer: NodeJS.Timeout | undefined;
-    const code = await Promise.race([
-      exited,
-      new Promise<never>((_, fail) => {
-        timer = setTimeout(() => {
-          child.kill("SIGKILL");
-          fail(new Error(`the process printed its compile result but had not exited 30 s later: the hashing worker kept it alive (${stderr})`));
-        }, 30_000);
-      }),
-    ]).finally(() => clearTimeout(timer));
-    assert.equal(code, 0, `the compiling process failed: ${stderr}`);
-    const result = JSON.parse(stdout) as { inWorker: number; digest: string };
-    assert.ok(result.inWorker > 0, "the worker hashed nothing: this would not show it keeping the process alive");
+    `);
+    assert.ok(Number(result.inWorker) > 0, "the worker hashed nothing: this would not show it keeping the process alive");
     const inline = await compileDirectory(dir, { bundleId: "exit", revision: "r1", hasher: new OffThreadHasher({ spawn: undefined }) });
     assert.equal(result.digest, inline.manifest.bundle_digest);
+  });
+
+  it("exits when the worker was started but never given a job (a small compile's CLI, done before it was up)", NEEDS_BUILD, async () => {
+    const result = await runToExit(`
+      hasher.expect(WORKER_WORTH_BYTES);
+      console.log(JSON.stringify({ online: hasher.online, inWorker: hasher.hashedInWorker }));
+    `);
+    assert.deepEqual(result, { online: false, inWorker: 0 });
   });
 });
