@@ -129,22 +129,29 @@ export class OffThreadHasher {
     const worker = this.online ? this.#worker : undefined;
     const behind = this.#outstandingBytes > 0 && this.#outstandingBytes + bytes.byteLength > MAX_OUTSTANDING_BYTES;
     if (worker === undefined || behind || bytes.byteLength < MIN_OFF_THREAD_BYTES || !(buffer instanceof ArrayBuffer)) {
-      try {
-        const digest = sha256Digest(bytes);
-        this.#hashedInline++;
-        return Promise.resolve({ digest, bytes: viewOf(buffer, bytes.byteOffset, bytes.byteLength) });
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      return this.#inline(bytes);
     }
     const id = this.#nextId++;
     const { byteOffset: offset, byteLength: length } = bytes;
-    return new Promise<Hashed>((resolve, reject) => {
-      this.#inFlight.set(id, { offset, length, resolve, reject });
-      this.#outstandingBytes += length;
-      worker.ref(); // a digest owed keeps the process alive
+    try {
       worker.postMessage({ id, buffer, offset, length }, [buffer]);
-    });
+    } catch {
+      // A buffer that cannot be transferred (one Node made untransferable) stays where it is.
+      return this.#inline(bytes);
+    }
+    worker.ref(); // a digest owed keeps the process alive
+    this.#outstandingBytes += length;
+    return new Promise<Hashed>((resolve, reject) => this.#inFlight.set(id, { offset, length, resolve, reject }));
+  }
+
+  #inline(bytes: Uint8Array): Promise<Hashed> {
+    try {
+      const digest = sha256Digest(bytes);
+      this.#hashedInline++;
+      return Promise.resolve({ digest, bytes: viewOf(bytes.buffer, bytes.byteOffset, bytes.byteLength) });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Stops the worker; later buffers are hashed inline. */

@@ -12,7 +12,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { spawn } from "node:child_process";
-import { Worker } from "node:worker_threads";
+import { Worker, markAsUntransferable } from "node:worker_threads";
 import { sha256Digest } from "../../src/core/digest.js";
 import { IntegrityError, WardenError } from "../../src/core/errors.js";
 import { HASH_WORKER_URL, MIN_OFF_THREAD_BYTES, OffThreadHasher, WORKER_WORTH_BYTES } from "../../src/core/off-thread-hash.js";
@@ -94,6 +94,19 @@ describe("the compile's blob digests on a worker thread", () => {
     assert.ok(hasher.hashedInWorker > before, "the worker held no earlier file when the last one changed");
     // The files compile once nothing changes them, with the same worker.
     assertDigestsOf(dir, await compileDirectory(dir, { ...OPTIONS, hasher }));
+  });
+
+  it("hashes a buffer it cannot hand over on the calling thread, and takes the next one", async () => {
+    const stuck = Buffer.allocUnsafeSlow(MIN_OFF_THREAD_BYTES).fill(7);
+    markAsUntransferable(stuck.buffer);
+    // Node 21+ refuses to post it (then it is hashed inline); Node 20 copies it instead.
+    const first = await hasher.digestTaking(stuck);
+    assert.equal(first.digest, sha256Digest(Buffer.alloc(MIN_OFF_THREAD_BYTES, 7)));
+    assert.deepEqual(first.bytes, Buffer.alloc(MIN_OFF_THREAD_BYTES, 7));
+    const inWorker = hasher.hashedInWorker;
+    const next = await hasher.digestTaking(Buffer.allocUnsafeSlow(MIN_OFF_THREAD_BYTES).fill(8));
+    assert.equal(next.digest, sha256Digest(Buffer.alloc(MIN_OFF_THREAD_BYTES, 8)));
+    assert.equal(hasher.hashedInWorker, inWorker + 1);
   });
 });
 
