@@ -11,6 +11,8 @@
  *   WARDEN_PUSH_PROFILE=cpu-prof     V8's --cpu-prof of the node (written when it stops)
  *   WARDEN_PUSH_PROFILE=compile      only the client's compile, no node: CPU and wall per round
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
+ * The bundle's shape: WARDEN_PUSH_PROFILE_FILES files (default 128) of WARDEN_PUSH_PROFILE_FILE_BYTES
+ * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -18,6 +20,7 @@ import { join, resolve } from "node:path";
 import { WardenClient, compileForPush } from "../src/client/index.js";
 import { startNode } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
+import { DEFAULT_LIMITS } from "../src/core/limits.js";
 import { AS_LAUNCHED_ENV, benchDir, median } from "./baseline.js";
 import { HASH_WORKER_URL, OffThreadHasher, setSharedOffThreadHasher } from "../src/core/off-thread-hash.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
@@ -31,6 +34,10 @@ const rounds = Number(process.argv[2] ?? 8);
 const from = Number(process.argv[3] ?? 2);
 const mode = process.env.WARDEN_PUSH_PROFILE ?? "";
 const out = resolve(process.env.WARDEN_PUSH_PROFILE_OUT ?? "push.perf.data");
+const files = positiveEnv("WARDEN_PUSH_PROFILE_FILES", 128);
+const fileBytes = positiveEnv("WARDEN_PUSH_PROFILE_FILE_BYTES", 256 * 1024);
+/** A bundle of more files than the default limit allows raises the limit on both sides. */
+const limits = files > DEFAULT_LIMITS.bundleComponents ? { ...DEFAULT_LIMITS, bundleComponents: files } : undefined;
 const work = benchDir("push-profile");
 mkdirSync(work, { recursive: true });
 
@@ -40,7 +47,7 @@ setSharedOffThreadHasher(new OffThreadHasher({ spawn: () => tsWorker(HASH_WORKER
 if (mode === "compile") {
   // The bundles are written (and synced) first, so only the compiles run while measured.
   const dirs = Array.from({ length: rounds }, (_, round) => join(work, `src-${round}`));
-  for (const dir of dirs) writeRandomBundle(dir, 128, 256 * 1024);
+  for (const dir of dirs) writeRandomBundle(dir, files, fileBytes);
   execFileSync("sync");
   const cpu: number[] = [];
   const wall: number[] = [];
@@ -52,7 +59,7 @@ if (mode === "compile") {
     const mainBefore = threadCpuMs();
     const cpuBefore = process.cpuUsage();
     const start = performance.now();
-    await compileForPush(dir, { bundleId: "profile", digestCache: false });
+    await compileForPush(dir, { bundleId: "profile", digestCache: false, ...(limits === undefined ? {} : { limits }) });
     const used = process.cpuUsage(cpuBefore);
     if (round < 2) continue;
     mainCpu.push(threadCpuMs() - mainBefore);
@@ -65,7 +72,7 @@ if (mode === "compile") {
 }
 
 const nodeFlags = mode === "perf-node" ? ["--perf-basic-prof"] : mode === "cpu-prof" ? ["--cpu-prof", `--cpu-prof-dir=${resolve("push-cpu-prof")}`] : [];
-const node = await startNode({ home: join(work, "home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info", WARDEN_CHECK_REPLIES: "0" }, nodeFlags });
+const node = await startNode({ home: join(work, "home"), env: { ...AS_LAUNCHED_ENV, WARDEN_LOG_LEVEL: "info", WARDEN_CHECK_REPLIES: "0" }, nodeFlags, ...(limits === undefined ? {} : { config: { limits: { bundleComponents: files } } }) });
 const client = new WardenClient({ url: node.url, token: node.token });
 const pid = node.child.pid!;
 /**
@@ -89,7 +96,7 @@ try {
       await new Promise((started) => setTimeout(started, 500)); // perf attaches; nothing waits on it but this profile
     }
     const dir = join(work, `src-${round}`);
-    writeRandomBundle(dir, 128, 256 * 1024);
+    writeRandomBundle(dir, files, fileBytes);
     execFileSync("sync");
     const nodeBefore = nodeCpuMs();
     const mainBefore = nodeMainCpuMs();
@@ -102,6 +109,7 @@ try {
       revision: `r${round}`,
       chunkBytes: 1 << 20,
       concurrency: 4,
+      ...(limits === undefined ? {} : { limits }),
       onProgress: (p) => {
         if (p.phase !== "compiled") return;
         compiled = performance.now();
@@ -127,3 +135,11 @@ try {
 const warm = rows.slice(from);
 const mid = (key: keyof (typeof rows)[number]): string => median(warm.map((r) => r[key])).toFixed(0);
 console.log(`medians of rounds ${from}–${rounds - 1}: compile ${mid("compile")} ms, wire ${mid("wire")} ms; CPU client ${mid("clientCpu")} ms (compile ${mid("compileCpu")}), node ${mid("nodeCpu")} ms (main thread ${mid("nodeMain")} ms)`);
+
+function positiveEnv(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`${name} must be a positive integer, not ${JSON.stringify(text)}`);
+  return value;
+}

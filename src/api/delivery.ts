@@ -126,7 +126,7 @@ export const ChunkParams = Type.Object(
 export type ChunkParams = Static<typeof ChunkParams>;
 
 export const UPLOAD_OFFSET_HEADER = "upload-offset";
-export const CHUNK_CONTENT_TYPE = "application/octet-stream";
+export { BLOB_PACK_CONTENT_TYPE, CHUNK_CONTENT_TYPE } from "./media-types.js";
 
 export const ChunkHeaders = Type.Object({
   // At most 15 digits: every such offset is a safe integer, so this pattern is the one check an

@@ -7,6 +7,8 @@ import type { TraceCarrier } from "../tracing/tracing.js";
 import type { Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";
 import type { PushOptions, PushResult, StageApi } from "./push.js";
+import { encodePack, type PackChunk } from "../delivery/blob-pack-frame.js";
+import { BLOB_PACK_CONTENT_TYPE } from "../api/media-types.js";
 import { readEvents, type RunEvent } from "./sse.js";
 import { Transport, type TransportOptions } from "./transport.js";
 import type {
@@ -117,6 +119,16 @@ export class WardenClient implements StageApi {
       throw new WardenHttpError(502, { code: "upload-offset-missing", detail: `the node acknowledged a chunk without a valid Upload-Offset header` }, { method: "PATCH", path });
     }
     return { nextOffset };
+  }
+
+  /**
+   * Sends chunks of several blobs in one request, as a blob pack (DESIGN.md "Blob packs"): each
+   * frame is applied as the chunk it carries would be alone. A node that predates packs answers
+   * 404 `route-not-found` (see `isPackUnsupported`).
+   */
+  async uploadPack(stageId: string, frames: readonly PackChunk[]): Promise<void> {
+    const path = `/v1/stages/${seg(stageId)}/blobs`;
+    await this.#http.sendForHeaders({ method: "PATCH", path, bytes: encodePack(frames), contentType: BLOB_PACK_CONTENT_TYPE, retry: false });
   }
 
   async stageStatus(stageId: string, options: RetryOption = {}): Promise<StageStatus> {

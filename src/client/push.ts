@@ -12,6 +12,7 @@ import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOpti
 import { DigestCache, sharedDigestCache } from "../delivery/compile/digest-cache.js";
 import { createManifest } from "../delivery/manifest.js";
 import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
+import { FRAME_HEADER_BYTES, type PackChunk } from "../delivery/blob-pack-frame.js";
 import { WardenHttpError } from "./errors.js";
 import { forEachConcurrent } from "./pool.js";
 import { backoffDelay, isTransient, sleep } from "./transport.js";
@@ -19,10 +20,15 @@ import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply
 import { bundleStatement } from "../signing/statement.js";
 import { sshSign, type SignWith, type SshSignOptions } from "./ssh-sign.js";
 
-/** The four delivery routes push drives; WardenClient implements them. */
+/** The delivery routes push drives; WardenClient implements them. */
 export interface StageApi {
   beginStage(manifest: Manifest, options?: { retry?: boolean }): Promise<BeginStageReply>;
   uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }>;
+  /**
+   * Sends whole blobs (each from its offset) in one request, as a blob pack; without it, or when
+   * the node does not know packs, every blob goes by `uploadChunk`.
+   */
+  uploadPack?(stageId: string, frames: readonly PackChunk[]): Promise<void>;
   stageStatus(stageId: string, options?: { retry?: boolean }): Promise<StageStatus>;
   commitStage(stageId: string, options?: { retry?: boolean; signatures?: readonly string[] }): Promise<CommitReply>;
   /** Adds a signature to a committed revision (a push with a signature of a revision already committed). */
@@ -62,9 +68,13 @@ export interface PushOptions {
   readonly bundleId?: string;
   /** default: the first 12 hex digits of the bundle digest (same content, same revision) */
   readonly revision?: string;
-  /** bytes per PATCH; default 1 MiB (the node's limit is 8 MiB by default) */
+  /**
+   * bytes per PATCH; default 1 MiB (the node's limit is 8 MiB by default). Blobs whose missing
+   * bytes fit go whole, several to a request (a blob pack, at most this many bytes with its
+   * framing); a larger blob goes in chunks of this size.
+   */
   readonly chunkBytes?: number;
-  /** blobs uploaded at once; default 4 */
+  /** requests in flight at once (a large blob's chunks, or a pack of small blobs); default 4 */
   readonly concurrency?: number;
   /** attempts after a transient failure, per blob and per begin/commit; default 6 */
   readonly retries?: number;
@@ -146,6 +156,18 @@ function hasCode(error: unknown, ...codes: string[]): error is WardenHttpError {
   return error instanceof WardenHttpError && codes.includes(error.code);
 }
 
+/**
+ * The node does not serve blob packs: one that predates them answers its route `404
+ * route-not-found` (a proxy in front, a bare 404), one that refuses the media type 415.
+ */
+export function isPackUnsupported(error: unknown): boolean {
+  if (!(error instanceof WardenHttpError)) return false;
+  return error.status === 415 || (error.status === 404 && (error.code === "route-not-found" || error.code === "http-404"));
+}
+
+/** A blob's upload: whole, in a pack with others, or alone in chunks. */
+type UploadTask = { readonly pack: string[] } | { readonly blob: string };
+
 function positiveInteger(value: number | undefined, fallback: number, what: string): number {
   if (value === undefined) return fallback;
   if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`${what} must be a positive integer`);
@@ -169,6 +191,8 @@ class PushRun {
   #bytesDone = 0;
   #bytesSent = 0;
   #blobsSent = 0;
+  /** false once the node answered that it does not serve blob packs: the rest goes blob by blob */
+  #packs: boolean;
 
   constructor(api: StageApi, compiled: CompiledPush, options: PushOptions) {
     this.#api = api;
@@ -182,6 +206,7 @@ class PushRun {
     this.#backoffMs = options.backoffMs ?? 100;
     this.#blobsTotal = this.#byDigest.size;
     this.#bytesTotal = [...this.#byDigest.values()].reduce((sum, f) => sum + f.component.blob.byte_len, 0);
+    this.#packs = api.uploadPack !== undefined;
   }
 
   #report(phase: PushPhase): void {
@@ -257,7 +282,7 @@ class PushRun {
     for (let round = 0; ; round++) {
       if (this.#offsets.size > 0) {
         this.#report("uploading");
-        await forEachConcurrent([...this.#offsets.keys()], this.#concurrency, (digest) => this.#uploadBlob(stageId, digest));
+        await forEachConcurrent(this.#plan(), this.#concurrency, (task) => ("pack" in task ? this.#uploadPack(stageId, task.pack) : this.#uploadBlob(stageId, task.blob)));
       }
       this.#report("committing");
       try {
@@ -277,11 +302,106 @@ class PushRun {
     return { receipt, stageId, bytesSent: this.#bytesSent, blobsSent: this.#blobsSent, alreadyCommitted, skipped: [], signers: receipt.signers ?? [] };
   }
 
-  async #uploadBlob(stageId: string, digest: string): Promise<void> {
+  /**
+   * The missing blobs as upload tasks, in manifest order: a blob whose missing bytes fit a pack
+   * goes whole into the current pack (a new one when it is full), a larger one alone in chunks.
+   */
+  #plan(): UploadTask[] {
+    const tasks: UploadTask[] = [];
+    let pack: string[] | undefined;
+    let packed = 0;
+    for (const file of this.#byDigest.values()) {
+      const digest = file.component.blob.digest;
+      const offset = this.#offsets.get(digest);
+      if (offset === undefined) continue;
+      const frame = FRAME_HEADER_BYTES + file.component.blob.byte_len - offset;
+      if (!this.#packs || frame > this.#chunkBytes) {
+        tasks.push({ blob: digest });
+        continue;
+      }
+      if (pack === undefined || packed + frame > this.#chunkBytes) {
+        pack = [];
+        packed = 0;
+        tasks.push({ pack });
+      }
+      pack.push(digest);
+      packed += frame;
+    }
+    return tasks;
+  }
+
+  /** The bytes of a blob, as compile read them. */
+  async #bytesOf(digest: string): Promise<Uint8Array> {
     const file = this.#byDigest.get(digest)!;
     // The bytes compile read and validated: the push delivers that snapshot even if a file is
     // edited meanwhile. Without them, the file is re-read and must still match its digest.
-    const bytes = this.#contents?.get(file.component.relative_path) ?? (await readCompiledFile(file));
+    return this.#contents?.get(file.component.relative_path) ?? (await readCompiledFile(file));
+  }
+
+  /**
+   * Uploads whole blobs in one blob pack. A node that does not serve packs gets these and every
+   * later blob one by one; after a failure that resuming can mend, the blobs go on one by one from
+   * where the node says they stand (the frames before the failed one were applied).
+   */
+  async #uploadPack(stageId: string, digests: readonly string[]): Promise<void> {
+    if (!this.#packs) return this.#oneByOne(stageId, digests);
+    const frames: PackChunk[] = [];
+    for (const digest of digests) {
+      const offset = this.#offsets.get(digest);
+      if (offset !== undefined) frames.push({ digest, offset, bytes: (await this.#bytesOf(digest)).subarray(offset) });
+    }
+    if (frames.length === 0) return;
+    const data = frames.reduce((sum, f) => sum + f.bytes.byteLength, 0);
+    this.#bytesSent += data;
+    try {
+      await this.#api.uploadPack!(stageId, frames);
+    } catch (error) {
+      if (isPackUnsupported(error)) {
+        this.#packs = false;
+        return this.#oneByOne(stageId, digests);
+      }
+      if (!isTransient(error) && !hasCode(error, "chunk-out-of-order", "blob-digest-mismatch")) throw error;
+      if (isTransient(error)) await sleep(backoffDelay(0, this.#backoffMs));
+      await this.#resync(stageId, digests);
+      return this.#oneByOne(stageId, digests);
+    }
+    for (const frame of frames) {
+      this.#blobsSent++;
+      this.#settle(frame.digest);
+      await this.#options.hooks?.afterChunk?.({ digest: frame.digest, offset: frame.offset, length: frame.bytes.byteLength, nextOffset: frame.offset + frame.bytes.byteLength });
+    }
+    this.#report("uploading");
+  }
+
+  /** Adopts the node's offsets of these blobs; one it no longer asks for is whole (a pack's frame applied it). */
+  async #resync(stageId: string, digests: readonly string[]): Promise<void> {
+    let status: StageStatus;
+    try {
+      status = await this.#withRetries(() => this.#api.stageStatus(stageId, { retry: false }));
+    } catch (resync) {
+      // Unreachable still: each blob's own retries take it from the offsets known.
+      if (!isTransient(resync)) throw resync;
+      return;
+    }
+    const missing = new Map(status.missing.map((m) => [m.digest, m.offset]));
+    for (const digest of digests) {
+      if (!this.#offsets.has(digest)) continue;
+      const offset = missing.get(digest);
+      if (offset !== undefined) {
+        this.#advance(digest, offset);
+        continue;
+      }
+      this.#blobsSent++;
+      this.#settle(digest);
+    }
+  }
+
+  async #oneByOne(stageId: string, digests: readonly string[]): Promise<void> {
+    for (const digest of digests) if (this.#offsets.has(digest)) await this.#uploadBlob(stageId, digest);
+  }
+
+  async #uploadBlob(stageId: string, digest: string): Promise<void> {
+    const bytes = await this.#bytesOf(digest);
     const length = bytes.byteLength;
     let offset = this.#offsets.get(digest) ?? length;
     let failures = 0;

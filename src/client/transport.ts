@@ -29,6 +29,8 @@ export interface RequestSpec {
   readonly query?: Readonly<Record<string, string | number | undefined>>;
   readonly json?: unknown;
   readonly bytes?: Uint8Array;
+  /** the media type of `bytes` (default application/octet-stream) */
+  readonly contentType?: string;
   readonly headers?: Readonly<Record<string, string>>;
   /** false for a request that must not be repeated blindly */
   readonly retry?: boolean;
@@ -148,7 +150,7 @@ export class Transport {
       headers["content-type"] = "application/json";
       body = JSON.stringify(spec.json);
     } else if (spec.bytes !== undefined) {
-      headers["content-type"] = "application/octet-stream";
+      headers["content-type"] = spec.contentType ?? "application/octet-stream";
       body = spec.bytes;
     }
     // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.

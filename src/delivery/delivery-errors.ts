@@ -41,7 +41,8 @@ export async function* senderBody(source: AsyncIterable<Uint8Array>): AsyncItera
   try {
     yield* source;
   } catch (error) {
-    throw chunkBodyAborted(error);
+    // A body that names its own failure (a blob pack's frame cut short by its framing) keeps it.
+    throw isWardenError(error) ? error : chunkBodyAborted(error);
   }
 }
 

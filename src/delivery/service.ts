@@ -15,6 +15,7 @@ import { withSigners } from "./manifest-record.js";
 import type { StoredSignature } from "./signature-record.js";
 import { ChunkUpload, nothingMore, type ChunkAccepted } from "./chunk-upload.js";
 import { verifyForCommit } from "./commit-verify.js";
+import { applyFrames } from "./blob-pack.js";
 import { checkContractAtBegin } from "./contract/check.js";
 import {
   bundleNotFound,
@@ -43,6 +44,19 @@ import { collectUnreferencedBlobs, isStoredIntact, recoverDelivery, type Deliver
 import { isExpired, missingOf, newStageId, parseStageId, type MissingBlob, type StageRecord } from "./stage.js";
 
 export type { ChunkAccepted } from "./chunk-upload.js";
+
+export interface PackOptions {
+  /** the body's declared length, when the sender declared one: a frame past it is refused before it is applied */
+  readonly declaredBytes?: number;
+  /** told of each frame's data bytes as they are handed on (a node's count of blob bytes received) */
+  readonly onBlobBytes?: (bytes: number) => void;
+}
+
+/** A blob pack applied whole. */
+export interface PackAccepted {
+  /** frames applied */
+  readonly frames: number;
+}
 
 /** What a backend hands the service: its three stores, and how to release them. */
 export interface DeliveryBackend extends DeliveryStores {
@@ -292,6 +306,22 @@ export class Delivery {
           return this.#chunks.append(stage, blob, body, now);
         }),
       );
+    });
+  }
+
+  /**
+   * Applies a blob pack (DESIGN.md "Blob packs"): each frame, in order, exactly as `putChunk` with
+   * the frame's digest, offset and bytes (its bytes handed on as they arrive, never gathered). A
+   * failure at frame k keeps frames 0…k-1 (each a complete chunk) and names the frame in the
+   * error's details.
+   */
+  async putPack(stageId: string, source: ByteSource, options: PackOptions = {}): Promise<PackAccepted> {
+    return guard(async () => {
+      const id = parseStageId(stageId);
+      const frames = await applyFrames(source, { limitBytes: this.limits.chunkBytes, ...options }, async (frame) => {
+        await this.putChunk(id, frame.digest, frame.offset, frame.body);
+      });
+      return { frames };
     });
   }
 

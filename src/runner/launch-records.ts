@@ -24,16 +24,13 @@ import { closeSync, lstatSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { StorageError } from "../core/errors.js";
 import { auditPrivateTreeSync, createPrivateFileSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
-import { PROC, pidSpaceOf, procStat, type PidSpace } from "./proc-stat.js";
+import { PROC, pidSpaceOf, procStat, type PidSpace, type ProcessIdentity } from "./proc-stat.js";
 
 export const AGENTS_DIR = "agents";
 const RECORD_RE = /^([0-9a-f]{32})\.([0-9]{1,20})\.([1-9][0-9]{0,9})\.([0-9]{1,20})\.([1-9][0-9]{0,9})\.([0-9]{1,20})$/;
 
 /** A process identity that survives pid reuse: its pid and its start time (clock ticks since boot). */
-export interface ProcessIdentity {
-  readonly pid: number;
-  readonly startTicks: string;
-}
+export type { ProcessIdentity };
 
 export interface LaunchRecord {
   readonly name: string;

@@ -38,7 +38,7 @@
 import { realpathSync } from "node:fs";
 import { sha256Hex } from "../core/digest.js";
 import { dropLaunchRecord, readLaunchRecords, type LaunchRecord, type ProcessIdentity } from "./launch-records.js";
-import { PROC, environVariable, isRunning, killIfStill, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
+import { PROC, environVariable, isRunning, killIfStill, mayStillLead, pidSpaceOf, procPids, procStat, type PidSpace, type ProcStat } from "./proc-stat.js";
 import { RUN_TAG_VAR } from "./stragglers.js";
 
 export const AGENT_TAG_VAR = "WARDEN_AGENT_OF";
@@ -113,8 +113,7 @@ class Reaper {
     // A previous boot: every process it ran is gone. Another pid namespace: its numbers are not ours.
     if (record.space.boot !== this.#space.boot) return true;
     if (record.space.pidns !== this.#space.pidns || !this.#nodeGone(record.node)) return false;
-    const leader = procStat(this.#procRoot, record.agent.pid);
-    if (leader === undefined || leader.startTicks === record.agent.startTicks) this.#sessions.add(record.agent.pid);
+    if (mayStillLead(this.#procRoot, record.agent)) this.#sessions.add(record.agent.pid);
     return true;
   }
 

@@ -19,6 +19,12 @@ export interface ProcStat {
   readonly startTicks: string;
 }
 
+/** A process over time: a pid is reused, a pid and its start time are not. */
+export interface ProcessIdentity {
+  readonly pid: number;
+  readonly startTicks: string;
+}
+
 /** The stat of process `pid`, or undefined when there is no such process. */
 export function procStat(procRoot: string, pid: number | "self"): ProcStat | undefined {
   let stat: string;
@@ -87,6 +93,19 @@ export function environVariable(procRoot: string, pid: number, name: string): st
     return environ.subarray(at + key.length, end < 0 ? environ.length : end).toString("utf8");
   }
   return undefined;
+}
+
+/**
+ * Whether the process group or session led by the process seen as `leader` can still be that one:
+ * its pid is gone (the kernel hands out no pid that is still the id of a live group or session, so
+ * one whose leader exited is still its) or still held by that process. False once the pid runs
+ * another process: the group ended and its id was reused. The one case this cannot tell: the group
+ * ended, then its pid came round again (after pid_max other pids) to a process that led a group or
+ * session of its own and exited, leaving members.
+ */
+export function mayStillLead(procRoot: string, leader: ProcessIdentity): boolean {
+  const stat = procStat(procRoot, leader.pid);
+  return stat === undefined || stat.startTicks === leader.startTicks;
 }
 
 /** SIGKILLs `pid` if it is still the process seen (same start time, not yet a zombie). */

@@ -57,6 +57,11 @@ export interface CreateServerOptions {
   readonly firstRequestMs?: number;
   /** hold every reply against its route's response schema, failing it (500) on a mismatch (tests) */
   readonly checkReplies?: boolean;
+  /**
+   * false: no blob pack route, the node answers it 404 `route-not-found` as a node that predates
+   * packs does (a seam for the client's fallback test); default true
+   */
+  readonly blobPacks?: boolean;
 }
 
 /** Quiet routes skip their per-request lines; a request that failed while answering is logged whatever its route. */
@@ -142,6 +147,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     stages: new Set(),
     closers: new Set(),
     recentFailures: [],
+    blobPacks: options.blobPacks ?? true,
   };
   // Submitted to leased: how long each queued run this node started waited (DESIGN.md "Queued invocations").
   warden.onQueuedStart((row) => ctx.metrics.queueWait.observe(Math.max(0, (row.leased_at ?? Date.now()) - row.enqueued_at) / 1000, { principal: row.principal }));

@@ -20,6 +20,8 @@ export interface RouteContext {
   readonly closers: Set<() => void>;
   /** runs this process saw end without a recorded result, newest first (a few, for the console's overview) */
   readonly recentFailures: RunFailure[];
+  /** whether the blob pack route is served (CreateServerOptions.blobPacks) */
+  readonly blobPacks: boolean;
 }
 
 declare module "fastify" {

@@ -13,7 +13,7 @@ import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.j
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
-import type { BeginResult, ChunkAccepted, Delivery, StageStatus, UploadProgress } from "../delivery/service.js";
+import type { BeginResult, ChunkAccepted, Delivery, PackAccepted, PackOptions, StageStatus, UploadProgress } from "../delivery/service.js";
 import type { ByteSource } from "../delivery/blob-store.js";
 import type { BundleView, RevisionView } from "../delivery/catalog.js";
 import type { CommitReceipt, Manifest } from "../delivery/manifest-types.js";
@@ -630,6 +630,11 @@ export class Warden {
   /** Appends one chunk of a blob at `offset` (the route's schema has checked it; Delivery checks it for every other caller). */
   putChunk(stageId: string, digest: string, offset: number, body: ByteSource): Promise<ChunkAccepted> {
     return this.#delivery.putChunk(stageId, digest, offset, body);
+  }
+
+  /** Applies a blob pack: each frame as `putChunk` with its digest, offset and bytes (DESIGN.md "Blob packs"). */
+  putPack(stageId: string, body: ByteSource, options?: PackOptions): Promise<PackAccepted> {
+    return this.#delivery.putPack(stageId, body, options);
   }
 
   /** Where each missing blob of a stage resumes. */

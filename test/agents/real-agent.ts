@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { wardenInProcess } from "../support/cli.js";
 import { ScriptedModelServer, type ScriptTurn } from "../../src/scripted-model/index.js";
 import { httpCall, repo, startNode, type CliRun, type NodeProcess, runJournal, assertRunVerified } from "../support/node.js";
-import { isAlive } from "../support/processes.js";
+import { identityOf, isAlive, killIfStillRecorded, type ProcessIdentity } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
@@ -71,7 +71,8 @@ export function describeRealAgent(provider: RealProvider): void {
     let model: ScriptedModelServer;
     let node: NodeProcess | undefined;
     /** processes a failed test may leave behind */
-    const leftovers: number[] = [];
+    /** processes a test saw running that may outlive it, as they were then */
+    const leftovers: ProcessIdentity[] = [];
 
     const config = (): Record<string, unknown> => ({
       workspaces: { main: workspace, ro: readOnly, trusted: trustedWorkspace },
@@ -122,7 +123,7 @@ export function describeRealAgent(provider: RealProvider): void {
     });
     after(async () => {
       await node?.kill();
-      for (const pid of leftovers) if (isAlive(pid)) process.kill(pid, "SIGKILL");
+      for (const p of leftovers) killIfStillRecorded(p);
       await model.close();
       rmSync(root, { recursive: true, force: true });
     });
@@ -277,8 +278,11 @@ export function describeRealAgent(provider: RealProvider): void {
       const sleeper = await waitFor("the tool's sleep process", () => pidOf(`sleep\0${seconds}`), 30_000);
       const entries = await journal(runId);
       const agentPid = (entries.find((e) => e.entry.event.type === "note" && e.entry.event.process !== undefined)?.entry.event.process as { pid: number }).pid;
-      leftovers.push(agentPid, sleeper);
       assert.ok(isAlive(agentPid) && isAlive(sleeper));
+      for (const pid of [agentPid, sleeper]) {
+        const running = identityOf(pid);
+        if (running !== undefined) leftovers.push(running);
+      }
       const asked = model.requests.length;
       await node!.kill();
       node = await start();

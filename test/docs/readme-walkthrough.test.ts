@@ -14,6 +14,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { cleanEnv, cliEntry, repo } from "../support/node.js";
+import { signalChildGroup } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
@@ -88,7 +89,7 @@ test("README walkthrough: every step runs as pasted and leaves nothing in the re
   const before = gitStatus();
   let serve: ChildProcess | undefined;
   t.after(() => {
-    if (serve?.pid !== undefined && serve.exitCode === null && serve.signalCode === null) process.kill(-serve.pid, "SIGKILL");
+    if (serve !== undefined) signalChildGroup(serve, "SIGKILL");
     rmSync(root, { recursive: true, force: true });
   });
 
@@ -163,7 +164,7 @@ test("README walkthrough: every step runs as pasted and leaves nothing in the re
   assert.ok(closed.split("no_effects").length - 1 >= 2, `the receipt and the invocation say no_effects:\n${closed}`);
 
   // Ctrl-C in terminal 1: a graceful stop.
-  process.kill(-serve.pid!, "SIGINT");
+  assert.equal(signalChildGroup(serve, "SIGINT"), true, "warden serve still runs");
   const [code, signal] = await serveExit;
   assert.deepEqual([code, signal], [0, null], `warden serve stopped cleanly:\n${serveErr}`);
   assert.equal(existsSync(join(demo, "home", "node.json")), false);

@@ -17,6 +17,7 @@ import { buildManifest } from "../delivery/manifest-fixtures.js";
 import { fullBundleFiles } from "../providers/helpers.js";
 import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
+import { killGroupIfStillRecorded } from "../support/processes.js";
 import { READY_MS, waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
@@ -59,8 +60,8 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
       raw: bytes,
       headers: { "content-type": "application/octet-stream", "upload-offset": String(offset) },
     });
-  const starts = (): { pid: number; argv: string[] }[] =>
-    fs.existsSync(startsFile) ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { pid: number; argv: string[] }) : [];
+  const starts = (): { pid: number; startTicks?: string; argv: string[] }[] =>
+    fs.existsSync(startsFile) ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { pid: number; startTicks?: string; argv: string[] }) : [];
   const startsOf = (marker: string): number => starts().filter((s) => s.argv.some((a) => a.includes(marker))).length;
 
   before(async () => {
@@ -77,13 +78,7 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
   after(async () => {
     await nodes.a?.kill();
     await nodes.b?.kill();
-    for (const s of starts()) {
-      try {
-        process.kill(-s.pid, "SIGKILL");
-      } catch {
-        // gone
-      }
-    }
+    for (const s of starts()) killGroupIfStillRecorded(s);
     await pg?.stop();
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });
   });
@@ -215,7 +210,7 @@ describe("a fleet: two warden serve processes on one PostgreSQL", () => {
     const retry = await invoke(node("b"), key, body);
     assert.equal(retry.status, 409);
     assert.equal(retry.body.code, "unresolved");
-    process.kill(-starts().find((s) => s.argv.some((a) => a.includes(key)))!.pid, "SIGKILL");
+    killGroupIfStillRecorded(starts().find((s) => s.argv.some((a) => a.includes(key)))!);
 
     nodes.a = await start("a");
     assert.equal((await invoke(node("a"), key, body)).body.code, "unresolved");

@@ -2,6 +2,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fixtureAgents, startNode, type CliRun, type NodeProcess } from "../support/node.js";
+import { killIfStillRecorded } from "../support/processes.js";
 import { tempDir } from "../support/temp.js";
 import { wardenInProcess } from "../support/cli.js";
 
@@ -37,13 +38,13 @@ export function operatorScene(area: string, token: string): OperatorScene {
   const starts = join(root, "starts.log");
   mkdirSync(home, { mode: 0o700 });
   mkdirSync(workspace);
-  const startedPids = (kind: string): number[] =>
+  const started = (kind: string): { provider: string; pid: number; startTicks?: string }[] =>
     (existsSync(starts) ? readFileSync(starts, "utf8") : "")
       .split("\n")
       .filter(Boolean)
-      .map((l) => JSON.parse(l) as { provider: string; pid: number })
-      .filter((s) => s.provider === kind)
-      .map((s) => s.pid);
+      .map((l) => JSON.parse(l) as { provider: string; pid: number; startTicks?: string })
+      .filter((s) => s.provider === kind);
+  const startedPids = (kind: string): number[] => started(kind).map((s) => s.pid);
   return {
     root,
     home,
@@ -51,13 +52,8 @@ export function operatorScene(area: string, token: string): OperatorScene {
     warden: (args) => wardenInProcess(args, { env: { WARDEN_HOME: home, WARDEN_TOKEN: token }, cwd: root }),
     startedPids,
     remove: () => {
-      for (const pid of [...startedPids("claude"), ...startedPids("grandchild")]) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // gone, as it should be
-        }
-      }
+      // Gone, as they should be; their pids may be another test's by now.
+      for (const s of [...started("claude"), ...started("grandchild")]) killIfStillRecorded(s);
       rmSync(root, { recursive: true, force: true });
     },
   };

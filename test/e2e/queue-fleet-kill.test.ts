@@ -19,6 +19,7 @@ import pg from "pg";
 import { fixtureAgents, httpCall, startNode, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { analyzeQueueLog, readQueueLog } from "../support/queue-log.js";
+import { killIfStillRecorded } from "../support/processes.js";
 import { tempDir } from "../support/temp.js";
 import { LONG_TEST_MS, READY_MS, waitFor } from "../support/wait.js";
 
@@ -71,11 +72,7 @@ describe("kill -9 of a node holding leases on queued runs not yet spawned and on
     await Promise.all(nodes.map((n) => n.kill()));
     // Agents still running (no end logged): the long ones of a killed node.
     for (const agent of analyzeQueueLog(readQueueLog(log ?? "")).agents.filter((a) => a.end === undefined)) {
-      try {
-        process.kill(agent.pid, "SIGKILL");
-      } catch {
-        // ended
-      }
+      killIfStillRecorded(agent);
     }
     await db?.end().catch(() => undefined);
     await pgServer?.stop();

@@ -25,6 +25,7 @@ import { createHash, randomUUID } from "node:crypto";
 import { fixtureAgents, httpCall, startNode, type HttpReply, type NodeProcess } from "../support/node.js";
 import { startTestPostgres, type TestPostgres } from "../support/postgres.js";
 import { analyzeQueueLog, appendMark, interleaving, readQueueLog, type JobMeta } from "../support/queue-log.js";
+import { killIfStillRecorded } from "../support/processes.js";
 import { tempDir } from "../support/temp.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
 
@@ -83,11 +84,7 @@ describe("queued invocations on a fleet of three warden serve --postgres process
     await Promise.all([...nodes.values()].map((n) => n.kill()));
     // Agents still running (no end logged): the long ones of a killed node.
     for (const agent of analyzeQueueLog(readQueueLog(log ?? "")).agents.filter((a) => a.end === undefined)) {
-      try {
-        process.kill(agent.pid, "SIGKILL");
-      } catch {
-        // ended
-      }
+      killIfStillRecorded(agent);
     }
     await pg?.stop();
     if (root !== undefined) fs.rmSync(root, { recursive: true, force: true });

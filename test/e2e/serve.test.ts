@@ -13,7 +13,7 @@ import * as http from "node:http";
 import { randomUUID } from "node:crypto";
 import { compileDirectory, type CompiledBundle } from "../../src/delivery/compile/directory.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { isAlive } from "../support/processes.js";
+import { isAlive, killGroupIfStillRecorded } from "../support/processes.js";
 import { fixtureAgents, httpCall, startNode, type HttpCallOptions, type HttpReply, type NodeProcess } from "../support/node.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
@@ -51,12 +51,12 @@ describe("warden serve (child process, HTTP only)", () => {
   const invoke = (key: string | undefined, body: unknown, headers: Record<string, string> = {}): Promise<Reply> =>
     call("POST", "/v1/invocations", { headers: { ...(key === undefined ? {} : { "idempotency-key": key }), ...headers }, body });
   const stateOf = async (key: string): Promise<Record<string, unknown>> => (await call("GET", `/v1/invocations/api:operator/${key}`)).body;
-  const starts = (): { provider: string; pid: number }[] =>
+  const starts = (): { provider: string; pid: number; startTicks?: string }[] =>
     fs.existsSync(startsFile)
-      ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { provider: string; pid: number })
+      ? fs.readFileSync(startsFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { provider: string; pid: number; startTicks?: string })
       : [];
   /** agents started (the children an agent starts are recorded too, as "grandchild" or "clean-grandchild") */
-  const agentStarts = (): { provider: string; pid: number }[] => starts().filter((s) => !s.provider.endsWith("grandchild"));
+  const agentStarts = (): { provider: string; pid: number; startTicks?: string }[] => starts().filter((s) => !s.provider.endsWith("grandchild"));
   const startCount = (): number => agentStarts().length;
   const startedPids = (): number[] => agentStarts().map((s) => s.pid);
   const grandchildPids = (kind: "grandchild" | "clean-grandchild" = "grandchild"): number[] =>
@@ -77,13 +77,8 @@ describe("warden serve (child process, HTTP only)", () => {
   });
   after(async () => {
     await node.kill();
-    for (const pid of startedPids()) {
-      try {
-        process.kill(-pid, "SIGKILL");
-      } catch {
-        // gone
-      }
-    }
+    // Agents started minutes ago are long gone: their pids may be another test's by now.
+    for (const agent of agentStarts()) killGroupIfStillRecorded(agent);
     fs.rmSync(root, { recursive: true, force: true });
   });
 

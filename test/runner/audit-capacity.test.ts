@@ -13,7 +13,8 @@ import { isWardenError } from "../../src/core/errors.js";
 import { openWarden, type Warden } from "../../src/warden/facade.js";
 
 import { diesWithin, isAlive } from "./helpers.js";
-import { fixtureCommand, fixturePids, killFixture } from "./audit-fixture.js";
+import { fixtureCommand, fixturePids, fixtureProcesses, killFixture } from "./audit-fixture.js";
+import { killGroupIfStillRecorded, type RecordedProcess } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
@@ -22,6 +23,7 @@ interface Setup {
   readonly wrapper: string;
   readonly warden: Warden;
   pids(): number[];
+  processes(): RecordedProcess[];
 }
 
 async function setup(t: { after(fn: () => unknown): void }, activeRuns = 1): Promise<Setup> {
@@ -30,12 +32,13 @@ async function setup(t: { after(fn: () => unknown): void }, activeRuns = 1): Pro
   const home = path.join(root, "home");
   const warden = await open(home, wrapper, activeRuns);
   const pids = (): number[] => fixturePids(root);
+  const processes = (): RecordedProcess[] => fixtureProcesses(root);
   t.after(async () => {
     killFixture(root);
     await warden.close({ graceMs: 0 });
     fs.rmSync(root, { recursive: true, force: true });
   });
-  return { home, wrapper, warden, pids };
+  return { home, wrapper, warden, pids, processes };
 }
 
 function open(home: string, wrapper: string, activeRuns: number): Promise<Warden> {
@@ -53,7 +56,7 @@ function open(home: string, wrapper: string, activeRuns: number): Promise<Warden
 const request = (prompt: string): { provider: string; prompt: string; timeout_s: number } => ({ provider: "kimi", prompt, timeout_s: 600 });
 
 test("the one run slot comes back after an agent killed by a signal and after one killed from outside", async (t) => {
-  const { warden, pids } = await setup(t);
+  const { warden, pids, processes } = await setup(t);
   const crashed = await warden.start("audit", randomUUID(), request("work crash-signal"));
   assert.equal(crashed.status, "started");
   assert.equal((await (crashed as { done: Promise<{ status: string }> }).done).status, "unresolved");
@@ -63,7 +66,7 @@ test("the one run slot comes back after an agent killed by a signal and after on
   assert.equal(hanging.status, "started");
   await assert.rejects(warden.start("audit", randomUUID(), request("work exit-now")), (e: unknown) => isWardenError(e) && e.code === "run-capacity-exhausted");
   await waitFor("the hanging agent", () => pids().length === 2 || undefined);
-  process.kill(-pids()[1]!, "SIGKILL");
+  assert.equal(killGroupIfStillRecorded(processes()[1]!), true, "the hanging agent's group was killed");
   assert.equal((await (hanging as { done: Promise<{ status: string }> }).done).status, "unresolved");
 
   const next = await warden.start("audit", randomUUID(), request("work exit-now"));

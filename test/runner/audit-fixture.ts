@@ -5,6 +5,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
+import { killGroupIfStillRecorded, killIfStillRecorded, type RecordedProcess } from "../support/processes.js";
 
 const AGENT = fileURLToPath(new URL("./children/audit-agent.cjs", import.meta.url));
 
@@ -16,23 +17,35 @@ export function fixtureCommand(root: string): string {
 }
 
 /**
- * Every pid the fixture started under `root`, the agent first. The fixture writes them to
- * `<root>/pids`, beside the file named by WARDEN_FIXTURE_STARTS in its environment.
+ * Every process the fixture started under `root`, the agent first, with the start time each had
+ * (proc-start.cjs). The fixture writes them to `<root>/pids`, beside the file named by
+ * WARDEN_FIXTURE_STARTS in its environment.
  */
-export function fixturePids(root: string): number[] {
+export function fixtureProcesses(root: string): RecordedProcess[] {
   const file = path.join(root, "pids");
-  return fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter(Boolean).map(Number) : [];
+  if (!fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, "utf8")
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [pid, startTicks] = line.split(" ");
+      return { pid: Number(pid), ...(startTicks === undefined || startTicks === "-" ? {} : { startTicks }) };
+    });
 }
 
-/** SIGKILLs every process the fixture started under `root`, with the process group each leads. */
+/** The pids of fixtureProcesses. */
+export function fixturePids(root: string): number[] {
+  return fixtureProcesses(root).map((p) => p.pid);
+}
+
+/**
+ * SIGKILLs what still runs of the processes the fixture started under `root`, with the process
+ * group each leads; not a process that got one of their pids since, nor its group.
+ */
 export function killFixture(root: string): void {
-  for (const pid of fixturePids(root)) {
-    for (const target of [-pid, pid]) {
-      try {
-        process.kill(target, "SIGKILL");
-      } catch {
-        // gone already
-      }
-    }
+  for (const recorded of fixtureProcesses(root)) {
+    killGroupIfStillRecorded(recorded);
+    killIfStillRecorded(recorded);
   }
 }

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 import type { JournalEvent } from "../../src/journal/types.js";
-import { SCOPE, isAlive, journalOf, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
+import { SCOPE, journalOf, killStarts, openRunnerEnv, type RunnerEnv } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 describe("runner: the wall-time budget", () => {
@@ -21,7 +21,7 @@ describe("runner: the wall-time budget", () => {
     env = await openRunnerEnv(root, { spend: { run: { wall_s: 1 } } });
   });
   after(async () => {
-    for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+    killStarts(env.startsFile);
     await env.close();
     fs.rmSync(root, { recursive: true, force: true });
   });

@@ -3,16 +3,17 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 import { isAlive, journalOf, openRunnerEnv, starts, SCOPE } from "./helpers.js";
+import { killGroupIfStillRecorded } from "../support/processes.js";
 import { LONG_TEST_MS, waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
 
 const CHILD = fileURLToPath(new URL("./children/invoke.ts", import.meta.url));
 
-function runChild(root: string, id: string, request: unknown): { done: Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }>; pid: number } {
+function runChild(root: string, id: string, request: unknown): { done: Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }>; child: ChildProcess } {
   const child = spawn(process.execPath, ["--import", "tsx", CHILD, root, id, JSON.stringify(request)], { stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -21,14 +22,14 @@ function runChild(root: string, id: string, request: unknown): { done: Promise<{
   const done = new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }>((resolve) =>
     child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr })),
   );
-  return { done, pid: child.pid as number };
+  return { done, child };
 }
 
 test("kill -9 of the node mid-run: after restart the id reads unresolved and the agent is not started again", { timeout: LONG_TEST_MS }, async (t) => {
   const root = tempDir("runner-crash");
   const startsFile = path.join(root, "starts.log");
   t.after(() => {
-    for (const s of starts(startsFile)) if (isAlive(s.pid)) process.kill(-s.pid, "SIGKILL");
+    for (const s of starts(startsFile)) killGroupIfStillRecorded(s);
     fs.rmSync(root, { recursive: true, force: true });
   });
   const id = randomUUID();
@@ -36,7 +37,7 @@ test("kill -9 of the node mid-run: after restart the id reads unresolved and the
 
   const first = runChild(root, id, request);
   await waitFor("the agent to start", () => starts(startsFile).length === 1 || undefined);
-  process.kill(first.pid, "SIGKILL");
+  first.child.kill("SIGKILL");
   const killed = await first.done;
   assert.equal(killed.signal, "SIGKILL", killed.stderr);
   // The agent lives in its own process group; it outlived the node (an operator stops it).

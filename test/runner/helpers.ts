@@ -24,7 +24,7 @@ import { verifyJournal } from "../../src/journal/verify.js";
 import { inspectRun, type RunInspection } from "../../src/journal/inspect.js";
 import type { JournalEntry } from "../../src/journal/types.js";
 import { MemorySource, bytesOf, type BundleFile } from "../providers/helpers.js";
-import { isAlive } from "../support/processes.js";
+import { isAlive, killIfStillRecorded } from "../support/processes.js";
 
 export { isAlive };
 
@@ -134,6 +134,8 @@ export async function pushBundle(
 export interface StartRecord {
   readonly provider: string;
   readonly pid: number;
+  /** its start time (/proc/<pid>/stat field 22), where /proc told one */
+  readonly startTicks?: string;
   readonly argv: string[];
   readonly cwd: string;
   /** the agent's HOME as it found it at its start */
@@ -146,6 +148,11 @@ export interface StartRecord {
 export function starts(file: string): StartRecord[] {
   if (!fs.existsSync(file)) return [];
   return fs.readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as StartRecord);
+}
+
+/** A test's clean-up: SIGKILLs what still runs of the processes `file` records, and nothing that got one of their pids since. */
+export function killStarts(file: string): void {
+  for (const s of starts(file)) killIfStillRecorded(s);
 }
 
 /** Verifies a run's journal with the node's keys and inspects it. */

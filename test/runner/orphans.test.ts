@@ -13,6 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { AGENT_TAG_VAR, agentTagOf, reapOrphanedAgents } from "../../src/runner/orphans.js";
+import { identityOf, killGroupIfStillRecorded, type ProcessIdentity } from "../support/processes.js";
 
 const CLEAN_ENV_AGENT = fileURLToPath(new URL("./children/clean-env-agent.cjs", import.meta.url));
 const ORPHAN_NODE = fileURLToPath(new URL("./children/orphan-node.ts", import.meta.url));
@@ -20,17 +21,18 @@ const linuxOnly = { skip: process.platform !== "linux" && "needs /proc" };
 
 const root = mkdtempSync(join(tmpdir(), "warden-orphans-"));
 const children: ChildProcess[] = [];
-/** leaders of sessions and groups started here: killed as groups, whatever a test left behind */
-const groups: number[] = [];
+/**
+ * leaders of sessions and groups started here, as they were while known to run: killed as groups,
+ * whatever a test left behind, unless their pids are another process's by then
+ */
+const groups: ProcessIdentity[] = [];
+const leads = (pid: number): void => {
+  const leader = identityOf(pid);
+  if (leader !== undefined) groups.push(leader);
+};
 after(() => {
   for (const child of children) child.kill("SIGKILL");
-  for (const pgid of groups) {
-    try {
-      process.kill(-pgid, "SIGKILL");
-    } catch {
-      // gone
-    }
-  }
+  for (const leader of groups) killGroupIfStillRecorded(leader);
   rmSync(root, { recursive: true, force: true });
 });
 
@@ -132,7 +134,7 @@ function firstLine(child: ChildProcess): Promise<string> {
 async function cleanEnvAgent(env: NodeJS.ProcessEnv): Promise<{ leader: ChildProcess; child: number }> {
   const leader = spawn(process.execPath, [CLEAN_ENV_AGENT], { detached: true, env, stdio: ["ignore", "pipe", "ignore"] });
   children.push(leader);
-  groups.push(leader.pid!);
+  leads(leader.pid!);
   const child = Number(await firstLine(leader));
   assert.equal(readFileSync(`/proc/${child}/environ`).length, 0, "the agent's child has an empty environment: no tag");
   assert.equal(statOf(child)?.sid, leader.pid, "and sits in the agent's session");
@@ -151,7 +153,7 @@ async function orphanNode(home: string, mode?: "leader-exits"): Promise<OrphanNo
   const node = spawn(process.execPath, ["--import", "tsx", ORPHAN_NODE, home, ...(mode === undefined ? [] : [mode])], { stdio: ["ignore", "pipe", "inherit"] });
   children.push(node);
   const line = JSON.parse(await firstLine(node)) as { leader: number; child: number; record: string };
-  groups.push(line.leader);
+  leads(line.leader);
   return { ...line, node };
 }
 

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { randomUUID } from "node:crypto";
 
-import { SCOPE, isAlive, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
+import { SCOPE, killStarts, openRunnerEnv, starts, type RunnerEnv } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 const PROMPTS = ["review", "--help", "-m x", "resume", "-p", "--dangerously-skip-permissions"];
@@ -23,7 +23,7 @@ describe("a prompt that looks like an option or a subcommand", () => {
     env = await openRunnerEnv(root);
   });
   after(async () => {
-    for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+    killStarts(env.startsFile);
     await env.close();
     fs.rmSync(root, { recursive: true, force: true });
   });

@@ -14,7 +14,7 @@ import type { ExistingOutcome } from "../../src/invocations/index.js";
 import { RunHomes } from "../../src/providers/run-home.js";
 import { resolveProfiles } from "../../src/providers/profiles.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { SCOPE, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
+import { SCOPE, journalOf, killStarts, openRunnerEnv, pushBundle, starts, type RunnerEnv, type StartRecord } from "./helpers.js";
 import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
@@ -40,7 +40,7 @@ for (const trusted of [false, true]) {
       await pushBundle(env.delivery, BUNDLE.bundle_id, BUNDLE.revision, fullBundleFiles());
     });
     after(async () => {
-      for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+      killStarts(env.startsFile);
       await env.close();
       fs.rmSync(root, { recursive: true, force: true });
     });

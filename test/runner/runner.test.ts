@@ -9,7 +9,8 @@ import { isWardenError } from "../../src/core/errors.js";
 import type { ExistingOutcome } from "../../src/invocations/index.js";
 import type { EffectFinishedEvent, EffectStartedEvent, JournalEvent } from "../../src/journal/types.js";
 import { fullBundleFiles } from "../providers/helpers.js";
-import { AGENTS, SCOPE, diesWithin, isAlive, journalOf, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
+import { AGENTS, SCOPE, diesWithin, isAlive, journalOf, killStarts, openRunnerEnv, pushBundle, starts, type RunnerEnv } from "./helpers.js";
+import { identityOf, killGroupIfStillRecorded, type ProcessIdentity } from "../support/processes.js";
 import { tempDir } from "../support/temp.js";
 
 const BUNDLE = { bundle_id: "review-tools", revision: "r1" };
@@ -51,7 +52,7 @@ describe("runner with fixture agents", () => {
     await pushBundle(env.delivery, NO_MCP.bundle_id, NO_MCP.revision, fullBundleFiles().filter((f) => f.kind !== "mcp-declaration"));
   });
   after(async () => {
-    for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+    killStarts(env.startsFile);
     await env.close();
     fs.rmSync(root, { recursive: true, force: true });
   });
@@ -374,7 +375,7 @@ describe("runner: the journal stops taking entries mid-run", () => {
       },
     });
     t.after(async () => {
-      for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+      killStarts(env.startsFile);
       await env.close();
       fs.rmSync(root, { recursive: true, force: true });
     });
@@ -408,7 +409,7 @@ describe("runner: launch records", { skip: process.platform !== "linux" && "need
       },
     });
     t.after(async () => {
-      for (const s of starts(env.startsFile)) if (isAlive(s.pid)) process.kill(s.pid, "SIGKILL");
+      killStarts(env.startsFile);
       await env.close();
       fs.rmSync(root, { recursive: true, force: true });
     });
@@ -422,9 +423,18 @@ describe("runner: launch records", { skip: process.platform !== "linux" && "need
   it("an agent that cannot be recorded is stopped at once and its run reads unresolved", async (t) => {
     const root = tempDir("runner-unrecorded");
     let agentPid = 0;
-    const env = await openRunnerEnv(root, { launchRecords: true, hooks: { afterLaunch: (pid) => void (agentPid = pid) } });
+    let agent: ProcessIdentity | undefined;
+    const env = await openRunnerEnv(root, {
+      launchRecords: true,
+      hooks: {
+        afterLaunch: (pid) => {
+          agentPid = pid;
+          agent = identityOf(pid);
+        },
+      },
+    });
     t.after(async () => {
-      if (agentPid !== 0 && isAlive(agentPid)) process.kill(-agentPid, "SIGKILL");
+      if (agent !== undefined) killGroupIfStillRecorded(agent);
       await env.close();
       fs.rmSync(root, { recursive: true, force: true });
     });

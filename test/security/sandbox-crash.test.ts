@@ -53,7 +53,7 @@ test("kill -9 of the node mid-run: no process of the confined run survives, the 
     return fs.existsSync(path.join(ws, "started")) || undefined;
   });
   await waitFor("the agent's setsid daemon to be running", () => (withMarker(marker).length > 0 ? true : undefined));
-  process.kill(node.pid as number, "SIGKILL");
+  node.kill("SIGKILL");
   assert.equal(await exited, "SIGKILL", stderr);
   await waitFor("every process of the run to be gone after the node's kill -9", () => (withMarker(marker).length === 0 ? true : undefined), 60_000);
   const hostilePids = fs.readFileSync(path.join(ws, "started"), "utf8");

@@ -22,6 +22,8 @@ export interface QueueLogLine {
   readonly node: string;
   readonly provider: string;
   readonly pid: number;
+  /** a start line's: the agent's start time (/proc/<pid>/stat field 22), where /proc told one */
+  readonly startTicks?: string;
   /** CLOCK_MONOTONIC, ns, as a decimal string (queue-agent.mjs; the shell agent has none) */
   readonly mono?: string;
   /** ms since the epoch */
@@ -44,6 +46,8 @@ export interface AgentRun {
   readonly node: string;
   readonly provider: string;
   readonly pid: number;
+  /** its start time, where it logged one: with the pid, what tells it from a later process */
+  readonly startTicks?: string;
   /** the index of its start line in the log */
   readonly start: number;
   /** the index of its end line; undefined: no end logged (killed, or still running) */
@@ -124,6 +128,7 @@ export function analyzeQueueLog(lines: readonly QueueLogLine[], meta: ReadonlyMa
     node: line.node,
     provider: line.provider,
     pid: line.pid,
+    ...(line.startTicks === undefined ? {} : { startTicks: line.startTicks }),
     start: at,
     end: endAt,
     startMono: line.mono === undefined ? undefined : BigInt(line.mono),

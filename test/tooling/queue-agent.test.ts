@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fixtureAgents } from "../support/node.js";
+import { identityOf, signalChildGroup } from "../support/processes.js";
 import { analyzeQueueLog, appendMark, interleaving, readQueueLog, type JobMeta, type QueueLogLine } from "../support/queue-log.js";
 import { tempDir } from "../support/temp.js";
 import { waitFor } from "../support/wait.js";
@@ -38,14 +39,13 @@ describe("the queue fixture agents and their log", () => {
 
     // job a sleeps until stopped; b (another node, codex) runs inside it; c starts after both ended.
     const a = agent(name, log, "n1", claudeArgs("job=a sleep=600000 hello"));
-    t.after(() => {
-      if (a.child.exitCode === null && a.child.signalCode === null) process.kill(-a.child.pid!, "SIGKILL");
-    });
-    await startOf("a");
+    t.after(() => signalChildGroup(a.child, "SIGKILL"));
+    // Its start time beside its pid, as /proc tells it (what a clean-up checks before it kills).
+    assert.equal((await startOf("a")).startTicks, identityOf(a.child.pid!)?.startTicks);
     const b = agent(name, log, "n2", ["exec", "--json", "--", "job=b sleep=10 hi"]);
     assert.equal(await b.exited, 0);
     // To the group, as a node stops an agent (the shell agent's sleep is a child of its own).
-    process.kill(-a.child.pid!, "SIGTERM");
+    assert.equal(signalChildGroup(a.child, "SIGTERM"), true);
     assert.equal(await a.exited, 143);
     appendMark(log, "between");
     const c = agent(name, log, "n1", claudeArgs("job=c hello"), { WARDEN_FIXTURE_SLEEP_MS: "5" });
@@ -81,9 +81,7 @@ describe("the queue fixture agents and their log", () => {
     const log = join(dir, "agents.log");
     const gate = join(dir, "gate");
     const g = agent(name, log, "n1", claudeArgs(`job=g gate=${gate} hello`));
-    t.after(() => {
-      if (g.child.exitCode === null && g.child.signalCode === null) process.kill(-g.child.pid!, "SIGKILL");
-    });
+    t.after(() => signalChildGroup(g.child, "SIGKILL"));
     await waitFor("the gated agent's start line", () => readQueueLog(log).find((l) => l.ev === "start" && l.job === "g"));
     // Another agent starts and ends while the gated one holds.
     const h = agent(name, log, "n2", claudeArgs("job=h hello"));

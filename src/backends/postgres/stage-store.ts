@@ -309,9 +309,11 @@ class RowPartial implements PartialAppender {
   }
 
   async flush(): Promise<void> {
-    if (this.#pending.length === 0) return;
     const bytes = this.#pending.length === 1 ? this.#pending[0]! : Buffer.concat(this.#pending);
     this.#pending = [];
+    // An empty chunk adds no row: a row of no bytes at an offset would collide with the chunk
+    // that next starts there (the table's key is the offset).
+    if (bytes.byteLength === 0) return;
     await this.#stages.appendChunk(this.#stageId, this.#digest, this.#offset, bytes);
     this.#offset += bytes.byteLength;
   }

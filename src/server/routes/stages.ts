@@ -12,6 +12,7 @@ import { Value } from "typebox/value";
 import { NoContent } from "../../api/common.js";
 import { ProblemResponse } from "../../api/problem.js";
 import {
+  BLOB_PACK_CONTENT_TYPE,
   CHUNK_CONTENT_TYPE,
   ChunkHeaders,
   ChunkParams,
@@ -107,7 +108,7 @@ export function stageRoutes(ctx: RouteContext) {
       },
     );
 
-    await app.register(chunkRoute(ctx));
+    await app.register(chunkRoute(ctx, ctx.blobPacks));
   };
 }
 
@@ -130,15 +131,33 @@ function commitSignatures(body: unknown): readonly string[] {
  */
 const NO_PAYLOAD = undefined as unknown as null;
 
-/** The chunk route, in its own scope: the only place that accepts application/octet-stream. */
-function chunkRoute(ctx: RouteContext) {
+/**
+ * The chunk routes, in their own scope: the only place that accepts application/octet-stream and
+ * blob packs. `packs: false` leaves the pack route out, as a node that predates it answers (a test
+ * seam for the client's fallback).
+ */
+function chunkRoute(ctx: RouteContext, packs: boolean) {
   const { warden, metrics } = ctx;
   const chunkBytes = warden.limits.chunkBytes;
+
+  /** The declared length of a chunk or pack body, refused over the chunk limit before a byte is read. */
+  const declaredLength = (headers: { readonly "content-length"?: string | undefined }): number => {
+    const declared = Number(headers["content-length"] ?? NaN);
+    if (declared > chunkBytes) {
+      throw new LimitError("chunk-too-large", `a chunk of ${declared} bytes is over the limit of ${chunkBytes}`, {
+        details: { limit: chunkBytes },
+      });
+    }
+    return declared;
+  };
+  const mediaType = (headers: { readonly "content-type"?: string | undefined }): string | undefined =>
+    headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
 
   return async function chunkPlugin(app: App): Promise<void> {
     app.removeAllContentTypeParsers();
     // No parseAs: the handler gets the raw request stream and nothing is buffered here.
     app.addContentTypeParser(CHUNK_CONTENT_TYPE, (_request, payload, done) => done(null, payload));
+    if (packs) app.addContentTypeParser(BLOB_PACK_CONTENT_TYPE, (_request, payload, done) => done(null, payload));
 
     app.patch(
       "/v1/stages/:stage_id/blobs/:digest",
@@ -153,16 +172,10 @@ function chunkRoute(ctx: RouteContext) {
         },
       },
       async (request, reply) => {
-        const type = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
-        if (type !== CHUNK_CONTENT_TYPE) {
+        if (mediaType(request.headers) !== CHUNK_CONTENT_TYPE) {
           throw new ValidationError("unsupported-media-type", `a chunk is sent as ${CHUNK_CONTENT_TYPE}`, { status: 415 });
         }
-        const declared = Number(request.headers["content-length"] ?? NaN);
-        if (declared > chunkBytes) {
-          throw new LimitError("chunk-too-large", `a chunk of ${declared} bytes is over the limit of ${chunkBytes}`, {
-            details: { limit: chunkBytes },
-          });
-        }
+        const declared = declaredLength(request.headers);
         // The header's schema admits only decimal safe integers: its `upload-offset-invalid` is the one check.
         const offset = Number(request.headers["upload-offset"]);
         const body = request.body === undefined || request.body === null ? new Uint8Array(0) : counted(request.body as Readable, (n) => metrics.bytesReceived.inc({}, n));
@@ -171,6 +184,39 @@ function chunkRoute(ctx: RouteContext) {
           throw error;
         });
         return reply.code(204).header("upload-offset", String(accepted.next_offset)).send(NO_PAYLOAD);
+      },
+    );
+
+    if (!packs) return;
+    app.patch(
+      "/v1/stages/:stage_id/blobs",
+      {
+        config: { quietRequestLog: true },
+        schema: {
+          operationId: "uploadPack", summary: "Append many chunks of the stage's blobs, framed as a blob pack, in one request",
+          params: StageParams,
+          consumes: [BLOB_PACK_CONTENT_TYPE],
+          response: { 204: NoContent, "4xx": ProblemResponse },
+        },
+      },
+      async (request, reply) => {
+        if (mediaType(request.headers) !== BLOB_PACK_CONTENT_TYPE) {
+          throw new ValidationError("unsupported-media-type", `a blob pack is sent as ${BLOB_PACK_CONTENT_TYPE}`, { status: 415 });
+        }
+        // The framing is checked against the declared end before a frame is applied: a pack that
+        // would end inside a frame is refused at that frame, not after part of it was taken.
+        if (request.headers["content-length"] === undefined) {
+          throw new ValidationError("content-length-required", "a blob pack declares its Content-Length", { status: 411 });
+        }
+        const declared = declaredLength(request.headers);
+        const body = request.body === undefined || request.body === null ? new Uint8Array(0) : undestroyed(request.body as Readable);
+        // Blob bytes, as for a chunk: the frames' data, not their headers.
+        const onBlobBytes = (n: number): void => metrics.bytesReceived.inc({}, n);
+        await warden.putPack(request.params.stage_id, body, { declaredBytes: declared, onBlobBytes }).catch(async (error: unknown) => {
+          await finishRefusedBody(request.raw, reply, true);
+          throw error;
+        });
+        return reply.code(204).send(NO_PAYLOAD);
       },
     );
   };
@@ -203,8 +249,13 @@ async function finishRefusedBody(raw: IncomingMessage, reply: FastifyReply, decl
  * finishRefusedBody to read to its end.
  */
 async function* counted(source: Readable, add: (bytes: number) => void): AsyncIterable<Uint8Array> {
-  for await (const piece of source.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>) {
+  for await (const piece of undestroyed(source)) {
     add(piece.byteLength);
     yield piece;
   }
+}
+
+/** The body's pieces; a reader that stops early leaves the rest for finishRefusedBody (see counted). */
+function undestroyed(source: Readable): AsyncIterable<Uint8Array> {
+  return source.iterator({ destroyOnReturn: false }) as AsyncIterable<Uint8Array>;
 }

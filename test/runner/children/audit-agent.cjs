@@ -1,19 +1,21 @@
 // Fixture agent for the crash and process audit (audit-*.test.ts), run through a shell wrapper as
 // `<wrapper> --print -p <prompt>`. Words of the prompt choose how it misbehaves; every pid it
-// starts is written to <dir>/pids (one line each) so the test can check on and kill them, where
-// <dir> is the directory of $WARDEN_FIXTURE_STARTS. Grandchildren live at most LIFE_MS, so a
-// test that fails cannot leave them running for long.
+// starts is written to <dir>/pids (one line each: the pid and its start time) so the test can check
+// on them and kill them, but not a later process that got the same pid; <dir> is the directory of
+// $WARDEN_FIXTURE_STARTS. Grandchildren live at most LIFE_MS, so a test that fails cannot leave
+// them running for long.
 "use strict";
 const { spawn } = require("node:child_process");
 const fs = require("node:fs");
 const path = require("node:path");
+const { startTicksOf } = require("../../fixtures/agents/proc-start.cjs");
 
 const LIFE_MS = 30_000;
 // The prompt is the last argument (after `--`, or kimi's `-p`): profiles.ts expandLaunchArgs.
 const prompt = process.argv.at(-1) ?? "";
 const words = new Set(prompt.split(/\s+/));
 const dir = path.dirname(process.env.WARDEN_FIXTURE_STARTS ?? "/nonexistent/x");
-const note = (pid) => fs.appendFileSync(path.join(dir, "pids"), `${pid}\n`);
+const note = (pid) => fs.appendFileSync(path.join(dir, "pids"), `${pid} ${startTicksOf(pid) ?? "-"}\n`);
 note(process.pid);
 
 /** A grandchild that ticks a counter file (its effects) until killed or LIFE_MS passed. */
@@ -52,15 +54,17 @@ if (words.has("group-holding")) {
   process.exit(0);
 }
 if (words.has("hang-with-escapee")) {
-  // Keeps running, with a setsid daemon beside it: both go on after their node is killed.
-  grandchild({ detached: true, stdio: "ignore" });
+  // Keeps running, with a setsid daemon beside it: both go on after their node is killed. Its
+  // output first: the test kills the node once the daemon's pid is noted, and a write to a pipe
+  // whose reader is gone is EPIPE, which ends a Node process (the agent would not run on).
   process.stdout.write("working\n");
+  grandchild({ detached: true, stdio: "ignore" });
   setInterval(() => undefined, 1000);
 }
 if (words.has("hang-with-holding-escapee")) {
   // Keeps running, with a setsid helper holding its stdout: killing the agent's group leaves it.
-  grandchild({ detached: true, stdio: ["ignore", "inherit", "inherit"] });
   process.stdout.write("working\n");
+  grandchild({ detached: true, stdio: ["ignore", "inherit", "inherit"] });
   setInterval(() => undefined, 1000);
 }
 if (words.has("binary")) {

@@ -1,8 +1,9 @@
 /**
  * A node for the audit tests of shutdown and kill -9 (audit-node.test.ts): opens a Warden on
  * argv[2] whose kimi command is argv[3], starts one run of the prompt argv[4], and prints
- * `{"run_id", "agent"}` once the agent is launched. On SIGTERM it closes the way `warden serve`
- * does (grace argv[5] ms), prints "closed", and then only exits when nothing holds it any more.
+ * `{"run_id", "agent"}` once the agent is launched and its journal says so. On SIGTERM it closes
+ * the way `warden serve` does (grace argv[5] ms), prints "closed", and then only exits when nothing
+ * holds it any more.
  */
 import * as path from "node:path";
 import { randomUUID } from "node:crypto";
@@ -23,6 +24,11 @@ const warden = await openWarden({
 process.once("SIGTERM", () => {
   void warden.close({ graceMs: Number(graceMs) }).then(() => process.stdout.write("closed\n"));
 });
-const started = await warden.start("audit", randomUUID(), { provider: "kimi", prompt, timeout_s: 600 });
+const id = randomUUID();
+const started = await warden.start("audit", id, { provider: "kimi", prompt, timeout_s: 600 });
 if (started.status !== "started") throw new Error(`not started: ${started.status}`);
-process.stdout.write(`${JSON.stringify({ run_id: started.run_id, agent: await agentPid })}\n`);
+const agent = await agentPid;
+// The runner journals where the agent runs (pid, host) right after the launch, without waiting for
+// the write: the test may kill this node as soon as it reads the line, so the line waits for it.
+while ((await warden.invocations.inspect("audit", id)).report.journal.agent_process === undefined) await new Promise((r) => setTimeout(r, 20));
+process.stdout.write(`${JSON.stringify({ run_id: started.run_id, agent })}\n`);
