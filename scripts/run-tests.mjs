@@ -2,7 +2,8 @@
 // Runs every test/**/*.test.ts through Node's own test runner with tsx as the TypeScript loader,
 // the slowest files first (test/durations.json; run-test-files.mjs keeps that order, `node --test`
 // would not). Extra arguments filter by path; --record-durations writes each file's figure.
-// What only Debian ships (a browser, Go, OpenSSH) is installed first by test-prereqs.mjs.
+// What only Debian ships (a browser, Go, OpenSSH) is installed first by test-prereqs.mjs, and
+// dist/ is compiled again by test-build.mjs when src/ is newer (the nodes the tests start run it).
 //
 // Every test process gets a private TMPDIR, removed when the run ends however it ends (a
 // cancelled test, a test process killed, Ctrl-C), so no run leaves temp dirs behind, and a PATH of
@@ -16,6 +17,7 @@ import { join, relative } from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ensurePrerequisites, testPath } from "./test-prereqs.mjs";
+import { ensureBuilt } from "./test-build.mjs";
 
 function walk(dir) {
   const out = [];
@@ -53,7 +55,8 @@ function readDurations() {
 const known = readDurations();
 const seconds = (f) => (typeof known[f] === "number" ? known[f] : Infinity);
 const files = [...matched].sort((a, b) => (seconds(a) === seconds(b) ? 0 : seconds(a) < seconds(b) ? 1 : -1));
-const problem = ensurePrerequisites();
+// The tests' nodes and CLI runs start the compiled CLI (bin/warden.cjs): dist/ must be src/'s.
+const problem = ensurePrerequisites() ?? ensureBuilt();
 if (problem !== undefined) {
   console.error(problem);
   process.exit(1);
@@ -85,7 +88,8 @@ const child = spawn(
     outcomesFile,
     ...files,
   ],
-  { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp, PATH: testPath() } },
+  // WARDEN_TEST_CLI=dist: dist/ is current (ensureBuilt), so the tests start bin/warden.cjs (test/support/node.ts).
+  { stdio: "inherit", env: { ...process.env, TMPDIR: runTmp, PATH: testPath(), WARDEN_TEST_CLI: "dist" } },
 );
 let interrupted;
 for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {

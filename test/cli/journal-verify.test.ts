@@ -12,9 +12,9 @@ import { publicKeyRecord } from "../../src/journal/keys.js";
 import { verifyJournal } from "../../src/journal/verify.js";
 import { JournalWriter } from "../../src/journal/writer.js";
 import type { JournalEvent } from "../../src/journal/types.js";
+import { cliCommand } from "../support/node.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
-const entry = join(repo, "src", "cli", "run.ts");
 
 interface Run {
   code: number | null;
@@ -26,7 +26,7 @@ function warden(args: string[], env: Record<string, string> = {}): Promise<Run> 
   return new Promise((done) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", entry, ...args],
+      [...cliCommand, ...args],
       { cwd: repo, env: { ...process.env, WARDEN_HOME: "", ...env } },
       (error, stdout, stderr) => done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }),
     );

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
-import { cleanEnv, cliEntry, repo, warden as wardenProcess, type CliRun } from "../support/node.js";
+import { cleanEnv, cliCommand, repo, warden as wardenProcess, type CliRun } from "../support/node.js";
 import { wardenInProcess } from "../support/cli.js";
 
 const dir = mkdtempSync(join(tmpdir(), "warden-cli-usage-"));
@@ -106,7 +106,7 @@ describe("warden CLI: failures without a node", () => {
   });
 
   it("as a process: a reader that closes stdout first costs no stack trace; the exit code stays the command's", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", cliEntry, "push", "--help"], { cwd: repo, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [...cliCommand, "push", "--help"], { cwd: repo, env: cleanEnv(), stdio: ["ignore", "pipe", "pipe"] });
     // Closed before the CLI has even loaded: every write it makes to stdout meets EPIPE.
     child.stdout.destroy();
     let stderr = "";

@@ -13,7 +13,7 @@ import { chmodSync, existsSync, readFileSync, readdirSync, rmSync, writeFileSync
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
-import { cleanEnv, cliEntry, repo } from "../support/node.js";
+import { cleanEnv, cliCommand, repo } from "../support/node.js";
 import { signalChildGroup } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
@@ -75,11 +75,12 @@ test("README walkthrough: every step runs as pasted and leaves nothing in the re
   const bin = join(root, "bin");
   mkdirSync(tmp);
   mkdirSync(bin);
-  // npx runs a package's own bin from its checkout; this is that, minus npx's copy into ~/.npm.
-  // The CLI itself gets the real temp dir back, where tsx keeps its compile cache.
+  // npx runs a package's own bin from its checkout; this is that (cliCommand: bin/warden.cjs under
+  // the test runner), minus npx's copy into ~/.npm. The CLI itself gets the real temp dir back,
+  // where tsx keeps its compile cache when it runs through tsx.
   writeFileSync(
     join(bin, "npx"),
-    `#!/bin/sh\nif [ "$1" = warden ]; then shift; TMPDIR="${tmpdir()}" exec "${process.execPath}" --import tsx "${cliEntry}" "$@"; fi\necho "npx: only 'npx warden' is expected here, not: npx $*" >&2\nexit 127\n`,
+    `#!/bin/sh\nif [ "$1" = warden ]; then shift; TMPDIR="${tmpdir()}" exec "${process.execPath}" ${cliCommand.map((a) => `"${a}"`).join(" ")} "$@"; fi\necho "npx: only 'npx warden' is expected here, not: npx $*" >&2\nexit 127\n`,
   );
   chmodSync(join(bin, "npx"), 0o755);
   const { WARDEN_DEMO: _demo, ...inherited } = cleanEnv({ TMPDIR: tmp, PATH: `${bin}:${process.env.PATH ?? ""}` });

@@ -17,6 +17,7 @@ import { randomUUID } from "node:crypto";
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { openWarden, type Warden } from "../../src/warden/facade.js";
+import { cliCommand } from "../support/node.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
 const CLAUDE = fileURLToPath(new URL("../fixtures/agents/claude.mjs", import.meta.url));
@@ -38,11 +39,10 @@ async function upstream(): Promise<Upstream> {
   return { port: (server.address() as { port: number }).port, seen, close: () => server.close() };
 }
 
-const CLI = fileURLToPath(new URL("../../src/cli/run.ts", import.meta.url));
 
 function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done) => {
-    execFile(process.execPath, ["--import", "tsx", CLI, ...args], { env: { ...process.env, WARDEN_HOME: "" } }, (error, stdout, stderr) =>
+    execFile(process.execPath, [...cliCommand, ...args], { env: { ...process.env, WARDEN_HOME: "" } }, (error, stdout, stderr) =>
       done({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr }),
     );
   });

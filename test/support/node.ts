@@ -1,7 +1,7 @@
 /**
  * Child processes for client, CLI and end-to-end tests: the real `warden serve` on a free
  * loopback port with a temp home, and the real `warden` CLI. Nothing is simulated: the node is
- * the same entry point users run (src/cli/run.ts through tsx).
+ * the CLI users run (`cliCommand` below).
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -14,6 +14,17 @@ import { READY_MS } from "./wait.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const cliEntry = join(repo, "src", "cli", "run.ts");
+/** What `npx warden` runs: the launcher of the compiled CLI (dist/). */
+export const wardenBin = join(repo, "bin", "warden.cjs");
+/**
+ * Node's arguments that start the CLI, before the CLI's own. Under scripts/run-tests.mjs, which
+ * compiles src/ into dist/ first when dist/ is older and then says so (WARDEN_TEST_CLI=dist):
+ * bin/warden.cjs, as `npx warden` starts it. A node started through tsx instead costs about twice
+ * the CPU (every module, a worker thread's too, goes through tsx's loader), and the suite starts
+ * hundreds on two cores. Anywhere else (a test file run on its own, a bench): src/cli/run.ts
+ * through tsx, which has no build to be out of date.
+ */
+export const cliCommand: readonly string[] = process.env.WARDEN_TEST_CLI === "dist" ? [wardenBin] : ["--import", "tsx", cliEntry];
 export const fixtureAgents = join(repo, "test", "fixtures", "agents");
 
 /**
@@ -38,6 +49,8 @@ export interface NodeProcess {
   stderr(): string;
   /** SIGTERM and wait for the exit code */
   stop(): Promise<number | null>;
+  /** Waits for the exit code, sending nothing (a second SIGTERM would end a stopping node at once, 143). */
+  exited(): Promise<number | null>;
   /** SIGKILL (no shutdown at all) and wait */
   kill(): Promise<void>;
 }
@@ -52,7 +65,7 @@ export interface StartNodeOptions {
   readonly config?: Record<string, unknown>;
   /** how long to wait for the first line (default READY_MS, generous for a busy machine) */
   readonly timeoutMs?: number;
-  /** Node's own flags for the child, before the loader (a bench's `--cpu-prof`, which NODE_OPTIONS refuses) */
+  /** Node's own flags for the child, before the CLI (a bench's `--cpu-prof`, which NODE_OPTIONS refuses) */
   readonly nodeFlags?: readonly string[];
 }
 
@@ -82,7 +95,7 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
     mkdirSync(home, { recursive: true, mode: 0o700 });
     writeFileSync(join(home, "warden.json"), JSON.stringify(config), { mode: 0o600 });
   }
-  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), "--import", "tsx", cliEntry, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), ...cliCommand, "serve", "--home", home, "--listen", "127.0.0.1:0", ...(options.args ?? [])], {
     cwd: repo,
     env: cleanEnv(options.env),
     stdio: ["ignore", "pipe", "pipe"],
@@ -124,6 +137,7 @@ export function startNode(options: StartNodeOptions = {}): Promise<NodeProcess> 
         tempRoot,
         stdout: () => out,
         stderr: () => err,
+        exited: () => exited,
         stop: async () => {
           if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
           return exited;
@@ -163,7 +177,7 @@ export interface CliOptions {
 
 /** Runs the real `warden` CLI to its end. */
 export function warden(args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
-  const child = spawn(process.execPath, ["--import", "tsx", cliEntry, ...args], {
+  const child = spawn(process.execPath, [...cliCommand, ...args], {
     cwd: options.cwd ?? repo,
     env: cleanEnv(options.env),
     stdio: ["ignore", "pipe", "pipe"],

@@ -14,6 +14,7 @@ import { openWarden } from "../../src/warden/facade.js";
 
 import { waitFor } from "../support/wait.js";
 import { tempDir } from "../support/temp.js";
+import { bundledScript } from "../support/bundle.js";
 
 const CHILD = fileURLToPath(new URL("../fixtures/tlog/append-then-hang.ts", import.meta.url));
 
@@ -22,7 +23,8 @@ describe("transparency log and kill -9", () => {
     const root = tempDir("tlog-crash");
     const home = path.join(root, "home");
     try {
-      const child = spawn(process.execPath, ["--import", "tsx", CHILD, home], { stdio: ["ignore", "pipe", "inherit"] });
+      // Bundled for plain node: through tsx the child spent about 2 s of CPU loading.
+      const child = spawn(process.execPath, [await bundledScript(CHILD), home], { stdio: ["ignore", "pipe", "inherit"] });
       let out = "";
       child.stdout.on("data", (d: Buffer) => (out += d.toString()));
       const line = await waitFor("the child to print `appended`", () => /appended (\d+) checkpoint (\d+)/.exec(out) ?? undefined, 120_000);

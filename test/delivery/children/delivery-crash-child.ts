@@ -11,7 +11,7 @@
 import { openEmbeddedDelivery } from "../../../src/backends/embedded/delivery/delivery-backend.js";
 import type { DeliveryFaultPoint } from "../../../src/backends/embedded/delivery/delivery-faults.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./crash-bundle.js";
-import { awaitParams } from "./warm-child.js";
+import { awaitParams } from "./await-params.js";
 
 interface Params {
   readonly home: string;

@@ -14,7 +14,7 @@ import { openPostgresBackend } from "../../../src/backends/postgres/index.js";
 import type { CatalogStore } from "../../../src/delivery/catalog.js";
 import { Delivery } from "../../../src/delivery/service.js";
 import { crashBundle, CRASH_CHUNK_BYTES } from "./crash-bundle.js";
-import { awaitParams } from "./warm-child.js";
+import { awaitParams } from "./await-params.js";
 
 interface Params {
   readonly url: string;
