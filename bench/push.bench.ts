@@ -44,6 +44,12 @@ import type { Delivery } from "../src/delivery/service.js";
 import { startNode, type NodeProcess } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median, medianBy, ratioLine, writeShaFsyncBytesPerSec } from "./baseline.js";
+import { HASH_WORKER_URL, OffThreadHasher, setSharedOffThreadHasher } from "../src/core/off-thread-hash.js";
+import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
+
+// The compile's blob digests on their worker, as the built CLI takes them: run from source, the
+// worker needs tsx's loader (see worker-entry.ts).
+setSharedOffThreadHasher(new OffThreadHasher({ spawn: () => tsWorker(HASH_WORKER_URL) }));
 
 const KiB = 1024;
 const MiB = 1024 * KiB;

@@ -7,7 +7,8 @@
 import * as fsp from "node:fs/promises";
 import * as nodePath from "node:path";
 import { ValidationError, errnoCode } from "../../core/errors.js";
-import { sha256Digest, type Digest } from "../../core/digest.js";
+import type { Digest } from "../../core/digest.js";
+import { sharedOffThreadHasher, type Hashed, type OffThreadHasher } from "../../core/off-thread-hash.js";
 import { DEFAULT_LIMITS, type Limits } from "../../core/limits.js";
 import {
   BundleDigestBuilder,
@@ -64,6 +65,8 @@ export interface CompileOptions {
   readonly keepContents?: boolean;
   /** digests of earlier compiles, reused for files whose identity is unchanged (compile/digest-cache.ts) */
   readonly digestCache?: DigestCache;
+  /** where blob digests are taken (default the process-wide one, core/off-thread-hash.ts) */
+  readonly hasher?: OffThreadHasher;
 }
 
 function checkOptions(options: CompileOptions): void {
@@ -118,11 +121,18 @@ interface ReadBundle {
 }
 
 /**
- * Reads every walked file once, in manifest order, digesting blobs and the bundle as it goes. The
- * files are still read one after another (the next once this one is read), but the next read
- * overlaps with this one's two digests. Both are taken on this thread: WebCrypto's digest (on the
- * I/O threads) copies its input, then wipes and frees the copy, which cost more CPU than it saved
- * in wall time (issue 34).
+ * Files read ahead of the one being digested: the reads run on libuv's I/O threads (four by
+ * default) while this thread digests, so there are always bytes waiting for it.
+ */
+const READ_AHEAD = 4;
+
+/**
+ * Reads every walked file once, in manifest order, and digests it twice: the bundle digest (one
+ * hash over all files in path order) on this thread, each blob's own digest on the off-thread
+ * hasher's worker, which takes the buffer once this thread is done with it. So the two passes run
+ * at once on two cores, file i's blob digest beside file i+1's bundle update, while the next reads
+ * run on the I/O threads. (WebCrypto's digest, also off this thread, copied its input, then wiped
+ * and freed the copy, which cost more CPU than it saved: issue 34.)
  * With a digest cache, a file whose identity is unchanged since an earlier compile is read (its
  * bytes are validated and uploaded) but not hashed; when all are, neither is the bundle.
  */
@@ -130,17 +140,18 @@ async function readFiles(
   files: readonly WalkedFile[],
   kindOf: (path: string) => ComponentKind,
   scope: ComponentScope,
-  hooks: CompileHooks = {},
-  cache?: DigestCache,
+  options: Pick<CompileOptions, "hooks" | "digestCache" | "hasher">,
 ): Promise<ReadBundle> {
+  const { hooks = {}, digestCache: cache } = options;
+  const hasher = options.hasher ?? sharedOffThreadHasher();
   const readStartNs = cache?.now() ?? 0n;
   const cached = files.map((f) => cache?.lookup(f.absolutePath, f.stat));
   // The bundle digest of an unchanged listing is known; otherwise it is taken over the bytes.
   const knownBundle = cached.every((d) => d !== undefined)
     ? cache?.bundleDigest(files.map((f, i) => ({ relativePath: f.relativePath, byteLength: Number(f.stat.size), digest: cached[i]! })))
     : undefined;
+  hasher.expect(files.reduce((sum, f, i) => (cached[i] === undefined ? sum + Number(f.stat.size) : sum), 0));
   const bundleDigest = new BundleDigestBuilder();
-  const contents = new Map<string, Uint8Array>();
   const read = (f: WalkedFile): Promise<Buffer> => {
     const hook = hooks.beforeRead;
     const reading = readStable(f.absolutePath, f.relativePath, f.stat, {
@@ -149,21 +160,27 @@ async function readFiles(
     reading.catch(() => undefined); // awaited in turn; a failure ahead must not go unhandled
     return reading;
   };
-  const digests: Digest[] = [];
-  let next = files.length > 0 ? read(files[0]!) : undefined;
+  const reads = files.slice(0, READ_AHEAD).map(read);
+  const hashed: Promise<Hashed>[] = [];
   for (const [i, f] of files.entries()) {
-    const bytes = await next!;
-    next = i + 1 < files.length ? read(files[i + 1]!) : undefined;
+    const bytes = await reads[i]!;
+    if (i + READ_AHEAD < files.length) reads.push(read(files[i + READ_AHEAD]!));
     // readStable refused the file unless it kept the walked identity through the read.
-    const known = cached[i];
-    digests.push(known ?? sha256Digest(bytes));
     if (knownBundle === undefined) bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
-    contents.set(f.relativePath, bytes);
+    // Last: the hasher may take the buffer away from this thread.
+    const known = cached[i];
+    const digesting = known === undefined ? hasher.digestTaking(bytes) : Promise.resolve({ digest: known, bytes });
+    digesting.catch(() => undefined); // awaited below, after the reads; a failure must not go unhandled first
+    hashed.push(digesting);
   }
+  const done = await Promise.all(hashed);
+  const contents = new Map<string, Uint8Array>();
   const compiled: CompiledFile[] = [];
   const listing: BundleEntry[] = [];
   for (const [i, f] of files.entries()) {
-    const blob = { digest: digests[i]!, byte_len: contents.get(f.relativePath)!.byteLength };
+    const { digest, bytes } = done[i]!;
+    contents.set(f.relativePath, bytes);
+    const blob = { digest, byte_len: bytes.byteLength };
     const component = { kind: kindOf(f.relativePath), scope, relative_path: f.relativePath, blob };
     compiled.push({ component, absolutePath: f.absolutePath });
     listing.push({ relativePath: f.relativePath, byteLength: blob.byte_len, digest: blob.digest });
@@ -191,7 +208,7 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
   checkOverridesExist(overrides, files);
   const kindOf = (path: string): ComponentKind => overrides.get(path) ?? inferKind(path);
   const scope = options.scope ?? "session";
-  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options.hooks, options.digestCache);
+  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options);
 
   const components = compiled.map((c) => c.component);
   const { bundleId: bundle_id, revision } = options;

@@ -9,7 +9,7 @@
  * secrets sit in the tree, most likely the wrong directory was named, and silently leaving them
  * out would hide that.
  */
-import * as fsp from "node:fs/promises";
+import * as fs from "node:fs";
 import type { BigIntStats } from "node:fs";
 import * as nodePath from "node:path";
 import { LimitError, ValidationError, IntegrityError, errnoCode, type ErrorDetails } from "../../core/errors.js";
@@ -86,10 +86,10 @@ class Walker {
     this.#limits = limits;
   }
 
-  async directory(absolute: string, relative: string): Promise<void> {
+  directory(absolute: string, relative: string): void {
     let names: Buffer[];
     try {
-      names = await fsp.readdir(absolute, { encoding: "buffer" });
+      names = fs.readdirSync(absolute, { encoding: "buffer" });
     } catch (error) {
       throw sourceError(error, relative || ".");
     }
@@ -101,11 +101,11 @@ class Walker {
         const shown = relative ? `${relative}/${raw.toString("utf8")}` : raw.toString("utf8");
         throw sourceRefusal("compile-path-not-utf8", shown, "file name is not valid UTF-8");
       }
-      await this.entry(nodePath.join(absolute, name), relative ? `${relative}/${name}` : name, name);
+      this.entry(nodePath.join(absolute, name), relative ? `${relative}/${name}` : name, name);
     }
   }
 
-  async entry(absolute: string, relative: string, name: string): Promise<void> {
+  entry(absolute: string, relative: string, name: string): void {
     if (SKIPPED_NAMES.has(name.toLowerCase())) {
       this.skipped.push(relative);
       return;
@@ -116,7 +116,7 @@ class Walker {
     }
     let st: BigIntStats;
     try {
-      st = await fsp.lstat(absolute, { bigint: true });
+      st = fs.lstatSync(absolute, { bigint: true });
     } catch (error) {
       throw sourceError(error, relative);
     }
@@ -162,9 +162,14 @@ class Walker {
   }
 }
 
-/** Walks `root` (an existing directory, already resolved) and returns its files, unread. */
+/**
+ * Walks `root` (an existing directory, already resolved) and returns its files, unread. The walk
+ * calls the file system synchronously, as readStable's open and stats do: an lstat is a
+ * microsecond or two, and a trip to an I/O thread and back for each one made the walk of 128
+ * files take 9–18 ms instead of one or two (issue 34).
+ */
 export async function walkDirectory(root: string, limits: Limits): Promise<WalkResult> {
   const walker = new Walker(limits);
-  await walker.directory(root, "");
+  walker.directory(root, "");
   return { files: walker.files, skipped: walker.skipped };
 }
