@@ -48,6 +48,17 @@ export class WardenError extends Error {
     return canonicalCode(code) === canonicalCode(this.code);
   }
 
+  /**
+   * The same failure with more details: same class, code, status, message, cause and stack (a
+   * caller that adds where it happened, e.g. a blob pack's frame, keeps the error's own members).
+   */
+  withDetails(extra: ErrorDetails): this {
+    const copy = Object.create(Object.getPrototypeOf(this) as object) as this;
+    Object.defineProperties(copy, Object.getOwnPropertyDescriptors(this));
+    Object.defineProperty(copy, "details", { value: { ...this.details, ...extra }, enumerable: true, writable: false, configurable: true });
+    return copy;
+  }
+
   toJSON(): { code: string; message: string; status: number; details: ErrorDetails } {
     return { code: this.code, message: this.message, status: this.status, details: this.details };
   }

@@ -32,11 +32,7 @@ export function blobPackInvalid(frame: number, why: string): ValidationError {
  * message, the details of the chunk's own error kept.
  */
 export function inFrame(error: WardenError, frame: number, digest: Digest | undefined): WardenError {
-  const details = { ...error.details, frame, ...(digest === undefined ? {} : { digest }) };
-  const copy = Object.create(Object.getPrototypeOf(error) as object) as WardenError;
-  Object.defineProperties(copy, Object.getOwnPropertyDescriptors(error));
-  Object.defineProperty(copy, "details", { value: details, enumerable: true, writable: false, configurable: true });
-  return copy;
+  return error.withDetails({ frame, ...(digest === undefined ? {} : { digest }) });
 }
 
 export interface FrameOptions {
