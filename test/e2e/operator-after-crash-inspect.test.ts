@@ -8,6 +8,8 @@
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { join } from "node:path";
 import { isAlive } from "../support/processes.js";
 import { httpCall, type CliRun, type NodeProcess } from "../support/node.js";
 import { operatorScene, waitFor, type OperatorScene } from "./operator-after-crash-support.js";
@@ -28,6 +30,11 @@ describe("operator after a crash: inspection says the orphaned agent was killed,
   const start = (): Promise<NodeProcess> => scene.start();
   const warden = (args: readonly string[]): Promise<CliRun> => scene.warden(args);
   const startedPids = (kind: string): number[] => scene.startedPids(kind);
+  /** The node journaled the agent's session (the run is this home's only one). */
+  const sessionJournaled = (): boolean => {
+    const journals = join(scene.home, "journals");
+    return existsSync(journals) && readdirSync(journals).some((name) => readFileSync(join(journals, name), "utf8").includes('"agent_session"'));
+  };
 
   before(() => {
     scene = operatorScene("after-crash-inspect", TOKEN);
@@ -46,10 +53,13 @@ describe("operator after a crash: inspection says the orphaned agent was killed,
     });
     assert.equal(started.status, 202);
     // The journal notes the agent's pid right after the launch: wait for it, as an operator would see it.
-    const running = await waitFor("the agent's pid in the journal", async () => {
+    // And for the agent's session note, its first output line read: until then the agent still has
+    // that line to write, and written after the kill to a pipe nobody reads, it would die of EPIPE
+    // on its own before the next node could kill it.
+    const running = await waitFor("the agent's pid and its session in the journal", async () => {
       const seen = await httpCall(node!.url, TOKEN, "GET", `/v1/invocations/api:operator/${id}/inspection`);
       const body = seen.body as unknown as Inspected;
-      return body.report?.journal.agent_process !== undefined && startedPids("grandchild").length === 1 ? body : undefined;
+      return body.report?.journal.agent_process !== undefined && startedPids("grandchild").length === 1 && sessionJournaled() ? body : undefined;
     });
     const agentPid = running.report.journal.agent_process!.pid;
     assert.deepEqual(startedPids("claude"), [agentPid]);
