@@ -12,7 +12,8 @@
  *   WARDEN_PUSH_PROFILE=compile      only the client's compile, no node: CPU and wall per round
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
  * The bundle's shape: WARDEN_PUSH_PROFILE_FILES files (default 128) of WARDEN_PUSH_PROFILE_FILE_BYTES
- * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files.
+ * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files; the client's chunk
+ * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default 1048576).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -36,6 +37,8 @@ const mode = process.env.WARDEN_PUSH_PROFILE ?? "";
 const out = resolve(process.env.WARDEN_PUSH_PROFILE_OUT ?? "push.perf.data");
 const files = positiveEnv("WARDEN_PUSH_PROFILE_FILES", 128);
 const fileBytes = positiveEnv("WARDEN_PUSH_PROFILE_FILE_BYTES", 256 * 1024);
+/** The client's chunk (and pack) size: WARDEN_PUSH_PROFILE_CHUNK_BYTES, default the bench's 1 MiB. */
+const chunkBytes = positiveEnv("WARDEN_PUSH_PROFILE_CHUNK_BYTES", 1 << 20);
 /** A bundle of more files than the default limit allows raises the limit on both sides. */
 const limits = files > DEFAULT_LIMITS.bundleComponents ? { ...DEFAULT_LIMITS, bundleComponents: files } : undefined;
 const work = benchDir("push-profile");
@@ -107,7 +110,7 @@ try {
     await client.push(dir, {
       bundleId: "profile",
       revision: `r${round}`,
-      chunkBytes: 1 << 20,
+      chunkBytes,
       concurrency: 4,
       ...(limits === undefined ? {} : { limits }),
       onProgress: (p) => {
