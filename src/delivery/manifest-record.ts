@@ -5,6 +5,7 @@
  * something else. The check runs once per digest per process (a verified manifest is immutable),
  * not on every chunk.
  */
+import { canonicalJson } from "../core/canonical.js";
 import { digestEquals, type Digest } from "../core/digest.js";
 import { IntegrityError, isWardenError, type ErrorDetails } from "../core/errors.js";
 import { isCount, isTime } from "../core/limits.js";
@@ -56,6 +57,23 @@ export class ManifestCache {
     if (this.#verified.size >= CACHE_LIMIT) this.#verified.delete(this.#verified.keys().next().value!);
     this.#verified.set(manifest.manifest_digest, manifest);
   }
+}
+
+const storedTexts = new WeakMap<Manifest, string>();
+
+/**
+ * The text a stage or commit record stores for `manifest` (its canonical JSON), serialized once per
+ * manifest object: a stage's record and its commit record store the same text, and the commit gets
+ * the very object its begin stored (the stage store's ManifestCache hands it back). Manifests are
+ * never changed once parsed.
+ */
+export function storedManifestText(manifest: Manifest): string {
+  let text = storedTexts.get(manifest);
+  if (text === undefined) {
+    text = canonicalJson(manifest);
+    storedTexts.set(manifest, text);
+  }
+  return text;
 }
 
 /** A commit record as both backends store it. */
