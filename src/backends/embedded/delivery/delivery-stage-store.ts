@@ -348,7 +348,12 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   #ensureStageDir(stageId: string, live: LiveStage | undefined): void {
-    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
+    // `recursive` skips ensurePrivateDirSync's fsync of stages/ (which exists: the store's open
+    // made it). A stage directory's name needs no durability of its own: its partials' names are
+    // never synced either, nothing in it is durable before commit (which publishes each partial
+    // by a link into a shard directory it fsyncs), and a stage that lost its directory in a power
+    // loss resumes each blob from 0, as one that lost its partials does (docs/durability.md).
+    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true, recursive: true });
     if (live !== undefined) live.dirChecked = true;
   }
 
