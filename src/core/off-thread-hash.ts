@@ -6,7 +6,7 @@
  * `fetch`) refuses a body over shared memory.
  *
  * One worker per process, started on first need and reused; it never keeps the process alive
- * while idle (unref'd, and ref'd only while a job is out). The hand-off adapts: a buffer is hashed
+ * while idle (worker-hold.ts: held only while a digest, or its awaited start, is owed). The hand-off adapts: a buffer is hashed
  * on the calling thread when the worker is not up yet (starting one takes tens of milliseconds, a
  * CLI's whole compile of a small tree), when the buffer is too small to be worth a round trip, or
  * when the worker is already MAX_OUTSTANDING_BYTES behind (starved of a core on a loaded machine:
