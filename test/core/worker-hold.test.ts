@@ -1,8 +1,9 @@
 /**
  * Worker threads hold their process open exactly while they owe an answer (src/core/worker-hold.ts):
  * a process whose worker was started and owes nothing exits by itself, whatever order the worker's
- * listeners were attached in, and one waiting for an answer does not exit before it. Each case is a
- * fresh `node` on the compiled code, as the CLI and the server run it (workers start by default;
+ * listeners were attached in, and one waiting for an answer does not exit before it: the hold
+ * itself, then the signer's, the run checker's and the embedded claim store's workers. Each case is
+ * a fresh `node` on the compiled code, as the CLI and the server run it (workers start by default;
  * from TypeScript source they would not).
  */
 import { after, describe, it } from "node:test";
@@ -158,5 +159,31 @@ describe("the run checker's workers", NEEDS_BUILD, () => {
     );
     assert.equal(run.code, 0, run.stderr);
     assert.deepEqual(run.line, { inline: false, check: inline }, "the process exited before the run checker's worker answered");
+  });
+});
+
+describe("the embedded claim store's write worker", NEEDS_BUILD, () => {
+  it("keeps a process up while a burst of writes is out on it, then lets it exit without a close", async () => {
+    // A burst: all but the first write of the turn go to the worker; the top-level await is all
+    // that waits for them, so a worker not held while it owes would end the process (exit 13).
+    const home = join(tempDir("worker-hold-home", (remove) => after(remove)), "home");
+    const run = await runToExit(
+      scratch,
+      `import { randomUUID } from "node:crypto";
+       const { openEmbeddedBackend } = await import(${dist("backends/embedded/index.js")});
+       const { Invocations } = await import(${dist("invocations/index.js")});
+       const backend = await openEmbeddedBackend({ home: ${JSON.stringify(home)} });
+       const invocations = new Invocations({ claims: backend.claims, journals: backend.journals, keys: backend.keys, limits: backend.limits });
+       const runs = await Promise.all(Array.from({ length: 16 }, () => invocations.run("s", randomUUID(), { n: 1 }, "agent", () => ({ ok: true }))));
+       const claims = backend.claims;
+       console.log(JSON.stringify({
+         offThread: claims.writesOffThread,
+         recorded: runs.filter((r) => r.status === "recorded").length,
+         onWorker: claims.commits > claims.inlineWrites,
+       }));`,
+      "the claim store's write worker, owing nothing",
+    );
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(run.line, { offThread: true, recorded: 16, onWorker: true }, "the writes did not all come back from the worker");
   });
 });
