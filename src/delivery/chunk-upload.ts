@@ -169,10 +169,14 @@ export class ChunkUpload {
       await partial.abandon();
       throw error;
     }
+    if (complete && inline) {
+      // Noted once the last byte is written (any later write to the partial changes it), from the
+      // descriptor still open where the store offers that, else from the path.
+      const identity = stages.partialIdentity === undefined ? undefined : await (partial.identity?.() ?? stages.partialIdentity(stageId, blob.digest));
+      inline.written(blob.digest, identity);
+    }
     await partial.close();
     if (complete) {
-      // Noted once the last byte is written: any later write to the partial changes it.
-      inline?.written(blob.digest, await stages.partialIdentity?.(stageId, blob.digest));
       this.#hashes.delete(key);
       this.#verified.add(key);
     } else {

@@ -7,6 +7,7 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { sha256Digest } from "../../src/core/digest.js";
 import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery/delivery-backend.js";
 import {
@@ -464,4 +465,55 @@ test("a chunk body that fails as it is read is the sender's abort (chunk-body-ab
   assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
   assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the aborted chunk's bytes are gone");
   assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000))).next_offset, 30_000);
+});
+
+/** The descriptors this process has open now. */
+function openFds(): number {
+  return fs.readdirSync("/proc/self/fd").length;
+}
+
+/** Counts the opens of paths under `dir` (fs.open and fs.openSync, as the stores call them) while the test runs. */
+function countOpens(t: TestContext, dir: string): { readonly count: () => number } {
+  const cjs = createRequire(import.meta.url)("node:fs") as typeof fs;
+  const { open, openSync } = cjs;
+  let count = 0;
+  const under = (p: fs.PathLike): boolean => String(p).startsWith(dir + path.sep);
+  cjs.open = ((p: fs.PathLike, ...rest: unknown[]) => {
+    if (under(p)) count++;
+    return (open as (...args: unknown[]) => void)(p, ...rest);
+  }) as typeof fs.open;
+  cjs.openSync = ((p: fs.PathLike, ...rest: unknown[]) => {
+    if (under(p)) count++;
+    return (openSync as (...args: unknown[]) => number)(p, ...rest);
+  }) as typeof fs.openSync;
+  syncBuiltinESMExports();
+  t.after(() => {
+    cjs.open = open;
+    cjs.openSync = openSync;
+    syncBuiltinESMExports();
+  });
+  return { count: () => count };
+}
+
+test("a blob's partial is opened once, when it is created: its chunk, its identity and its fdatasync use that descriptor; none is left open", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const files = Array.from({ length: 20 }, (_, i) => ({ path: `data/f${String(i).padStart(2, "0")}.bin`, content: bytesOf(300 + i, 5000) }));
+  const { manifest, blobs } = buildManifest(files, "one-open", "r1");
+  const fdsBefore = openFds();
+  const opens = countOpens(t, opened.layout.stagesDir);
+  const begun = await delivery.begin(manifest);
+  await uploadMissing(delivery, begun, blobs);
+  await delivery.commit(begun.stage_id);
+  assert.equal(opens.count(), 20, "one open per blob, its creation: none for its chunk, its identity or its fdatasync");
+  assert.equal(openFds(), fdsBefore, "every descriptor kept for a sync or created ahead is closed once the stage commits");
+
+  // A stage aborted midway closes what its blobs hold (created ahead, kept for a sync) too.
+  const other = buildManifest(files.map((f, i) => ({ ...f, content: bytesOf(400 + i, 5000) })), "one-open", "r2");
+  const second = await delivery.begin(other.manifest);
+  await partialsCreatedAhead(opened, second.stage_id, second.missing.slice(6, 16).map((m) => m.digest));
+  await uploadMissing(delivery, { ...second, missing: second.missing.slice(0, 6) }, other.blobs);
+  await delivery.abort(second.stage_id);
+  // The fdatasyncs started while it uploaded close their descriptors when they end.
+  await waitFor("the aborted stage's descriptors all closed", () => (openFds() === fdsBefore ? true : undefined), 30_000);
 });
