@@ -10,6 +10,11 @@ import * as path from "node:path";
 import { createRequire, syncBuiltinESMExports } from "node:module";
 import { sha256Digest } from "../../src/core/digest.js";
 import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery/delivery-backend.js";
+import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery/delivery-blob-store.js";
+import { openDeliveryDatabase } from "../../src/backends/embedded/delivery/delivery-db.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery/delivery-layout.js";
+import { EmbeddedStageStore } from "../../src/backends/embedded/delivery/delivery-stage-store.js";
+import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import {
   buildManifest,
   bytesOf,
@@ -508,6 +513,15 @@ test("a blob's partial is opened once, when it is created: its chunk, its identi
   assert.equal(opens.count(), 20, "one open per blob, its creation: none for its chunk, its identity or its fdatasync");
   assert.equal(openFds(), fdsBefore, "every descriptor kept for a sync or created ahead is closed once the stage commits");
 
+  // Chunks of several blobs at once (a push's requests in flight): a blob's sync waits for its
+  // last chunk to hand over the descriptor, even when another blob's chunk comes between.
+  const third = buildManifest(files.map((f, i) => ({ ...f, content: bytesOf(500 + i, 5000) })), "one-open", "r3");
+  const concurrent = await delivery.begin(third.manifest);
+  await Promise.all(concurrent.missing.map((m) => delivery.putChunk(concurrent.stage_id, m.digest, 0, third.blobs.get(m.digest)!)));
+  await delivery.commit(concurrent.stage_id);
+  assert.equal(opens.count(), 40, `one open per blob with 20 chunks in flight too (${opens.count() - 20})`);
+  assert.equal(openFds(), fdsBefore);
+
   // A stage aborted midway closes what its blobs hold (created ahead, kept for a sync) too.
   const other = buildManifest(files.map((f, i) => ({ ...f, content: bytesOf(400 + i, 5000) })), "one-open", "r2");
   const second = await delivery.begin(other.manifest);
@@ -516,4 +530,38 @@ test("a blob's partial is opened once, when it is created: its chunk, its identi
   await delivery.abort(second.stage_id);
   // The fdatasyncs started while it uploaded close their descriptors when they end.
   await waitFor("the aborted stage's descriptors all closed", () => (openFds() === fdsBefore ? true : undefined), 30_000);
+});
+
+test("a blob completed while another blob's chunk opens has its fdatasync wait for its own descriptor, not open the partial again", async (t) => {
+  const home = tempHome(t);
+  const layout = new DeliveryLayout(home);
+  for (const dir of [home, layout.root, layout.blobsDir, layout.stagesDir]) ensurePrivateDirSync(dir, { create: true });
+  const db = openDeliveryDatabase(layout.dbPath);
+  t.after(() => db.close());
+  const blobs = new EmbeddedBlobStore(layout);
+  blobs.createShards();
+  const stages = new EmbeddedStageStore(db, layout, blobs);
+  const a = bytesOf(600, 40_000);
+  const b = bytesOf(601, 40_000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: a }, { path: "data/b.bin", content: b }], "sync-handover", "r1");
+  const [refA, refB] = manifest.components.map((c) => c.blob);
+  const stageId = "5".repeat(32);
+  const blobRows = [refA!, refB!].map((ref) => ({ digest: ref.digest, byte_len: ref.byte_len, received: 0, complete: false }));
+  const opens = countOpens(t, layout.stagesDir);
+  await stages.create({ stage_id: stageId, manifest, created_at: 1, last_active_at: 1, reserved_bytes: 80_000, blobs: blobRows });
+  // A's last bytes are written and recorded; before its chunk closes, B's chunk opens its partial
+  // (another request of the same push), which starts the syncs of the blobs complete by then.
+  const partialA = await stages.openPartial(stageId, refA!.digest, 0);
+  await partialA.append(a);
+  await partialA.flush();
+  await stages.recordReceived(stageId, refA!.digest, a.byteLength, 2);
+  const partialB = await stages.openPartial(stageId, refB!.digest, 0);
+  await partialA.close();
+  await partialB.append(b);
+  await partialB.flush();
+  await stages.recordReceived(stageId, refB!.digest, b.byteLength, 3);
+  await partialB.close();
+  await stages.syncReceived(stageId, [refA!, refB!]);
+  assert.equal(opens.count(), 2, `each partial opened once, created ahead: both fdatasyncs go through the descriptors written through (${opens.count()})`);
+  await stages.remove(stageId);
 });

@@ -96,6 +96,8 @@ interface BlobProgress {
    * takes it (and closes it), or the blob or stage going closes it.
    */
   syncFd?: number;
+  /** A chunk has its partial open now (its descriptor is offered for the sync when it closes). */
+  appending?: boolean;
 }
 
 /** What this process knows of a stage: its row, and more. */
@@ -421,18 +423,23 @@ export class EmbeddedStageStore implements StageStore {
    * error since they were written.
    */
   #partial(fd: number, path: string, openedAt: number, stageId: string, digest: Digest, blob: BlobProgress | undefined): FilePartial {
-    const keep =
-      blob === undefined
-        ? undefined
-        : (kept: number): boolean => {
-            // Only for a blob still of a live stage: whatever dropped it closes nothing it never saw.
-            if (this.#live.get(stageId)?.blobs.get(digest) !== blob) return false;
-            if (blob.complete || blob.received !== blob.byte_len || blob.sync !== undefined || blob.syncFd !== undefined || this.#syncFdsHeld >= SYNC_FDS_HELD) return false;
-            blob.syncFd = kept;
-            this.#syncFdsHeld++;
-            return true;
-          };
-    return new FilePartial(fd, path, openedAt, this.#faults, keep);
+    if (blob === undefined) return new FilePartial(fd, path, openedAt, this.#faults);
+    blob.appending = true;
+    const owner: PartialOwner = {
+      abandoned: () => {
+        blob.appending = false;
+      },
+      closing: (kept: number): boolean => {
+        blob.appending = false;
+        // Only for a blob still of a live stage: whatever dropped it closes nothing it never saw.
+        if (this.#live.get(stageId)?.blobs.get(digest) !== blob) return false;
+        if (blob.complete || blob.received !== blob.byte_len || blob.sync !== undefined || blob.syncFd !== undefined || this.#syncFdsHeld >= SYNC_FDS_HELD) return false;
+        blob.syncFd = kept;
+        this.#syncFdsHeld++;
+        return true;
+      },
+    };
+    return new FilePartial(fd, path, openedAt, this.#faults, owner);
   }
 
   /** Closes the descriptors a blob holds (created ahead, or kept for its sync): it restarts, is stored, or its stage goes. */
@@ -508,11 +515,14 @@ export class EmbeddedStageStore implements StageStore {
   #syncAhead(stageId: string, live: LiveStage): void {
     for (const digest of live.unsynced) {
       const blob = live.blobs.get(digest);
+      // Its last chunk has yet to close (another request's chunk came between): the descriptor it
+      // is about to keep serves this sync, started by the chunk after it (or the commit).
+      if (blob?.appending === true) continue;
+      live.unsynced.delete(digest);
       if (blob !== undefined && !blob.complete && blob.received === blob.byte_len && blob.sync === undefined) {
         blob.sync = this.#startSync(stageId, digest);
       }
     }
-    live.unsynced.clear();
   }
 
   async requireBlob(stageId: string, ref: BlobRef): Promise<void> {
@@ -805,6 +815,14 @@ function stageDirNames(dir: string): string[] | undefined {
   return names;
 }
 
+/** Told when a FilePartial ends (the store's blob, see `#partial`). */
+interface PartialOwner {
+  /** The partial closes, every byte written: true when this takes its descriptor (and will close it). */
+  closing(fd: number): boolean;
+  /** The partial was abandoned; its descriptor is closed. */
+  abandoned(): void;
+}
+
 /**
  * A partial being appended to. Copying a chunk into the page cache was the largest part of what
  * the event loop's thread spent per chunk (more than hashing it), so the bytes are written on the
@@ -824,15 +842,14 @@ class FilePartial implements PartialAppender {
   /** The first write that failed: the chunk fails with it, and nothing more is written. */
   #failed: { readonly error: unknown } | undefined;
   #closed = false;
-  /** Offered the descriptor at `close`: true when it took it (and will close it). */
-  readonly #keep: ((fd: number) => boolean) | undefined;
+  readonly #owner: PartialOwner | undefined;
 
-  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined, keep?: (fd: number) => boolean) {
+  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined, owner?: PartialOwner) {
     this.#fd = fd;
     this.#path = path;
     this.#openedAt = openedAt;
     this.#faults = faults;
-    this.#keep = keep;
+    this.#owner = owner;
   }
 
   /**
@@ -894,13 +911,17 @@ class FilePartial implements PartialAppender {
       // the original error is the one worth reporting
     }
     this.#closeOnce();
+    this.#owner?.abandoned();
   }
 
   async close(): Promise<void> {
     await this.#writing;
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#failed !== undefined || this.#keep?.(this.#fd) !== true) fs.closeSync(this.#fd);
+    // A partial whose write failed is not offered: what it holds is not known.
+    if (this.#failed === undefined && this.#owner?.closing(this.#fd) === true) return;
+    fs.closeSync(this.#fd);
+    if (this.#failed !== undefined) this.#owner?.abandoned();
   }
 
   /** A descriptor number is reused once closed: closing it twice could close someone else's file. */
