@@ -6,7 +6,7 @@
  * `fetch`) refuses a body over shared memory.
  *
  * One worker per process, started on first need and reused; it never keeps the process alive
- * while idle (unref'd, and ref'd only while a job is out). The hand-off adapts: a buffer is hashed
+ * while idle (worker-hold.ts: held only while a digest, or its awaited start, is owed). The hand-off adapts: a buffer is hashed
  * on the calling thread when the worker is not up yet (starting one takes tens of milliseconds, a
  * CLI's whole compile of a small tree), when the buffer is too small to be worth a round trip, or
  * when the worker is already MAX_OUTSTANDING_BYTES behind (starved of a core on a loaded machine:
@@ -17,6 +17,7 @@ import type { Worker } from "node:worker_threads";
 import { sha256Digest, type Digest } from "./digest.js";
 import { WardenError } from "./errors.js";
 import { workerEntry } from "./worker-entry.js";
+import { WorkerHold } from "./worker-hold.js";
 
 /**
  * Smallest buffer handed to the worker: a round trip costs both threads about 50 µs of CPU, the
@@ -67,7 +68,8 @@ function viewOf(buffer: ArrayBufferLike, offset: number, length: number): Buffer
 
 export class OffThreadHasher {
   readonly #spawn: (() => Worker) | undefined;
-  #worker: Worker | undefined;
+  /** The worker, holding the process open while a digest (or its start, when awaited) is owed. */
+  #worker: WorkerHold | undefined;
   #online = false;
   #broken = false;
   readonly #inFlight = new Map<number, Job>();
@@ -112,12 +114,10 @@ export class OffThreadHasher {
    * tests that mean to measure or check the worker rather than its start.
    */
   started(): Promise<boolean> {
-    const worker = this.#worker;
-    if (this.#started === undefined || worker === undefined || this.online) return Promise.resolve(this.online);
-    worker.ref(); // whoever waits for the start keeps the process alive until then
-    return this.#started.finally(() => {
-      if (this.#inFlight.size === 0) worker.unref();
-    });
+    const held = this.#worker;
+    if (this.#started === undefined || held === undefined || this.online) return Promise.resolve(this.online);
+    held.owe(); // whoever waits for the start keeps the process alive until then
+    return this.#started.finally(() => held.paid());
   }
 
   /**
@@ -126,20 +126,20 @@ export class OffThreadHasher {
    */
   digestTaking(bytes: Uint8Array): Promise<Hashed> {
     const buffer = bytes.buffer;
-    const worker = this.online ? this.#worker : undefined;
+    const held = this.online ? this.#worker : undefined;
     const behind = this.#outstandingBytes > 0 && this.#outstandingBytes + bytes.byteLength > MAX_OUTSTANDING_BYTES;
-    if (worker === undefined || behind || bytes.byteLength < MIN_OFF_THREAD_BYTES || !(buffer instanceof ArrayBuffer)) {
+    if (held === undefined || behind || bytes.byteLength < MIN_OFF_THREAD_BYTES || !(buffer instanceof ArrayBuffer)) {
       return this.#inline(bytes);
     }
     const id = this.#nextId++;
     const { byteOffset: offset, byteLength: length } = bytes;
     try {
-      worker.postMessage({ id, buffer, offset, length }, [buffer]);
+      held.worker.postMessage({ id, buffer, offset, length }, [buffer]);
     } catch {
       // A buffer that cannot be transferred (one Node made untransferable) stays where it is.
       return this.#inline(bytes);
     }
-    worker.ref(); // a digest owed keeps the process alive
+    held.owe(); // a digest owed keeps the process alive
     this.#outstandingBytes += length;
     return new Promise<Hashed>((resolve, reject) => this.#inFlight.set(id, { offset, length, resolve, reject }));
   }
@@ -158,10 +158,11 @@ export class OffThreadHasher {
   async close(): Promise<void> {
     this.#broken = true;
     this.#settleStarted(false);
-    const worker = this.#worker;
+    const held = this.#worker;
     this.#worker = undefined;
     this.#fail(new WardenError("hash-worker-failed", "the hashing worker thread was closed while holding bytes to digest", 500));
-    await worker?.terminate();
+    held?.clear();
+    await held?.worker.terminate();
   }
 
   #ensureWorker(): void {
@@ -178,29 +179,28 @@ export class OffThreadHasher {
       this.#online = true;
       this.#settleStarted(true);
     };
-    worker.on("message", (reply: Reply) => ("ready" in reply ? ready() : this.#settle(reply)));
+    const held = new WorkerHold(worker);
+    worker.on("message", (reply: Reply) => ("ready" in reply ? ready() : this.#settle(held, reply)));
     // A worker that dies holds the buffers it was handed: those digests fail (typed), and every
     // later buffer is hashed inline.
     const fail = (cause: unknown): void => {
-      if (this.#worker === worker) this.#worker = undefined;
+      if (this.#worker === held) this.#worker = undefined;
       this.#broken = true;
+      held.clear();
       this.#settleStarted(false);
       this.#fail(workerLost(cause));
     };
     worker.on("error", fail);
     worker.on("exit", (code) => fail(new Error(`the worker exited with code ${code}`)));
-    // After the listeners: adding a "message" listener refs the worker again (nodejs/node#53036),
-    // and a worker that never got a job would then keep the process alive.
-    worker.unref();
-    this.#worker = worker;
+    this.#worker = held;
   }
 
-  #settle(reply: Exclude<Reply, { readonly ready: true }>): void {
+  #settle(from: WorkerHold, reply: Exclude<Reply, { readonly ready: true }>): void {
     const job = this.#inFlight.get(reply.id);
     if (job === undefined) return;
     this.#inFlight.delete(reply.id);
     this.#outstandingBytes -= job.length;
-    if (this.#inFlight.size === 0) this.#worker?.unref();
+    from.paid();
     if (reply.hex !== undefined) {
       this.#hashedInWorker++;
       job.resolve({ digest: `sha256:${reply.hex}`, bytes: viewOf(reply.buffer, job.offset, job.length) });

@@ -7,17 +7,13 @@
 import { availableParallelism } from "node:os";
 import type { Worker } from "node:worker_threads";
 import { workerEntry } from "../core/worker-entry.js";
+import { WorkerHold } from "../core/worker-hold.js";
 import { IntegrityError } from "../core/errors.js";
 import type { PublicKeyRecord } from "../journal/types.js";
 import type { VerifyOptions } from "../journal/verify.js";
 import { checkRun, type RunCheck } from "./run-check.js";
 
 type Reply = { id: number; ok: true; check: RunCheck } | { id: number; ok: false; message: string };
-
-interface PoolWorker {
-  readonly worker: Worker;
-  pending: number;
-}
 
 const MAX_WORKERS = 4;
 // Without a worker (from source with no spawn passed, see worker-entry.ts) checks run inline.
@@ -34,7 +30,7 @@ export interface RunCheckerOptions {
 
 interface Waiting {
   readonly job: readonly [Uint8Array, readonly PublicKeyRecord[], VerifyOptions];
-  readonly from: PoolWorker;
+  readonly from: WorkerHold;
   readonly resolve: (c: RunCheck) => void;
   readonly reject: (e: Error) => void;
 }
@@ -42,7 +38,7 @@ interface Waiting {
 export class RunChecker {
   readonly #size: number;
   readonly #spawnWorker: (() => Worker) | undefined;
-  readonly #workers: PoolWorker[] = [];
+  readonly #workers: WorkerHold[] = [];
   readonly #waiting = new Map<number, Waiting>();
   #nextId = 0;
   #broken = false;
@@ -68,7 +64,7 @@ export class RunChecker {
     const id = this.#nextId++;
     return new Promise<RunCheck>((resolve, reject) => {
       this.#waiting.set(id, { job: [bytes, keys, options], from: slot, resolve, reject });
-      if (slot.pending++ === 0) slot.worker.ref(); // a pending check keeps the process alive
+      slot.owe(); // a pending check keeps the process alive
       slot.worker.postMessage({ id, bytes, keys, options });
     });
   }
@@ -80,7 +76,7 @@ export class RunChecker {
     await Promise.all(workers.map((w) => w.worker.terminate()));
   }
 
-  #slot(): PoolWorker | undefined {
+  #slot(): WorkerHold | undefined {
     if (this.#broken || this.#size === 0) return undefined;
     if (this.#workers.length < this.#size) {
       try {
@@ -90,18 +86,20 @@ export class RunChecker {
         return undefined;
       }
     }
-    return this.#workers.reduce((a, b) => (b.pending < a.pending ? b : a));
+    // The least owing worker takes the check.
+    return this.#workers.reduce((a, b) => (b.owed < a.owed ? b : a));
   }
 
-  #spawn(): PoolWorker {
+  #spawn(): WorkerHold {
     const worker = this.#spawnWorker!();
-    const slot: PoolWorker = { worker, pending: 0 };
-    worker.unref();
+    // Idle, it does not keep the process alive: the pool may start a worker and hand this check to
+    // an older one that is as free, and a process done with its checks exits.
+    const slot = new WorkerHold(worker);
     worker.on("message", (reply: Reply) => {
       const waiting = this.#waiting.get(reply.id);
       if (waiting === undefined) return;
       this.#waiting.delete(reply.id);
-      if (--slot.pending === 0) worker.unref();
+      slot.paid();
       if (reply.ok) waiting.resolve(reply.check);
       else waiting.reject(new IntegrityError("journal-check-failed", `journal check failed: ${reply.message}`, { status: 500 }));
     });
@@ -109,6 +107,7 @@ export class RunChecker {
     // and the pool checks inline from then on.
     const fail = (): void => {
       this.#broken = true;
+      slot.clear();
       for (const [id, waiting] of this.#waiting) {
         if (waiting.from !== slot) continue;
         this.#waiting.delete(id);

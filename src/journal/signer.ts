@@ -15,6 +15,7 @@
 import { sign, type KeyObject } from "node:crypto";
 import type { Worker } from "node:worker_threads";
 import { workerEntry } from "../core/worker-entry.js";
+import { WorkerHold } from "../core/worker-hold.js";
 
 type Reply = { id: number; ok: true; signatures: ArrayBuffer } | { id: number; ok: false; message: string };
 
@@ -49,7 +50,8 @@ function signInline(key: KeyObject, message: Uint8Array): Uint8Array {
 
 export class Signer {
   readonly #spawn: (() => Worker) | undefined;
-  #worker: Worker | undefined;
+  /** The worker, holding the process open while a batch it was sent is unanswered. */
+  #worker: WorkerHold | undefined;
   #broken = false;
   #queue: Request[] = [];
   /** The batch the worker is signing, by id. */
@@ -113,16 +115,17 @@ export class Signer {
   /** Stops the worker; later lines are signed inline. */
   async close(): Promise<void> {
     this.#broken = true;
-    const worker = this.#worker;
+    const held = this.#worker;
     this.#worker = undefined;
     this.#recoverInline();
-    await worker?.terminate();
+    held?.clear();
+    await held?.worker.terminate();
   }
 
   #flush(): void {
     if (this.#queue.length === 0 || this.#inFlight.size > 0) return;
-    const worker = this.#ensureWorker();
-    if (worker === undefined) {
+    const held = this.#ensureWorker();
+    if (held === undefined) {
       this.#recoverInline();
       return;
     }
@@ -135,13 +138,12 @@ export class Signer {
       if (same === undefined) byKey.set(request.key, [request]);
       else same.push(request);
     }
-    worker.ref(); // a pending signature keeps the process alive
     for (const [key, requests] of byKey) {
       let index = this.#keyIndex.get(key);
       if (index === undefined) {
         index = this.#keyIndex.size;
         this.#keyIndex.set(key, index);
-        worker.postMessage({ kind: "key", index, key });
+        held.worker.postMessage({ kind: "key", index, key });
       }
       // One fresh buffer, transferred: a message is usually a view on a shared pool buffer,
       // which structured clone would copy whole.
@@ -152,11 +154,12 @@ export class Signer {
       requests.forEach((r, i) => data.set(r.message, i === 0 ? 0 : ends[i - 1]!));
       const id = this.#nextId++;
       this.#inFlight.set(id, requests);
-      worker.postMessage({ kind: "batch", id, key: index, data: data.buffer, ends }, [data.buffer]);
+      held.owe(); // a pending signature keeps the process alive
+      held.worker.postMessage({ kind: "batch", id, key: index, data: data.buffer, ends }, [data.buffer]);
     }
   }
 
-  #ensureWorker(): Worker | undefined {
+  #ensureWorker(): WorkerHold | undefined {
     if (this.#worker !== undefined) return this.#worker;
     if (this.#broken || this.#spawn === undefined) return undefined;
     let worker: Worker;
@@ -166,25 +169,27 @@ export class Signer {
       this.#broken = true;
       return undefined;
     }
-    worker.unref();
-    worker.on("message", (reply: Reply) => this.#settle(reply));
+    const held = new WorkerHold(worker);
+    worker.on("message", (reply: Reply) => this.#settle(held, reply));
     // A worker that dies (or never starts) takes nothing with it: its lines are signed inline,
     // and every later one too.
     const fail = (): void => {
-      if (this.#worker === worker) this.#worker = undefined;
+      if (this.#worker === held) this.#worker = undefined;
       this.#broken = true;
+      held.clear();
       this.#recoverInline();
     };
     worker.on("error", fail);
     worker.on("exit", fail);
-    this.#worker = worker;
-    return worker;
+    this.#worker = held;
+    return held;
   }
 
-  #settle(reply: Reply): void {
+  #settle(from: WorkerHold, reply: Reply): void {
     const requests = this.#inFlight.get(reply.id);
     if (requests === undefined) return;
     this.#inFlight.delete(reply.id);
+    from.paid();
     if (reply.ok && reply.signatures.byteLength === requests.length * SIGNATURE_BYTES) {
       this.#signedInWorker += requests.length;
       requests.forEach((r, i) => r.resolve(new Uint8Array(reply.signatures, i * SIGNATURE_BYTES, SIGNATURE_BYTES)));
@@ -192,10 +197,7 @@ export class Signer {
       // The worker could not sign (it always should): sign here, where the error is raised for real.
       for (const r of requests) settleInline(r);
     }
-    if (this.#inFlight.size === 0) {
-      this.#worker?.unref();
-      this.#flush();
-    }
+    if (this.#inFlight.size === 0) this.#flush();
   }
 
   /** Signs every queued and in-flight request inline. */

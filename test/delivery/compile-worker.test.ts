@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { spawn } from "node:child_process";
+import { pathToFileURL } from "node:url";
 import { Worker, markAsUntransferable } from "node:worker_threads";
 import { sha256Digest } from "../../src/core/digest.js";
 import { IntegrityError, WardenError } from "../../src/core/errors.js";
@@ -21,6 +21,7 @@ import { bundleDigestOf } from "../../src/delivery/manifest-types.js";
 import { writeRandomBundle } from "../client/bundle-gen.js";
 import { tsWorker } from "../invocations/fixtures/ts-worker.js";
 import { repo } from "../support/node.js";
+import { runToExit as runChildToExit } from "../support/run-to-exit.js";
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "warden-compile-worker-"));
 after(() => fs.rmSync(scratch, { recursive: true, force: true }));
@@ -159,43 +160,20 @@ const NEEDS_BUILD = { skip: !fs.existsSync(path.join(DIST, "core", "hash-worker.
 /**
  * Runs `body` as an ES module in a fresh process on the compiled code (as the CLI runs it: the
  * worker starts by default; from source it would not), with `hasher` the process-wide hasher,
- * and returns the JSON line it prints. Once it has printed, the process has nothing left to do but
- * exit: a worker keeping it alive would hold it forever, and the bound is only there to fail with
- * a reason.
+ * and returns the JSON line it prints; the process must then exit by itself.
  */
 async function runToExit(body: string): Promise<Record<string, unknown>> {
-  const entry = path.join(scratch, `exit-${++counter}.mjs`);
-  fs.writeFileSync(
-    entry,
-    `const { compileDirectory } = await import(${JSON.stringify(path.join(DIST, "delivery", "compile", "directory.js"))});
-     const { sharedOffThreadHasher, WORKER_WORTH_BYTES } = await import(${JSON.stringify(path.join(DIST, "core", "off-thread-hash.js"))});
+  const run = await runChildToExit(
+    scratch,
+    `const { compileDirectory } = await import(${JSON.stringify(pathToFileURL(path.join(DIST, "delivery", "compile", "directory.js")).href)});
+     const { sharedOffThreadHasher, WORKER_WORTH_BYTES } = await import(${JSON.stringify(pathToFileURL(path.join(DIST, "core", "off-thread-hash.js")).href)});
      const hasher = sharedOffThreadHasher();
      ${body}`,
+    "the hashing worker",
   );
-  const child = spawn(process.execPath, [entry], { stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
-  const exited = new Promise<number | null>((done) => child.once("close", (c) => done(c)));
-  const printed = new Promise<void>((done) =>
-    child.stdout.setEncoding("utf8").on("data", (s: string) => {
-      stdout += s;
-      if (stdout.includes("\n")) done();
-    }),
-  );
-  await Promise.race([printed, exited]);
-  let timer: NodeJS.Timeout | undefined;
-  const code = await Promise.race([
-    exited,
-    new Promise<never>((_, fail) => {
-      timer = setTimeout(() => {
-        child.kill("SIGKILL");
-        fail(new Error(`the process printed ${JSON.stringify(stdout)} but had not exited 30 s later: the hashing worker kept it alive (${stderr})`));
-      }, 30_000);
-    }),
-  ]).finally(() => clearTimeout(timer));
-  assert.equal(code, 0, `the process failed: ${stderr}`);
-  return JSON.parse(stdout) as Record<string, unknown>;
+  assert.equal(run.code, 0, `the process failed: ${run.stderr}`);
+  assert.ok(run.line !== undefined, `the process printed nothing: ${run.stderr}`);
+  return run.line as Record<string, unknown>;
 }
 
 describe("a process that started the hashing worker", () => {

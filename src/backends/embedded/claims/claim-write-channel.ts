@@ -21,6 +21,7 @@
  */
 import type { Worker } from "node:worker_threads";
 import type { Digest } from "../../../core/digest.js";
+import { WorkerHold } from "../../../core/worker-hold.js";
 import { StorageError, type WardenError } from "../../../core/errors.js";
 import type { ClaimKey, NewClaim, StoredResult } from "../../../invocations/claim-store.js";
 import type { ClaimWriteResult, ClaimWrites } from "./claim-writer.js";
@@ -57,6 +58,8 @@ type State = "opening" | "open" | "in-process" | "closed";
 
 export class ClaimWriteChannel implements ClaimWrites {
   readonly #worker: Worker;
+  /** Holds the process open while the worker owes an answer: the open, a sent write, the close. */
+  readonly #hold: WorkerHold;
   readonly #inProcess: () => ClaimWrites;
   #state: State = "opening";
   #local: ClaimWrites | undefined;
@@ -86,13 +89,13 @@ export class ClaimWriteChannel implements ClaimWrites {
   constructor(worker: Worker, config: ClaimWriterConfig, inProcess: () => ClaimWrites, inlineWhenIdle = true) {
     this.#inlineAllowed = inlineWhenIdle;
     this.#worker = worker;
+    this.#hold = new WorkerHold(worker);
     this.#inProcess = inProcess;
-    worker.unref();
     worker.on("message", (message: FromWorker) => this.#receive(message));
     const fail = (): void => this.#workerFailed();
     worker.on("error", fail);
     worker.on("exit", fail);
-    worker.ref(); // until it answers the open
+    this.#hold.owe(); // until it answers the open
     worker.postMessage({ kind: "open", config });
   }
 
@@ -155,7 +158,7 @@ export class ClaimWriteChannel implements ClaimWrites {
     this.#state = "closed";
     if (wasOffloaded && this.#worker.threadId !== -1) {
       const closed = new Promise<void>((resolve) => (this.#onClosed = resolve));
-      this.#worker.ref();
+      this.#hold.owe(); // until it answers the close (or exits)
       this.#worker.postMessage({ kind: "close" });
       await Promise.race([closed, new Promise<void>((resolve) => this.#worker.once("exit", () => resolve()))]);
     }
@@ -222,12 +225,13 @@ export class ClaimWriteChannel implements ClaimWrites {
     if (this.#state !== "open" || this.#queue.length === 0 || this.#inlinePending > 0) return;
     const ops = this.#queue;
     this.#queue = [];
+    const before = this.#sent.size;
     for (const op of ops) {
       const pending = this.#queued.get(op.id);
       this.#queued.delete(op.id);
       if (pending !== undefined) this.#sent.set(op.id, pending);
     }
-    this.#worker.ref(); // answers outstanding keep the process alive
+    this.#hold.owe(this.#sent.size - before); // answers outstanding keep the process alive
     this.#worker.postMessage({ kind: "ops", ops });
   }
 
@@ -236,7 +240,7 @@ export class ClaimWriteChannel implements ClaimWrites {
       case "opened":
         if (this.#state !== "opening") return;
         this.#state = "open";
-        this.#worker.unref();
+        this.#hold.paid();
         this.#flush();
         return;
       case "open-failed":
@@ -248,12 +252,13 @@ export class ClaimWriteChannel implements ClaimWrites {
           const pending = this.#sent.get(reply.id);
           if (pending === undefined) continue;
           this.#sent.delete(reply.id);
+          this.#hold.paid();
           if (reply.ok) pending.resolve(reply.value);
           else pending.reject(deserializeError(reply.error));
         }
-        if (this.#sent.size === 0) this.#worker.unref();
         return;
       case "closed":
+        this.#hold.paid();
         this.#onClosed?.();
         return;
     }
@@ -263,7 +268,7 @@ export class ClaimWriteChannel implements ClaimWrites {
   #toInProcess(): void {
     if (this.#state === "closed") return;
     this.#state = "in-process";
-    this.#worker.unref();
+    this.#hold.clear();
     void this.#worker.terminate();
     const queued = [...this.#queued.values()];
     this.#queued.clear();
