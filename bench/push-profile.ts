@@ -13,12 +13,12 @@
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
  * The bundle's shape: WARDEN_PUSH_PROFILE_FILES files (default 128) of WARDEN_PUSH_PROFILE_FILE_BYTES
  * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files; the client's chunk
- * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default 1048576).
+ * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default: push's own, DEFAULT_CHUNK_BYTES).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { WardenClient, compileForPush } from "../src/client/index.js";
+import { DEFAULT_CHUNK_BYTES, WardenClient, compileForPush } from "../src/client/index.js";
 import { startNode } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
 import { DEFAULT_LIMITS } from "../src/core/limits.js";
@@ -37,8 +37,8 @@ const mode = process.env.WARDEN_PUSH_PROFILE ?? "";
 const out = resolve(process.env.WARDEN_PUSH_PROFILE_OUT ?? "push.perf.data");
 const files = positiveEnv("WARDEN_PUSH_PROFILE_FILES", 128);
 const fileBytes = positiveEnv("WARDEN_PUSH_PROFILE_FILE_BYTES", 256 * 1024);
-/** The client's chunk (and pack) size: WARDEN_PUSH_PROFILE_CHUNK_BYTES, default the bench's 1 MiB. */
-const chunkBytes = positiveEnv("WARDEN_PUSH_PROFILE_CHUNK_BYTES", 1 << 20);
+/** The client's chunk (and pack) size: WARDEN_PUSH_PROFILE_CHUNK_BYTES, default push's own. */
+const chunkBytes = positiveEnv("WARDEN_PUSH_PROFILE_CHUNK_BYTES", DEFAULT_CHUNK_BYTES);
 /** A bundle of more files than the default limit allows raises the limit on both sides. */
 const limits = files > DEFAULT_LIMITS.bundleComponents ? { ...DEFAULT_LIMITS, bundleComponents: files } : undefined;
 const work = benchDir("push-profile");

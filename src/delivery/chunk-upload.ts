@@ -39,6 +39,8 @@ export class ChunkUpload {
   readonly #verified = new Set<string>();
   /** Each stage's inline commit check (null: none can run for it in this process). */
   readonly #inline = new Map<string, InlineCommitCheck | null>();
+  /** Each stage's inline check being started, shared by the chunks that arrive meanwhile. */
+  readonly #starting = new Map<string, Promise<InlineCommitCheck | null>>();
 
   constructor(stores: DeliveryStores, limits: Limits) {
     this.#stores = stores;
@@ -54,6 +56,7 @@ export class ChunkUpload {
       return;
     }
     this.#inline.delete(stageId);
+    this.#starting.delete(stageId);
     const prefix = hashKey(stageId, "");
     for (const key of this.#hashes.keys()) if (key.startsWith(prefix)) this.#hashes.delete(key);
     for (const key of this.#verified) if (key.startsWith(prefix)) this.#verified.delete(key);
@@ -86,6 +89,33 @@ export class ChunkUpload {
     }
   }
 
+  /**
+   * Starts the stage's inline check, once per stage and process (it needs every blob of the
+   * stage, a chunk only its own). Chunks of several blobs that arrive while it starts (a push's
+   * requests in flight) share it: each starting its own would leave the one kept without the
+   * bytes fed to the others, and the commit would read the whole stage back.
+   */
+  #startInline(stageId: string): Promise<InlineCommitCheck | null> {
+    const started = this.#starting.get(stageId);
+    if (started !== undefined) return started;
+    const starting = InlineCommitCheck.start(this.#stores.stages, stageId).then(
+      (check) => {
+        // Unless the stage was forgotten meanwhile: then the check is no one's.
+        if (this.#starting.get(stageId) === starting) {
+          this.#starting.delete(stageId);
+          this.#inline.set(stageId, check ?? null);
+        }
+        return check ?? null;
+      },
+      (error: unknown) => {
+        if (this.#starting.get(stageId) === starting) this.#starting.delete(stageId);
+        throw error;
+      },
+    );
+    this.#starting.set(stageId, starting);
+    return starting;
+  }
+
   /** True when this process verified the blob's complete partial while receiving it. */
   verified(stageId: string, digest: Digest): boolean {
     return this.#verified.has(hashKey(stageId, digest));
@@ -94,12 +124,7 @@ export class ChunkUpload {
   async append(stageId: string, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
     const { stages } = this.#stores;
     const key = hashKey(stageId, blob.digest);
-    let inline = this.#inline.get(stageId);
-    if (inline === undefined) {
-      // Once per stage and process: the check needs every blob of the stage, a chunk only its own.
-      inline = (await InlineCommitCheck.start(stages, stageId)) ?? null;
-      this.#inline.set(stageId, inline);
-    }
+    const inline = this.#inline.get(stageId) ?? (await this.#startInline(stageId));
     const cached = this.#hashes.get(key);
     const base = cached !== undefined && cached.length === blob.received ? cached : await this.#hashReceived(stageId, blob);
     const running = base.copy();
@@ -169,10 +194,14 @@ export class ChunkUpload {
       await partial.abandon();
       throw error;
     }
+    if (complete && inline) {
+      // Noted once the last byte is written (any later write to the partial changes it), from the
+      // descriptor still open where the store offers that, else from the path.
+      const identity = stages.partialIdentity === undefined ? undefined : await (partial.identity?.() ?? stages.partialIdentity(stageId, blob.digest));
+      inline.written(blob.digest, identity);
+    }
     await partial.close();
     if (complete) {
-      // Noted once the last byte is written: any later write to the partial changes it.
-      inline?.written(blob.digest, await stages.partialIdentity?.(stageId, blob.digest));
       this.#hashes.delete(key);
       this.#verified.add(key);
     } else {

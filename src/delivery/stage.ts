@@ -75,6 +75,11 @@ export interface PartialAppender {
   /** Drops everything appended since opening (back to the offset it was opened at) and closes. */
   abandon(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * After `flush`, before `close`: what `StageStore.partialIdentity` would answer for this
+   * partial now, taken from the open file (optional: a store without it is asked by path).
+   */
+  identity?(): Promise<string | undefined>;
 }
 
 /** What capacity and expiry need of a stage; the values are as stored (see `activity`). */

@@ -7,8 +7,14 @@ import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { createRequire, syncBuiltinESMExports } from "node:module";
 import { sha256Digest } from "../../src/core/digest.js";
 import type { EmbeddedDeliveryOptions } from "../../src/backends/embedded/delivery/delivery-backend.js";
+import { EmbeddedBlobStore } from "../../src/backends/embedded/delivery/delivery-blob-store.js";
+import { openDeliveryDatabase } from "../../src/backends/embedded/delivery/delivery-db.js";
+import { DeliveryLayout } from "../../src/backends/embedded/delivery/delivery-layout.js";
+import { EmbeddedStageStore } from "../../src/backends/embedded/delivery/delivery-stage-store.js";
+import { ensurePrivateDirSync } from "../../src/storage/secure-fs.js";
 import {
   buildManifest,
   bytesOf,
@@ -464,4 +470,98 @@ test("a chunk body that fails as it is read is the sender's abort (chunk-body-ab
   assert.equal((await delivery.status(begun.stage_id)).missing[0]!.offset, 10_000, "acknowledged offset unchanged");
   assert.equal(fs.statSync(opened.layout.partialPath(begun.stage_id, digest)).size, 10_000, "the aborted chunk's bytes are gone");
   assert.equal((await delivery.putChunk(begun.stage_id, digest, 10_000, data.subarray(10_000))).next_offset, 30_000);
+});
+
+/** The descriptors this process has open now. */
+function openFds(): number {
+  return fs.readdirSync("/proc/self/fd").length;
+}
+
+/** Counts the opens of paths under `dir` (fs.open and fs.openSync, as the stores call them) while the test runs. */
+function countOpens(t: TestContext, dir: string): { readonly count: () => number } {
+  const cjs = createRequire(import.meta.url)("node:fs") as typeof fs;
+  const { open, openSync } = cjs;
+  let count = 0;
+  const under = (p: fs.PathLike): boolean => String(p).startsWith(dir + path.sep);
+  cjs.open = ((p: fs.PathLike, ...rest: unknown[]) => {
+    if (under(p)) count++;
+    return (open as (...args: unknown[]) => void)(p, ...rest);
+  }) as typeof fs.open;
+  cjs.openSync = ((p: fs.PathLike, ...rest: unknown[]) => {
+    if (under(p)) count++;
+    return (openSync as (...args: unknown[]) => number)(p, ...rest);
+  }) as typeof fs.openSync;
+  syncBuiltinESMExports();
+  t.after(() => {
+    cjs.open = open;
+    cjs.openSync = openSync;
+    syncBuiltinESMExports();
+  });
+  return { count: () => count };
+}
+
+test("a blob's partial is opened once, when it is created: its chunk, its identity and its fdatasync use that descriptor; none is left open", async (t) => {
+  const opened = await openStore(t, tempHome(t));
+  const { delivery } = opened;
+  const files = Array.from({ length: 20 }, (_, i) => ({ path: `data/f${String(i).padStart(2, "0")}.bin`, content: bytesOf(300 + i, 5000) }));
+  const { manifest, blobs } = buildManifest(files, "one-open", "r1");
+  const fdsBefore = openFds();
+  const opens = countOpens(t, opened.layout.stagesDir);
+  const begun = await delivery.begin(manifest);
+  await uploadMissing(delivery, begun, blobs);
+  await delivery.commit(begun.stage_id);
+  assert.equal(opens.count(), 20, "one open per blob, its creation: none for its chunk, its identity or its fdatasync");
+  assert.equal(openFds(), fdsBefore, "every descriptor kept for a sync or created ahead is closed once the stage commits");
+
+  // Chunks of several blobs at once (a push's requests in flight): a blob's sync waits for its
+  // last chunk to hand over the descriptor, even when another blob's chunk comes between.
+  const third = buildManifest(files.map((f, i) => ({ ...f, content: bytesOf(500 + i, 5000) })), "one-open", "r3");
+  const concurrent = await delivery.begin(third.manifest);
+  await Promise.all(concurrent.missing.map((m) => delivery.putChunk(concurrent.stage_id, m.digest, 0, third.blobs.get(m.digest)!)));
+  await delivery.commit(concurrent.stage_id);
+  assert.equal(opens.count(), 40, `one open per blob with 20 chunks in flight too (${opens.count() - 20})`);
+  assert.equal(openFds(), fdsBefore);
+
+  // A stage aborted midway closes what its blobs hold (created ahead, kept for a sync) too.
+  const other = buildManifest(files.map((f, i) => ({ ...f, content: bytesOf(400 + i, 5000) })), "one-open", "r2");
+  const second = await delivery.begin(other.manifest);
+  await partialsCreatedAhead(opened, second.stage_id, second.missing.slice(6, 16).map((m) => m.digest));
+  await uploadMissing(delivery, { ...second, missing: second.missing.slice(0, 6) }, other.blobs);
+  await delivery.abort(second.stage_id);
+  // The fdatasyncs started while it uploaded close their descriptors when they end.
+  await waitFor("the aborted stage's descriptors all closed", () => (openFds() === fdsBefore ? true : undefined), 30_000);
+});
+
+test("a blob completed while another blob's chunk opens has its fdatasync wait for its own descriptor, not open the partial again", async (t) => {
+  const home = tempHome(t);
+  const layout = new DeliveryLayout(home);
+  for (const dir of [home, layout.root, layout.blobsDir, layout.stagesDir]) ensurePrivateDirSync(dir, { create: true });
+  const db = openDeliveryDatabase(layout.dbPath);
+  t.after(() => db.close());
+  const blobs = new EmbeddedBlobStore(layout);
+  blobs.createShards();
+  const stages = new EmbeddedStageStore(db, layout, blobs);
+  const a = bytesOf(600, 40_000);
+  const b = bytesOf(601, 40_000);
+  const { manifest } = buildManifest([{ path: "data/a.bin", content: a }, { path: "data/b.bin", content: b }], "sync-handover", "r1");
+  const [refA, refB] = manifest.components.map((c) => c.blob);
+  const stageId = "5".repeat(32);
+  const blobRows = [refA!, refB!].map((ref) => ({ digest: ref.digest, byte_len: ref.byte_len, received: 0, complete: false }));
+  const opens = countOpens(t, layout.stagesDir);
+  await stages.create({ stage_id: stageId, manifest, created_at: 1, last_active_at: 1, reserved_bytes: 80_000, blobs: blobRows });
+  // A's last bytes are written and recorded; before its chunk closes, B's chunk opens its partial
+  // (another request of the same push), which starts the syncs of the blobs complete by then.
+  const partialA = await stages.openPartial(stageId, refA!.digest, 0);
+  await partialA.append(a);
+  await partialA.flush();
+  await stages.recordReceived(stageId, refA!.digest, a.byteLength, 2);
+  const partialB = await stages.openPartial(stageId, refB!.digest, 0);
+  await partialA.close();
+  await partialB.append(b);
+  await partialB.flush();
+  await stages.recordReceived(stageId, refB!.digest, b.byteLength, 3);
+  await partialB.close();
+  await stages.syncReceived(stageId, [refA!, refB!]);
+  assert.equal(opens.count(), 2, `each partial opened once, created ahead: both fdatasyncs go through the descriptors written through (${opens.count()})`);
+  await stages.remove(stageId);
 });

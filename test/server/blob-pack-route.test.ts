@@ -207,6 +207,62 @@ describe("push packs small blobs, and goes blob by blob to a node without packs"
   }
 });
 
+describe("push to a node whose chunk limit is lower than its requests", () => {
+  const scratch = tempDir("client-pack-limit");
+  after(() => fs.rmSync(scratch, { recursive: true, force: true }));
+
+  /** A fetch that records each PATCH's path and the status it was answered. */
+  function patches(): { fetch: FetchFn; answers: string[]; close(): void } {
+    const wire = createNodeFetch();
+    const answers: string[] = [];
+    const fetch: FetchFn = async (input, init) => {
+      const response = await wire.fetch(input, init);
+      if (init?.method === "PATCH") answers.push(`${response.status} ${new URL(String(input)).pathname.endsWith("/blobs") ? "pack" : "chunk"}`);
+      return response;
+    };
+    return { fetch, answers, close: () => wire.close() };
+  }
+
+  const cases = [
+    // The default request size packs everything in one request, refused whole: the small blobs go
+    // again in packs within 64 KiB, the large one in chunks of 64 KiB.
+    { name: "a pack refused 413 chunk-too-large is sent again in packs and chunks within the node's limit", small: 40, chunkBytes: undefined, refused: "413 pack", packs: 2, chunks: 4 },
+    // The small blobs fit one pack within the limit; the large one's chunk of 100 KiB is refused
+    // and it goes on in chunks of 64 KiB.
+    { name: "a chunk refused 413 chunk-too-large is sent again in chunks within the node's limit", small: 10, chunkBytes: 100 * KiB, refused: "413 chunk", packs: 1, chunks: 4 },
+  ];
+  for (const c of cases) {
+    it(c.name, async () => {
+      const node = await openTestNode(join(scratch, `node-${c.refused}`), { warden: { limits: { chunkBytes: 64 * KiB } } });
+      const wire = patches();
+      try {
+        const base = await listening(node);
+        const dir = join(scratch, `bundle-${c.refused}`);
+        writeRandomBundle(dir, c.small, 3 * KiB);
+        fs.writeFileSync(join(dir, "data", "large.bin"), Buffer.alloc(200 * KiB, 7));
+        const metric = async (): Promise<number> => metricSum((await node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total");
+        const client = new WardenClient({ url: base, token: OPERATOR_TOKEN, fetch: wire.fetch });
+        const result = await client.push(dir, { bundleId: "limited", revision: "r1", concurrency: 1, ...(c.chunkBytes === undefined ? {} : { chunkBytes: c.chunkBytes }) });
+        client.close();
+        const compiled = await compileForPush(dir, { bundleId: "limited", revision: "r1" });
+        assert.equal(result.receipt.manifest_digest, compiled.manifest.manifest_digest);
+        assert.equal(result.blobsSent, compiled.manifest.components.length);
+        // One refusal, then every request within the limit: none refused again, none lost.
+        const refused = wire.answers.filter((a) => a.startsWith("413"));
+        assert.deepEqual(refused, [c.refused], wire.answers.join("\n"));
+        const accepted = wire.answers.filter((a) => a.startsWith("204"));
+        assert.deepEqual([accepted.filter((a) => a.endsWith("pack")).length, accepted.filter((a) => a.endsWith("chunk")).length], [c.packs, c.chunks], wire.answers.join("\n"));
+        // The refused request's bytes were not taken: every blob byte reached the node once.
+        const total = compiled.manifest.components.reduce((sum, component) => sum + component.blob.byte_len, 0);
+        assert.equal(await metric(), total);
+      } finally {
+        wire.close();
+        await node.close();
+      }
+    });
+  }
+});
+
 describe("push after a pack's reply is lost", () => {
   const scratch = tempDir("client-pack-lost");
   after(() => fs.rmSync(scratch, { recursive: true, force: true }));

@@ -29,7 +29,7 @@ export function registerPushCommand(program: Command, ctx: CliContext): void {
     .argument("<dir>", "directory holding the bundle's files")
     .option("--bundle-id <id>", "bundle id (default: the directory's name)")
     .option("--revision <rev>", "revision (default: the first 12 hex digits of the bundle digest, so the same content is the same revision)")
-    .option("--chunk-bytes <n>", "bytes per upload request (default 1048576)", parsePositiveInt("--chunk-bytes"))
+    .option("--chunk-bytes <n>", "bytes per upload request (default 4194304; a node whose limit is lower is sent requests within its limit)", parsePositiveInt("--chunk-bytes"))
     .option("--concurrency <n>", "upload requests in flight at once (default 4)", parsePositiveInt("--concurrency"))
     .option("--no-progress", "print no progress while uploading")
     .option("--sign <keyfile>", "sign the revision with this SSH key (ssh-keygen -Y sign; a .pub or certificate file signs through ssh-agent)")

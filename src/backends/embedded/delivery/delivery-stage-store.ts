@@ -48,6 +48,12 @@ const CREATE_AHEAD = 16;
 const CREATES_IN_FLIGHT = 4;
 
 /**
+ * Descriptors of complete partials kept open for their fdatasync (see FilePartial's `close`), at
+ * most this many at once in the process; past it a partial is closed and its sync opens it again.
+ */
+const SYNC_FDS_HELD = 64;
+
+/**
  * Activity is written to the stage's row at most this often: a crash can make a stage look up to
  * this much older (against an inactivity expiry of minutes), and a chunk stream costs no commit.
  */
@@ -79,11 +85,18 @@ interface BlobProgress {
   /** This process created or opened its partial (and checked the path) already. */
   opened: boolean;
   /**
-   * Its empty partial being created ahead of its first chunk (settles either way), and whether
-   * that creation succeeded and no chunk has taken the file yet.
+   * Its empty partial being created ahead of its first chunk (settles either way), and the
+   * descriptor that creation opened, until a chunk takes it (or the blob or stage goes).
    */
   creating?: Promise<void>;
-  createdAhead?: boolean;
+  aheadFd?: number;
+  /**
+   * The descriptor its complete partial was written through, kept for the fdatasync: the sync
+   * takes it (and closes it), or the blob or stage going closes it.
+   */
+  syncFd?: number;
+  /** A chunk has its partial open now (its descriptor is offered for the sync when it closes). */
+  appending?: boolean;
 }
 
 /** What this process knows of a stage: its row, and more. */
@@ -124,6 +137,8 @@ export class EmbeddedStageStore implements StageStore {
   readonly #creates = new BoundedRunner(CREATES_IN_FLIGHT);
   /** Each stage's partials being created ahead: `remove` waits for them before it lists the directory. */
   readonly #creatingAhead = new Map<string, Set<Promise<void>>>();
+  /** Descriptors kept for syncs (BlobProgress.syncFd), bounded by SYNC_FDS_HELD. */
+  #syncFdsHeld = 0;
   readonly #insertStage;
   readonly #insertBlob;
   readonly #selectStage;
@@ -221,8 +236,10 @@ export class EmbeddedStageStore implements StageStore {
         .run(() => createPrivateFd(path, "append"))
         .then(
           (fd) => {
-            fs.closeSync(fd);
-            blob.createdAhead = true;
+            // Kept for the blob's first chunk, which then opens nothing (CREATE_AHEAD bounds them);
+            // a blob or stage gone meanwhile closes it here.
+            if (this.#live.get(stageId) === live && live.blobs.get(digest) === blob && blob.aheadFd === undefined && !blob.opened) blob.aheadFd = fd;
+            else fs.closeSync(fd);
           },
           () => undefined, // a chunk creates it itself, and reports what goes wrong
         )
@@ -257,8 +274,14 @@ export class EmbeddedStageStore implements StageStore {
   /** A commit record closed the stage (and deleted its row). */
   closed(stageId: string): void {
     const live = this.#live.get(stageId);
-    if (live !== undefined) this.#manifests.forget(live.row.manifest_digest);
-    this.#live.delete(stageId);
+    if (live !== undefined) this.#forget(stageId, live);
+  }
+
+  /** Drops what this process knows of a stage that is gone, closing the descriptors its blobs hold. */
+  #forget(stageId: string, live: LiveStage): void {
+    this.#manifests.forget(live.row.manifest_digest);
+    for (const blob of live.blobs.values()) this.#release(blob);
+    if (this.#live.get(stageId) === live) this.#live.delete(stageId);
   }
 
   async findByManifest(manifestDigest: Digest): Promise<StageRecord | undefined> {
@@ -290,12 +313,12 @@ export class EmbeddedStageStore implements StageStore {
     const blob = live?.blobs.get(digest);
     // A partial this process opened before is opened straight away: the descriptor checks
     // (regular file, owner, mode, one link) still run on every open.
-    if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received);
+    if (blob?.opened === true && received > 0) return this.#reopen(stageId, digest, path, received, blob);
     if (live !== undefined && blob !== undefined) {
       const index = live.ahead.indexOf(digest, Math.max(0, live.nextAhead - CREATE_AHEAD));
       if (index >= 0) this.#createAhead(stageId, live, index + 1);
       if (blob.creating !== undefined) await blob.creating;
-      if (blob.createdAhead === true && received === 0) return this.#takeCreatedAhead(stageId, digest, path, blob);
+      if (blob.aheadFd !== undefined && received === 0) return this.#takeCreatedAhead(stageId, digest, path, blob);
     }
     // The stage directory is checked (made, if missing) once per stage by this process.
     if (live?.dirChecked !== true) this.#ensureStageDir(stageId, live);
@@ -319,24 +342,43 @@ export class EmbeddedStageStore implements StageStore {
         throw error;
       }
       if (blob !== undefined) blob.opened = true;
-      return new FilePartial(fd, path, 0, this.#faults);
+      return this.#partial(fd, path, 0, stageId, digest, blob);
     }
     checkFileStats(path, existing);
-    const partial = await this.#reopen(stageId, digest, path, received);
+    const partial = await this.#reopen(stageId, digest, path, received, blob);
     if (blob !== undefined) blob.opened = true;
     return partial;
   }
 
   /**
-   * Opens the empty partial created ahead for the blob's first chunk: to the chunk it is the
-   * partial it created (the same checks, and the same `partial-created` point), only without the wait.
+   * Takes the empty partial created ahead for the blob's first chunk, through the descriptor its
+   * creation opened: to the chunk it is the partial it created (the path's checks, and the same
+   * `partial-created` point), only without the wait. The path must still name that file, empty: a
+   * file put in its place is checked and opened as any existing partial is.
    */
   async #takeCreatedAhead(stageId: string, digest: Digest, path: string, blob: BlobProgress): Promise<PartialAppender> {
-    blob.createdAhead = false;
-    const existing = lstatOrUndefined(path);
-    if (existing === undefined) return this.openPartial(stageId, digest, 0);
-    checkFileStats(path, existing);
-    const partial = await this.#reopen(stageId, digest, path, 0);
+    const fd = blob.aheadFd!;
+    blob.aheadFd = undefined;
+    let existing: fs.Stats | undefined;
+    let held: fs.Stats | undefined;
+    try {
+      existing = lstatOrUndefined(path);
+      if (existing !== undefined) {
+        checkFileStats(path, existing);
+        held = fs.fstatSync(fd);
+      }
+    } catch (error) {
+      fs.closeSync(fd);
+      throw error;
+    }
+    let partial: PartialAppender;
+    if (existing !== undefined && held !== undefined && held.dev === existing.dev && held.ino === existing.ino && held.size === 0) {
+      partial = this.#partial(fd, path, 0, stageId, digest, blob);
+    } else {
+      fs.closeSync(fd);
+      if (existing === undefined) return this.openPartial(stageId, digest, 0);
+      partial = await this.#reopen(stageId, digest, path, 0, blob);
+    }
     try {
       fire(this.#faults, "partial-created");
     } catch (error) {
@@ -357,7 +399,7 @@ export class EmbeddedStageStore implements StageStore {
     if (live !== undefined) live.dirChecked = true;
   }
 
-  async #reopen(stageId: string, digest: Digest, path: string, received: number): Promise<PartialAppender> {
+  async #reopen(stageId: string, digest: Digest, path: string, received: number, blob: BlobProgress | undefined): Promise<PartialAppender> {
     let fd: number;
     try {
       fd = openPrivateFileSync(path, "append");
@@ -370,10 +412,50 @@ export class EmbeddedStageStore implements StageStore {
       if (size < received) throw await this.#lost(stageId, digest, received, size);
       // Bytes past the received offset were never acknowledged: a chunk that failed midway.
       if (size > received) fs.ftruncateSync(fd, received);
-      return new FilePartial(fd, path, received, this.#faults);
+      return this.#partial(fd, path, received, stageId, digest, blob);
     } catch (error) {
       fs.closeSync(fd);
       throw error;
+    }
+  }
+
+  /**
+   * The appender of a partial opened at `openedAt`. When it closes with its blob just received in
+   * full (and no sync started), its descriptor is kept for the blob's fdatasync instead of being
+   * closed and opened again for it: an fdatasync through any descriptor of a file syncs the
+   * file's data, and the one the bytes were written through is also one that sees any writeback
+   * error since they were written.
+   */
+  #partial(fd: number, path: string, openedAt: number, stageId: string, digest: Digest, blob: BlobProgress | undefined): FilePartial {
+    if (blob === undefined) return new FilePartial(fd, path, openedAt, this.#faults);
+    blob.appending = true;
+    const owner: PartialOwner = {
+      abandoned: () => {
+        blob.appending = false;
+      },
+      closing: (kept: number): boolean => {
+        blob.appending = false;
+        // Only for a blob still of a live stage: whatever dropped it closes nothing it never saw.
+        if (this.#live.get(stageId)?.blobs.get(digest) !== blob) return false;
+        if (blob.complete || blob.received !== blob.byte_len || blob.sync !== undefined || blob.syncFd !== undefined || this.#syncFdsHeld >= SYNC_FDS_HELD) return false;
+        blob.syncFd = kept;
+        this.#syncFdsHeld++;
+        return true;
+      },
+    };
+    return new FilePartial(fd, path, openedAt, this.#faults, owner);
+  }
+
+  /** Closes the descriptors a blob holds (created ahead, or kept for its sync): it restarts, is stored, or its stage goes. */
+  #release(blob: BlobProgress): void {
+    if (blob.aheadFd !== undefined) {
+      fs.closeSync(blob.aheadFd);
+      blob.aheadFd = undefined;
+    }
+    if (blob.syncFd !== undefined) {
+      fs.closeSync(blob.syncFd);
+      blob.syncFd = undefined;
+      this.#syncFdsHeld--;
     }
   }
 
@@ -398,8 +480,7 @@ export class EmbeddedStageStore implements StageStore {
 
   async #identity(stageId: string, digest: Digest): Promise<string | undefined> {
     const st = fs.lstatSync(this.#layout.partialPath(stageId, digest), { bigint: true, throwIfNoEntry: false });
-    if (st === undefined || !st.isFile()) return undefined;
-    return `${st.dev}:${st.ino}:${st.size}:${st.nlink}:${st.mtimeNs}:${st.ctimeNs}`;
+    return st === undefined ? undefined : identityOf(st);
   }
 
   async readPartial(stageId: string, digest: Digest, position: number, length: number, into?: Uint8Array): Promise<Uint8Array> {
@@ -438,11 +519,14 @@ export class EmbeddedStageStore implements StageStore {
   #syncAhead(stageId: string, live: LiveStage): void {
     for (const digest of live.unsynced) {
       const blob = live.blobs.get(digest);
+      // Its last chunk has yet to close (another request's chunk came between): the descriptor it
+      // is about to keep serves this sync, started by the chunk after it (or the commit).
+      if (blob?.appending === true) continue;
+      live.unsynced.delete(digest);
       if (blob !== undefined && !blob.complete && blob.received === blob.byte_len && blob.sync === undefined) {
         blob.sync = this.#startSync(stageId, digest);
       }
     }
-    live.unsynced.clear();
   }
 
   async requireBlob(stageId: string, ref: BlobRef): Promise<void> {
@@ -452,6 +536,7 @@ export class EmbeddedStageStore implements StageStore {
     if (live === undefined) return;
     const blob = live.blobs.get(ref.digest);
     if (blob !== undefined) {
+      this.#release(blob);
       blob.received = 0;
       blob.complete = false;
       blob.sync = undefined;
@@ -519,17 +604,24 @@ export class EmbeddedStageStore implements StageStore {
     throw error;
   }
 
-  /** fdatasyncs a complete partial (bounded: see BoundedRunner); resolves to the error, if any. */
+  /**
+   * fdatasyncs a complete partial (bounded: see BoundedRunner), through the descriptor it was
+   * written through when that was kept (see `#partial`); resolves to the error, if any.
+   */
   #startSync(stageId: string, digest: Digest): Promise<unknown> {
-    const path = this.#layout.partialPath(stageId, digest);
+    const blob = this.#live.get(stageId)?.blobs.get(digest);
+    // Taken now, not when the job runs: from here on the job alone closes it.
+    const kept = blob?.syncFd;
+    if (blob !== undefined) blob.syncFd = undefined;
     return this.#syncs
       .run(async () => {
-        const fd = openPrivateFileSync(path, "read");
+        const fd = kept ?? openPrivateFileSync(this.#layout.partialPath(stageId, digest), "read");
         try {
           fire(this.#faults, "partial-sync");
           await datasync(fd);
         } finally {
           fs.closeSync(fd);
+          if (kept !== undefined) this.#syncFdsHeld--;
         }
       })
       .then(
@@ -554,6 +646,7 @@ export class EmbeddedStageStore implements StageStore {
     this.#setComplete.run(stageId, ref.digest);
     const blob = this.#live.get(stageId)?.blobs.get(ref.digest);
     if (blob !== undefined) {
+      this.#release(blob);
       blob.received = blob.byte_len;
       blob.complete = true;
       blob.sync = undefined;
@@ -570,7 +663,8 @@ export class EmbeddedStageStore implements StageStore {
     stageDirNames(dir);
     const row = this.#selectStage.get(stageId);
     if (row !== undefined) this.#manifests.forget(row.manifest_digest);
-    this.#live.delete(stageId);
+    const live = this.#live.get(stageId);
+    if (live !== undefined) this.#forget(stageId, live);
     try {
       this.#deleteRow(stageId);
     } catch (error) {
@@ -647,7 +741,8 @@ export class EmbeddedStageStore implements StageStore {
   /** The record of a stage whose row was read; a missing row means the stage closed. */
   #recordOf(row: StageRow | undefined, stageId: string): StageRecord | undefined {
     if (row === undefined) {
-      this.#live.delete(stageId);
+      const gone = this.#live.get(stageId);
+      if (gone !== undefined) this.#forget(stageId, gone);
       return undefined;
     }
     const live = this.#live.get(stageId) ?? this.#load(row);
@@ -666,6 +761,12 @@ export class EmbeddedStageStore implements StageStore {
     const text = (): string => this.#selectManifest.get(row.stage_id)?.manifest ?? "null";
     return this.#manifests.verified(row.manifest_digest, text, `stage ${row.stage_id}`, { stage_id: row.stage_id });
   }
+}
+
+/** A partial's identity (see `partialIdentity`): one only a write, or another file, changes. */
+function identityOf(st: fs.BigIntStats): string | undefined {
+  if (!st.isFile()) return undefined;
+  return `${st.dev}:${st.ino}:${st.size}:${st.nlink}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
 function stageBlobOf(digest: Digest, progress: BlobProgress): StageBlob {
@@ -718,6 +819,14 @@ function stageDirNames(dir: string): string[] | undefined {
   return names;
 }
 
+/** Told when a FilePartial ends (the store's blob, see `#partial`). */
+interface PartialOwner {
+  /** The partial closes, every byte written: true when this takes its descriptor (and will close it). */
+  closing(fd: number): boolean;
+  /** The partial was abandoned; its descriptor is closed. */
+  abandoned(): void;
+}
+
 /**
  * A partial being appended to. Copying a chunk into the page cache was the largest part of what
  * the event loop's thread spent per chunk (more than hashing it), so the bytes are written on the
@@ -737,12 +846,24 @@ class FilePartial implements PartialAppender {
   /** The first write that failed: the chunk fails with it, and nothing more is written. */
   #failed: { readonly error: unknown } | undefined;
   #closed = false;
+  readonly #owner: PartialOwner | undefined;
 
-  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined) {
+  constructor(fd: number, path: string, openedAt: number, faults: DeliveryFaults | undefined, owner?: PartialOwner) {
     this.#fd = fd;
     this.#path = path;
     this.#openedAt = openedAt;
     this.#faults = faults;
+    this.#owner = owner;
+  }
+
+  /**
+   * The file's identity as `partialIdentity` answers it for its path, from the open descriptor
+   * once every write ended: the file written, found without walking its path again.
+   */
+  async identity(): Promise<string | undefined> {
+    await this.#writing;
+    if (this.#closed) return undefined;
+    return identityOf(fs.fstatSync(this.#fd, { bigint: true }));
   }
 
   async append(bytes: Uint8Array): Promise<void> {
@@ -794,11 +915,17 @@ class FilePartial implements PartialAppender {
       // the original error is the one worth reporting
     }
     this.#closeOnce();
+    this.#owner?.abandoned();
   }
 
   async close(): Promise<void> {
     await this.#writing;
-    this.#closeOnce();
+    if (this.#closed) return;
+    this.#closed = true;
+    // A partial whose write failed is not offered: what it holds is not known.
+    if (this.#failed === undefined && this.#owner?.closing(this.#fd) === true) return;
+    fs.closeSync(this.#fd);
+    if (this.#failed !== undefined) this.#owner?.abandoned();
   }
 
   /** A descriptor number is reused once closed: closing it twice could close someone else's file. */
