@@ -133,12 +133,14 @@ function parsePath(value: unknown, where: Where): string {
   return path;
 }
 
-function parseBlob(value: unknown, where: Where, limits: Limits): BlobRef {
+function parseBlob(value: unknown, where: { readonly component: number; readonly path: string }, limits: Limits): BlobRef {
   if (!isPlainObject(value)) invalid("manifest-field-type", "must be an object", where, { expected: "object" });
   checkFields(value, BLOB_FIELDS, where, "blob.");
-  const digest = parseDigestField(value.digest, { ...where, field: "blob.digest" });
-  const lenWhere = { ...where, field: "blob.byte_len" };
+  // Each field's place is written out, not spread from `where`: a spread per field was the larger
+  // part of parsing a component (a begin parses every component of its manifest).
+  const digest = parseDigestField(value.digest, { component: where.component, path: where.path, field: "blob.digest" });
   const raw = value.byte_len;
+  const lenWhere = { component: where.component, path: where.path, field: "blob.byte_len" };
   if (typeof raw !== "number") invalid("manifest-field-type", "must be a number", lenWhere, { expected: "number" });
   if (!Number.isSafeInteger(raw) || raw < 0) {
     invalid("manifest-byte-len-invalid", "must be a non-negative safe integer", lenWhere);
@@ -162,11 +164,10 @@ function parseComponent(value: unknown, index: number, limits: Limits): Componen
   const where: Where = { component: index };
   if (!isPlainObject(value)) invalid("manifest-field-type", "must be an object", where, { expected: "object" });
   checkFields(value, COMPONENT_FIELDS, where, "");
-  const relative_path = parsePath(value.relative_path, { ...where, field: "relative_path" });
-  const located: Where = { component: index, path: relative_path };
-  const kind = parseKind(value.kind, { ...located, field: "kind" });
-  const scope = parseScope(value.scope, { ...located, field: "scope" });
-  const blob = parseBlob(value.blob, located, limits);
+  const relative_path = parsePath(value.relative_path, { component: index, field: "relative_path" });
+  const kind = parseKind(value.kind, { component: index, path: relative_path, field: "kind" });
+  const scope = parseScope(value.scope, { component: index, path: relative_path, field: "scope" });
+  const blob = parseBlob(value.blob, { component: index, path: relative_path }, limits);
   return Object.freeze({ kind, scope, relative_path, blob });
 }
 

@@ -150,6 +150,8 @@ export class Delivery {
   readonly #chunks: ChunkUpload;
   readonly #trust: TrustPolicy | undefined;
   #recovery: RecoveryReport | undefined;
+  /** Committed stages' files being removed after their commit was answered (see #removeAfterCommit). */
+  readonly #removals = new Set<Promise<void>>();
 
   /** Told of each commit, and each signature added later, once durable (DeliveryOptions.attest). */
   readonly #attest: DeliveryAttest | undefined;
@@ -184,6 +186,7 @@ export class Delivery {
   }
 
   async close(): Promise<void> {
+    await Promise.all(this.#removals);
     await this.#backend.close();
   }
 
@@ -393,12 +396,25 @@ export class Delivery {
           manifest,
         );
         this.#forget(id);
-        // The commit is durable: a failure to delete the stage's files must not turn it into an
-        // error. Start-up recovery removes a stage directory that has no metadata.
-        await this.#backend.stages.remove(id).catch(() => undefined);
+        this.#removeAfterCommit(id);
         return entry;
       });
     });
+  }
+
+  /**
+   * Removes a committed stage's files (and, where the catalog's record has not, its metadata) after
+   * the commit is answered: the record made the commit durable and closed the stage, and nothing
+   * the reply says depends on them. A failure to delete them must not turn the commit into an
+   * error: start-up recovery removes a stage directory that has no metadata. `close` waits for
+   * the removals still running.
+   */
+  #removeAfterCommit(stageId: string): void {
+    const removal: Promise<void> = this.#locks
+      .exclusive(stageKey(stageId), () => this.#backend.stages.remove(stageId))
+      .catch(() => undefined)
+      .finally(() => this.#removals.delete(removal));
+    this.#removals.add(removal);
   }
 
   #acceptSignatures(manifest: Manifest, signatures: readonly string[], now: number): StoredSignature[] {

@@ -272,10 +272,11 @@ test("a failure removing the stage's files after commit still returns the receip
   await uploadMissing(first.delivery, begun, blobs, 1000);
   fault.arm();
   const receipt = await first.delivery.commit(begun.stage_id);
+  assert.deepEqual(await first.delivery.commit(begun.stage_id), receipt);
+  // The removal follows the answer; close waits for it.
+  await first.delivery.close();
   assert.ok(fault.fired());
   assert.ok(fs.existsSync(first.layout.stageDir(begun.stage_id)), "left behind by the injected failure");
-  assert.deepEqual(await first.delivery.commit(begun.stage_id), receipt);
-  await first.delivery.close();
 
   const second = await openStore(t, home);
   assert.equal(second.repairs.removedStageDirs, 1);

@@ -5,13 +5,12 @@
  * same moment: one record is written; the same manifest elsewhere answers the existing entry,
  * another manifest for the revision is a `revision-conflict`.
  */
-import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { ConflictError } from "../../core/errors.js";
 import type { CatalogEntry, CatalogStore } from "../../delivery/catalog.js";
 import type { Manifest } from "../../delivery/manifest-types.js";
 import { query, ROW_CHECKED_TYPES, transaction, type PgPool, type PgQueryable } from "./connection.js";
-import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../delivery/manifest-record.js";
+import { catalogEntryOf, manifestOf, ManifestCache, storedManifestText, type CommitRow } from "../../delivery/manifest-record.js";
 import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../delivery/signature-record.js";
 
 const SELECT_SIGNATURES = "SELECT manifest_digest, fingerprint, key_type, principals, signature, signed_at, at_commit FROM warden_commit_signatures";
@@ -107,7 +106,7 @@ export class PostgresCatalogStore implements CatalogStore {
         text:
           "INSERT INTO warden_commits (manifest_digest, stage_id, bundle_id, revision, manifest, committed_at) " +
           "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-        values: [entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, canonicalJson(manifest), entry.committed_at],
+        values: [entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, storedManifestText(manifest), entry.committed_at],
       });
       let recorded = entry;
       if (inserted.rowCount === 1) {

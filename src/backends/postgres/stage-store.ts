@@ -9,14 +9,13 @@
  *
  * Unacknowledged bytes never reach the database, so nothing ever has to be cut back.
  */
-import { canonicalJson } from "../../core/canonical.js";
 import type { Digest } from "../../core/digest.js";
 import { ConflictError, IntegrityError, LimitError, NotFoundError } from "../../core/errors.js";
 import type { BlobRef } from "../../delivery/manifest-types.js";
 import type { ChunkTarget, PartialAppender, StageActivity, StageBlob, StageRecord, StageStore } from "../../delivery/stage.js";
 import { readRangeOf } from "./blob-store.js";
 import { FOREIGN_KEY_VIOLATION, ROW_CHECKED_TYPES, UNIQUE_VIOLATION, pgFailure, query, sqlState, type PgPool } from "./connection.js";
-import { checkStageRecord, ManifestCache } from "../../delivery/manifest-record.js";
+import { checkStageRecord, ManifestCache, storedManifestText } from "../../delivery/manifest-record.js";
 
 interface StageRow {
   stage_id: string;
@@ -96,7 +95,7 @@ export class PostgresStageStore implements StageStore {
         values: [
           stage.stage_id,
           stage.manifest.manifest_digest,
-          canonicalJson(stage.manifest),
+          storedManifestText(stage.manifest),
           stage.created_at,
           stage.last_active_at,
           stage.reserved_bytes,

@@ -3,11 +3,10 @@
  * of its stage's metadata are one transaction (synchronous=FULL): after a crash the bundle is
  * either committed with its stage closed, or still staging.
  */
-import { canonicalJson } from "../../../core/canonical.js";
 import type { Digest } from "../../../core/digest.js";
 import type { CatalogEntry, CatalogStore } from "../../../delivery/catalog.js";
 import { revisionConflict } from "../../../delivery/delivery-errors.js";
-import { catalogEntryOf, manifestOf, ManifestCache, type CommitRow } from "../../../delivery/manifest-record.js";
+import { catalogEntryOf, manifestOf, ManifestCache, storedManifestText, type CommitRow } from "../../../delivery/manifest-record.js";
 import type { Manifest } from "../../../delivery/manifest-types.js";
 import { signatureOf, signatureValues, type SignatureRow, type StoredSignature } from "../../../delivery/signature-record.js";
 import type { DeliveryDatabase } from "./delivery-db.js";
@@ -105,7 +104,7 @@ export class EmbeddedCatalogStore implements CatalogStore {
         throw revisionConflict(entry.bundle_id, entry.revision, sameRevision.manifest_digest);
       }
       fire(this.#faults, "commit-record");
-      this.#insert.run(entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, canonicalJson(manifest), entry.committed_at);
+      this.#insert.run(entry.manifest_digest, entry.stage_id, entry.bundle_id, entry.revision, storedManifestText(manifest), entry.committed_at);
       for (const blob of entry.receipt.blobs) this.#insertBlob.run(entry.manifest_digest, blob.digest);
       for (const signature of entry.signatures) this.#insertSignature.run(entry.manifest_digest, ...signatureValues(signature));
       this.#closeStage.run(entry.stage_id);

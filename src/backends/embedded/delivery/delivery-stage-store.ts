@@ -14,11 +14,10 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import { canonicalJson } from "../../../core/canonical.js";
 import type { Digest } from "../../../core/digest.js";
 import { IntegrityError, NotFoundError, UnsafeStorageError, errnoCode, isStorageFull } from "../../../core/errors.js";
 import { partialLost } from "../../../delivery/delivery-errors.js";
-import { checkStageRecord, ManifestCache } from "../../../delivery/manifest-record.js";
+import { checkStageRecord, ManifestCache, storedManifestText } from "../../../delivery/manifest-record.js";
 import type { BlobRef, Manifest } from "../../../delivery/manifest-types.js";
 import { missingOf, type ChunkTarget, type PartialAppender, type StageActivity, type StageBlob, type StageRecord, type StageStore } from "../../../delivery/stage.js";
 import { checkFileStats, createPrivateFd, createPrivateFileSync, ensurePrivateDirSync, openPrivateFileSync } from "../../../storage/secure-fs.js";
@@ -187,7 +186,7 @@ export class EmbeddedStageStore implements StageStore {
       this.#insertStage.run(
         stage.stage_id,
         stage.manifest.manifest_digest,
-        canonicalJson(stage.manifest),
+        storedManifestText(stage.manifest),
         stage.created_at,
         stage.last_active_at,
         stage.reserved_bytes,
@@ -391,7 +390,12 @@ export class EmbeddedStageStore implements StageStore {
   }
 
   #ensureStageDir(stageId: string, live: LiveStage | undefined): void {
-    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true });
+    // `recursive` skips ensurePrivateDirSync's fsync of stages/ (which exists: the store's open
+    // made it). A stage directory's name needs no durability of its own: its partials' names are
+    // never synced either, nothing in it is durable before commit (which publishes each partial
+    // by a link into a shard directory it fsyncs), and a stage that lost its directory in a power
+    // loss resumes each blob from 0, as one that lost its partials does (docs/durability.md).
+    ensurePrivateDirSync(this.#layout.stageDir(stageId), { create: true, recursive: true });
     if (live !== undefined) live.dirChecked = true;
   }
 
