@@ -70,44 +70,10 @@ const storedTexts = new WeakMap<Manifest, string>();
 export function storedManifestText(manifest: Manifest): string {
   let text = storedTexts.get(manifest);
   if (text === undefined) {
-    text = canonicalManifestJson(manifest);
+    text = canonicalJson(manifest);
     storedTexts.set(manifest, text);
   }
   return text;
-}
-
-/** A lone UTF-16 surrogate, which RFC 8785 (and canonicalJson) refuses. */
-const LONE_SURROGATE_RE = /\p{Cs}/u;
-
-/**
- * `canonicalJson(manifest)` for a manifest's known fields, at a fifth of its cost (a begin stores
- * one; the generic serializer takes about 1 ms for 128 components). RFC 8785 writes strings and
- * integers as JSON.stringify does, except for lone surrogates, refused here as canonicalJson
- * refuses them; so JSON.stringify of the fields in RFC 8785's key order is the canonical form.
- * The test in manifest-record.test.ts holds it to canonicalJson's bytes.
- */
-function canonicalManifestJson(manifest: Manifest): string {
-  const strings = [manifest.bundle_digest, manifest.bundle_id, manifest.manifest_digest, manifest.revision];
-  for (const c of manifest.components) strings.push(c.blob.digest, c.kind, c.relative_path, c.scope);
-  // Anything but the known shape (a stored manifest may carry more fields than its digest covers)
-  // goes to the generic serializer, which refuses what has no canonical form.
-  const knownShape =
-    Object.keys(manifest).length === 5 &&
-    manifest.components.every((c) => Object.keys(c).length === 4 && Object.keys(c.blob).length === 2) &&
-    strings.every((s) => typeof s === "string" && !LONE_SURROGATE_RE.test(s));
-  if (!knownShape) return canonicalJson(manifest);
-  return JSON.stringify({
-    bundle_digest: manifest.bundle_digest,
-    bundle_id: manifest.bundle_id,
-    components: manifest.components.map((c) => ({
-      blob: { byte_len: c.blob.byte_len, digest: c.blob.digest },
-      kind: c.kind,
-      relative_path: c.relative_path,
-      scope: c.scope,
-    })),
-    manifest_digest: manifest.manifest_digest,
-    revision: manifest.revision,
-  });
 }
 
 /** A commit record as both backends store it. */
