@@ -7,7 +7,7 @@ import type { TraceCarrier } from "../tracing/tracing.js";
 import type { Manifest } from "../delivery/manifest-types.js";
 import { WardenHttpError } from "./errors.js";
 import type { PushOptions, PushResult, StageApi } from "./push.js";
-import { encodePack, type PackChunk } from "../delivery/blob-pack-frame.js";
+import { packPieces, type PackChunk } from "../delivery/blob-pack-frame.js";
 import { BLOB_PACK_CONTENT_TYPE } from "../api/media-types.js";
 import { readEvents, type RunEvent } from "./sse.js";
 import { Transport, type TransportOptions } from "./transport.js";
@@ -128,7 +128,7 @@ export class WardenClient implements StageApi {
    */
   async uploadPack(stageId: string, frames: readonly PackChunk[]): Promise<void> {
     const path = `/v1/stages/${seg(stageId)}/blobs`;
-    await this.#http.sendForHeaders({ method: "PATCH", path, bytes: encodePack(frames), contentType: BLOB_PACK_CONTENT_TYPE, retry: false });
+    await this.#http.sendForHeaders({ method: "PATCH", path, bytes: packPieces(frames), contentType: BLOB_PACK_CONTENT_TYPE, retry: false });
   }
 
   async stageStatus(stageId: string, options: RetryOption = {}): Promise<StageStatus> {

@@ -23,7 +23,13 @@ export interface Exchange {
   response(): Response;
 }
 
-export type ExchangeFn = (input: string, init: NonNullable<Parameters<FetchFn>[1]>) => Promise<Exchange>;
+/**
+ * A request as the client's own fetch takes it: a fetch's init, or instead of `body` the body's
+ * pieces, written back to back without being joined first (a blob pack's frames).
+ */
+export type ExchangeInit = NonNullable<Parameters<FetchFn>[1]> & { readonly bodyPieces?: readonly Uint8Array[] };
+
+export type ExchangeFn = (input: string, init: ExchangeInit) => Promise<Exchange>;
 
 /** The Exchange of a Response a fetch answered with. */
 export function exchangeOf(response: Response): Exchange {

@@ -10,7 +10,7 @@
 import * as http from "node:http";
 import * as https from "node:https";
 import { Readable } from "node:stream";
-import type { Exchange, ExchangeFn, FetchFn } from "./fetch-fn.js";
+import type { Exchange, ExchangeFn, ExchangeInit, FetchFn } from "./fetch-fn.js";
 
 /** Statuses whose Response must have a null body. */
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
@@ -54,9 +54,15 @@ function responseHeaders(message: http.IncomingMessage): Headers {
   return headers;
 }
 
-function bodyBytes(body: FetchInit["body"]): Uint8Array | string | undefined {
+/** A body as pieces to write in order (one, or the pieces the caller gave: never joined here). */
+function bodyPieces(init: ExchangeInit): readonly (Uint8Array | string)[] | undefined {
+  if (init.bodyPieces !== undefined) {
+    if (init.body !== undefined && init.body !== null) throw new TypeError("a request has either a body or body pieces, not both");
+    return init.bodyPieces;
+  }
+  const body = init.body;
   if (body === undefined || body === null) return undefined;
-  if (typeof body === "string" || body instanceof Uint8Array) return body;
+  if (typeof body === "string" || body instanceof Uint8Array) return [body];
   throw new TypeError("the client's fetch sends string or Uint8Array bodies only");
 }
 
@@ -103,15 +109,20 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): NodeFetc
       const url = new URL(input);
       if (url.protocol !== "http:" && url.protocol !== "https:") return reject(new TypeError(`unsupported protocol ${url.protocol}`));
       const method = init.method ?? "GET";
-      const body = bodyBytes(init.body);
+      const pieces = bodyPieces(init);
       const headers = headerRecord(init.headers);
-      if (body !== undefined) headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
+      if (pieces !== undefined) headers["content-length"] = String(pieces.reduce((sum, p) => sum + (typeof p === "string" ? Buffer.byteLength(p) : p.byteLength), 0));
       const send = url.protocol === "https:" ? https.request : http.request;
       const request = send(url, { method, headers, agent: agents[url.protocol], ...(init.signal ? { signal: init.signal } : {}) }, (message) =>
         resolve(exchangeOfMessage(message, method)),
       );
       request.on("error", reject);
-      request.end(body);
+      if (pieces === undefined || pieces.length <= 1) return void request.end(pieces?.[0]);
+      // Corked, the headers and every piece leave in one writev.
+      request.cork();
+      for (const piece of pieces) request.write(piece);
+      request.uncork();
+      request.end();
     });
 
   return {

@@ -4,6 +4,7 @@
  * repeat (every route of HTTP API v1 is, except creating a materialization).
  */
 import { WardenConnectionError, WardenHttpError, type Problem } from "./errors.js";
+import { joinPieces } from "../delivery/blob-pack-frame.js";
 import { exchangeOf, type Exchange, type FetchFn } from "./fetch-fn.js";
 import { createNodeFetch, type NodeFetch } from "./node-fetch.js";
 
@@ -28,7 +29,8 @@ export interface RequestSpec {
   readonly path: string;
   readonly query?: Readonly<Record<string, string | number | undefined>>;
   readonly json?: unknown;
-  readonly bytes?: Uint8Array;
+  /** the body: bytes, or pieces sent back to back (joined into one body only for a fetch the caller passed) */
+  readonly bytes?: Uint8Array | readonly Uint8Array[];
   /** the media type of `bytes` (default application/octet-stream) */
   readonly contentType?: string;
   readonly headers?: Readonly<Record<string, string>>;
@@ -146,18 +148,22 @@ export class Transport {
     const headers: Record<string, string> = { accept: spec.accept ?? "application/json", ...spec.headers };
     if (this.#token !== undefined) headers.authorization = `Bearer ${this.#token}`;
     let body: string | Uint8Array | undefined;
+    let pieces: readonly Uint8Array[] | undefined;
     if (spec.json !== undefined) {
       headers["content-type"] = "application/json";
       body = JSON.stringify(spec.json);
     } else if (spec.bytes !== undefined) {
       headers["content-type"] = spec.contentType ?? "application/octet-stream";
-      body = spec.bytes;
+      // Pieces go as they are through the client's own fetch; a caller's fetch takes one body.
+      if (spec.bytes instanceof Uint8Array) body = spec.bytes;
+      else if (this.#own !== undefined) pieces = spec.bytes;
+      else body = joinPieces(spec.bytes);
     }
     // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
     const init = { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal };
     let reply: Exchange;
     try {
-      reply = this.#own !== undefined ? await this.#own.exchange(url, init) : exchangeOf(await this.#fetch(url, init));
+      reply = this.#own !== undefined ? await this.#own.exchange(url, pieces === undefined ? init : { ...init, bodyPieces: pieces }) : exchangeOf(await this.#fetch(url, init));
     } catch (error) {
       if (spec.signal?.aborted === true) throw error;
       throw new WardenConnectionError(this.baseUrl, error);

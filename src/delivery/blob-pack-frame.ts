@@ -36,14 +36,35 @@ export function writeFrameHeader(into: Uint8Array, at: number, digest: string, o
   view.setUint32(8, length);
 }
 
-/** A whole pack's body: each frame's header and bytes, in order. */
-export function encodePack(frames: readonly PackChunk[]): Uint8Array {
-  const body = new Uint8Array(packBytes(frames));
+/**
+ * A pack's body as the pieces that go on the wire back to back: each frame's header, then its
+ * bytes. The headers share one small buffer and each frame's bytes are the caller's own, not
+ * copied: joining them cost a push a fresh 4 MiB buffer per pack, zeroed, faulted in and filled
+ * (issue 34). A sender that can write several buffers (the client's own fetch) sends these as they are.
+ */
+export function packPieces(frames: readonly PackChunk[]): Uint8Array[] {
+  const headers = new Uint8Array(frames.length * FRAME_HEADER_BYTES);
+  const pieces: Uint8Array[] = [];
+  for (const [i, frame] of frames.entries()) {
+    const at = i * FRAME_HEADER_BYTES;
+    writeFrameHeader(headers, at, frame.digest, frame.offset, frame.bytes.byteLength);
+    pieces.push(headers.subarray(at, at + FRAME_HEADER_BYTES), frame.bytes);
+  }
+  return pieces;
+}
+
+/** Pieces joined into one buffer (for a sender that takes one body). */
+export function joinPieces(pieces: readonly Uint8Array[]): Uint8Array {
+  const body = new Uint8Array(pieces.reduce((sum, p) => sum + p.byteLength, 0));
   let at = 0;
-  for (const frame of frames) {
-    writeFrameHeader(body, at, frame.digest, frame.offset, frame.bytes.byteLength);
-    body.set(frame.bytes, at + FRAME_HEADER_BYTES);
-    at += FRAME_HEADER_BYTES + frame.bytes.byteLength;
+  for (const piece of pieces) {
+    body.set(piece, at);
+    at += piece.byteLength;
   }
   return body;
+}
+
+/** A whole pack's body in one buffer: each frame's header and bytes, in order. */
+export function encodePack(frames: readonly PackChunk[]): Uint8Array {
+  return joinPieces(packPieces(frames));
 }

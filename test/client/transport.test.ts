@@ -135,6 +135,42 @@ describe("client transport", () => {
     client.close();
   });
 
+  it("sends a blob pack's frames as the DESIGN's layout says, its bytes unjoined through its own fetch and joined through a caller's", async () => {
+    const heads: { length: string | undefined; chunked: string | undefined }[] = [];
+    reset((req, res) => {
+      heads.push({ length: req.headers["content-length"], chunked: req.headers["transfer-encoding"] });
+      res.writeHead(204).end();
+    });
+    const frames = [
+      { digest: `sha256:${"ab".repeat(32)}`, offset: 0, bytes: new Uint8Array(300_000).fill(7) },
+      { digest: `sha256:${"01".repeat(32)}`, offset: 5, bytes: new Uint8Array(0) },
+      { digest: `sha256:${"fe".repeat(32)}`, offset: 2 ** 40 + 3, bytes: Uint8Array.from([1, 2, 3]) },
+    ];
+    // The layout written out by hand (DESIGN.md "Blob packs"): digest ‖ offset u64 BE ‖ length u32 BE ‖ bytes.
+    const expected = Buffer.concat(
+      frames.flatMap((f) => {
+        const head = Buffer.alloc(44);
+        Buffer.from(f.digest.slice(7), "hex").copy(head, 0);
+        head.writeBigUInt64BE(BigInt(f.offset), 32);
+        head.writeUInt32BE(f.bytes.byteLength, 40);
+        return [head, Buffer.from(f.bytes)];
+      }),
+    );
+    const own = new WardenClient({ url, token: "x" });
+    const callers = new WardenClient({ url, token: "x", fetch: globalThis.fetch });
+    for (const client of [own, callers]) await client.uploadPack("a".repeat(32), frames);
+    assert.equal(seen.length, 2);
+    for (const [i, request] of seen.entries()) {
+      assert.equal(request.url, `/v1/stages/${"a".repeat(32)}/blobs`);
+      assert.ok(request.body.equals(expected), `request ${i}: the body is the frames back to back`);
+      assert.equal(heads[i]!.length, String(expected.byteLength), `request ${i} declares its length`);
+      assert.equal(heads[i]!.chunked, undefined);
+    }
+    assert.equal(frames[0]!.bytes.byteLength, 300_000, "the caller's bytes are left whole");
+    own.close();
+    callers.close();
+  });
+
   it("reads server-sent events split at any byte, with CRLF, comments and multi-line data", async () => {
     const text = ': keep-alive\r\nid: 0\r\ndata: {"a":1}\r\n\r\nid: 1\ndata: line one\ndata: line two\n\n: hb\n\nevent: end\ndata: {"reason":"terminated"}\n\n';
     const bytes = new TextEncoder().encode(text);
