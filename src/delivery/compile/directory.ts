@@ -19,7 +19,7 @@ import {
   type ComponentKind,
   type ComponentScope,
 } from "../manifest-types.js";
-import { createManifest, parseManifest, validateBundleIdentifier } from "../manifest.js";
+import { createManifest, validateBundleIdentifier } from "../manifest.js";
 import type { Manifest } from "../manifest-types.js";
 import { validateRelativePath } from "../paths.js";
 import { checkContractAtBegin, checkContractContent, inferKind } from "../contract/check.js";
@@ -212,9 +212,10 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
 
   const components = compiled.map((c) => c.component);
   const { bundleId: bundle_id, revision } = options;
-  const built = createManifest({ bundle_id, revision, bundle_digest: bundleDigest, components }, limits);
-  // Round trip through the wire form: what the node will parse is what was validated here.
-  const manifest = parseManifest(JSON.parse(JSON.stringify(built)) as unknown, limits);
+  // createManifest validates the body with parseManifest's own rules (parseBody); the body holds
+  // only strings, integers, arrays and plain objects, whose JSON round trip is the identity, so a
+  // second pass through the wire form checked nothing more and cost a parse and a digest (issue 34).
+  const manifest = createManifest({ bundle_id, revision, bundle_digest: bundleDigest, components }, limits);
   checkContractAtBegin(manifest);
   await checkContractContent(manifest, async (c) => contents.get(c.relative_path)!);
   return {
