@@ -394,8 +394,10 @@ class PushRun {
         this.#packs = false;
         return this.#oneByOne(stageId, digests);
       }
-      // Nothing of the pack was applied: its blobs go again, packed within the node's limit.
+      // Nothing of the pack was applied: its blobs go again, packed within the node's limit (and
+      // its bytes count as sent when they are taken).
       if (this.#fitLimit(error, packBytes(frames))) {
+        this.#bytesSent -= data;
         for (const task of this.#plan(digests)) await this.#upload(stageId, task);
         return;
       }
@@ -461,7 +463,10 @@ class PushRun {
         this.#report("uploading");
       } catch (error) {
         // Nothing of the chunk was taken: it goes again, within the node's limit.
-        if (this.#fitLimit(error, chunk.length)) continue;
+        if (this.#fitLimit(error, chunk.length)) {
+          this.#bytesSent -= chunk.length;
+          continue;
+        }
         if (failures++ >= this.#retries) throw error;
         offset = await this.#recover(stageId, digest, error, failures - 1);
       }

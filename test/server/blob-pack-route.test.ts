@@ -255,6 +255,7 @@ describe("push to a node whose chunk limit is lower than its requests", () => {
         // The refused request's bytes were not taken: every blob byte reached the node once.
         const total = compiled.manifest.components.reduce((sum, component) => sum + component.blob.byte_len, 0);
         assert.equal(await metric(), total);
+        assert.equal(result.bytesSent, total, "push reports as sent only the bytes the node took");
       } finally {
         wire.close();
         await node.close();
