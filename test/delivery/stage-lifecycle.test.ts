@@ -253,3 +253,34 @@ test("a stage whose row cannot be deleted even then is refused as exhausted capa
   await delivery.abort(begun.stage_id);
   await rejectsWith(delivery.status(begun.stage_id), "stage-not-found");
 });
+
+test("a stage whose directory a power loss took (its row durable, its directory entry never synced) resumes every blob from 0 and commits", async (t) => {
+  // begin fsyncs the stage's row, not stages/ (docs/durability.md "Chunks"): after a power loss the
+  // row can name a stage whose directory, and so every partial in it, is gone. Removing the
+  // directory between two openings of the store is that state.
+  const home = tempHome(t);
+  const data = bytesOf(43, 200_000);
+  const { manifest, blobs } = buildManifest([
+    { path: "data/big.bin", content: data },
+    { path: "data/small.md", content: "small\n" },
+  ]);
+  const first = await openStore(t, home);
+  const begun = await first.delivery.begin(manifest);
+  const big = begun.missing.find((m) => m.byte_len === data.byteLength)!;
+  await first.delivery.putChunk(begun.stage_id, big.digest, 0, data.subarray(0, 80_000));
+  await first.delivery.close();
+  fs.rmSync(first.layout.stageDir(begun.stage_id), { recursive: true });
+
+  const second = await openStore(t, home);
+  const resumed = await second.delivery.begin(manifest);
+  assert.equal(resumed.stage_id, begun.stage_id, "the durable row still names the stage");
+  assert.deepEqual(
+    resumed.missing.map((m) => m.offset),
+    resumed.missing.map(() => 0),
+    "every blob is asked for again from 0",
+  );
+  await uploadMissing(second.delivery, resumed, blobs);
+  const receipt = await second.delivery.commit(resumed.stage_id);
+  assert.equal(receipt.manifest_digest, manifest.manifest_digest);
+  assert.deepEqual(await second.delivery.commit(resumed.stage_id), receipt);
+});
