@@ -90,7 +90,13 @@ export function appendMark(file: string, name: string): void {
 
 export function readQueueLog(file: string): QueueLogLine[] {
   if (!existsSync(file)) return [];
-  return readFileSync(file, "utf8")
+  const text = readFileSync(file, "utf8");
+  // A line being appended as this reads is not all there yet: a write that crosses a page boundary
+  // makes its first page's bytes visible before the rest (seen in CI, polling 1,000 agents). Only
+  // its newline completes a line; an unfinished last one is read next time. A line cut anywhere
+  // else is still an error.
+  return text
+    .slice(0, text.lastIndexOf("\n") + 1)
     .split("\n")
     .filter(Boolean)
     .map((line, i) => {

@@ -6,7 +6,7 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fixtureAgents } from "../support/node.js";
 import { identityOf, signalChildGroup } from "../support/processes.js";
@@ -115,5 +115,21 @@ describe("the queue fixture agents and their log", () => {
     assert.deepEqual(interleaving(last, "small"), { count: 1, lastAt: 1, longestGap: 9 });
     const spread = ["big", "small", "big", "big", "small", "big", "big", "big", "big", "big"];
     assert.deepEqual(interleaving(spread, "small"), { count: 2, lastAt: 0.5, longestGap: 2 });
+  });
+
+  it("reads a line still being appended as not there yet, and a line cut before others as an error", () => {
+    const dir = tempDir("queue-log-read");
+    const log = join(dir, "queue.log");
+    const line = (ev: string, pid: number): string => JSON.stringify({ ev, job: `j${pid}`, run: null, node: "n", provider: "claude", pid, wall: pid });
+    const whole = `${line("start", 1)}\n${line("end", 1)}\n`;
+    // A write that crossed a page: its first bytes are visible, its newline is not yet.
+    writeFileSync(log, whole + line("start", 2).slice(0, 30));
+    assert.deepEqual(readQueueLog(log).map((l) => [l.ev, l.pid]), [["start", 1], ["end", 1]]);
+    writeFileSync(log, `${whole}${line("start", 2)}\n`);
+    assert.equal(readQueueLog(log).length, 3);
+    // Cut and followed by more: not a write in progress.
+    writeFileSync(log, `${line("start", 1).slice(0, 30)}\n${line("end", 1)}\n`);
+    assert.throws(() => readQueueLog(log), /queue log line 1 is not JSON/);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
