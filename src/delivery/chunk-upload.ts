@@ -124,7 +124,9 @@ export class ChunkUpload {
   async append(stageId: string, blob: StageBlob, body: ByteSource, now: number): Promise<ChunkAccepted> {
     const { stages } = this.#stores;
     const key = hashKey(stageId, blob.digest);
-    const inline = this.#inline.get(stageId) ?? (await this.#startInline(stageId));
+    // null: no check can run for this stage here (known once; starting one reads the whole stage).
+    const known = this.#inline.get(stageId);
+    const inline = known !== undefined ? known : await this.#startInline(stageId);
     const cached = this.#hashes.get(key);
     const base = cached !== undefined && cached.length === blob.received ? cached : await this.#hashReceived(stageId, blob);
     const running = base.copy();

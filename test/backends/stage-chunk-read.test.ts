@@ -69,6 +69,31 @@ for (const backend of backendsUnderTest()) {
       assert.equal(receipt.manifest_digest, built.manifest.manifest_digest);
     });
 
+    test(`a stage resumed by another process (no inline check can run for it) reads no whole stage per chunk either`, async (t) => {
+      const state = await backend.state(t);
+      const limits = { bundleComponents: BLOBS + 3 };
+      const built = uniqueBundle(Array.from({ length: BLOBS }, (_, i) => 200 + i));
+      const first = await state.open({ limits });
+      const begun = await first.delivery.begin(built.manifest);
+      const opening = begun.missing[0]!;
+      await first.delivery.putChunk(begun.stage_id, opening.digest, 0, built.blobs.get(opening.digest)!.subarray(0, 100));
+      await first.close();
+      // A stage with bytes already received gets no inline check in a process that did not see
+      // them; its chunks must not then look for one, whole stage and all, each time.
+      const { delivery } = await state.open({ limits });
+      const resumed = await delivery.begin(built.manifest);
+      const reads = countWholeReads(t);
+      let chunks = 0;
+      for (const m of resumed.missing) {
+        const bytes = built.blobs.get(m.digest)!;
+        assert.equal((await delivery.putChunk(resumed.stage_id, m.digest, m.offset, bytes.subarray(m.offset))).next_offset, bytes.byteLength);
+        chunks++;
+      }
+      assert.ok(reads() <= 1, `${reads()} whole-stage reads for ${chunks} chunks (want at most 1)`);
+      const receipt = await delivery.commit(resumed.stage_id);
+      assert.equal(receipt.manifest_digest, built.manifest.manifest_digest);
+    });
+
     test("a chunk is refused as before: blob not in the stage, expired, aborted, committed", async (t) => {
       const expiry = 60_000;
       let ahead = 0;
