@@ -18,8 +18,27 @@ import { DIR_NOFOLLOW, PROC_FD } from "../storage/descriptor-paths.js";
 /** Linux's O_PATH (the same on every architecture Node runs on); Node does not export it. */
 const O_PATH = 0o10000000;
 
+/**
+ * How many times a tree is walked again when an entry appeared in it after it was listed. The
+ * agent's leftover process can put one there at any moment (a swap is a rename and then a symlink,
+ * two steps, and the walk may fall between them); a process that keeps adding entries for longer
+ * wins, and the removal then fails (ENOTEMPTY) instead of looping for ever.
+ */
+const WALKS = 8;
+
 /** Removes `path` (file, link or directory tree). Missing is fine. */
 export async function removeTree(path: string): Promise<void> {
+  for (let walk = 1; ; walk++) {
+    try {
+      await removeOnce(path);
+      return;
+    } catch (error) {
+      if (errnoCode(error) !== "ENOTEMPTY" || walk >= WALKS) throw error;
+    }
+  }
+}
+
+async function removeOnce(path: string): Promise<void> {
   const st = await lstatIfAny(path);
   if (st === undefined) return;
   if (!st.isDirectory()) {

@@ -15,6 +15,7 @@ import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { syncBuiltinESMExports } from "node:module";
 import { Materializer } from "../../src/providers/materializer.js";
 import { removeTree } from "../../src/providers/tree-remove.js";
 import { MemorySource, fullBundleFiles } from "../providers/helpers.js";
@@ -83,5 +84,30 @@ describe("security: removing a session tree while its agent swaps a directory fo
     fill(sub);
     await swapDuring(removeTree(tree), sub, victim);
     assert.deepEqual(fs.readdirSync(victim).sort(), names, "removeTree followed a symlink swapped in mid-walk");
+  });
+  it("an entry the agent adds after the walk listed a directory (the second step of a swap) is removed too: nothing is left", async () => {
+    // The swap is a rename and then a symlink; a walk between the two empties the directory and
+    // then finds the link at rmdir (ENOTEMPTY). The link is made here at exactly that moment, by
+    // wrapping rmdir of the tree's root: the first call finds the directory not empty.
+    const tree = path.join(dir, "tree3");
+    const victim = path.join(dir, "victim3");
+    fill(victim);
+    fill(path.join(tree, "bundle"));
+    const rmdir = fs.promises.rmdir;
+    let planted = 0;
+    fs.promises.rmdir = async (target: fs.PathLike, options?: fs.RmDirOptions) => {
+      if (target === tree && planted++ === 0) fs.symlinkSync(victim, path.join(tree, "bundle"));
+      return rmdir(target, options);
+    };
+    syncBuiltinESMExports();
+    try {
+      await removeTree(tree);
+    } finally {
+      fs.promises.rmdir = rmdir;
+      syncBuiltinESMExports();
+    }
+    assert.equal(planted, 2, "the root's rmdir ran once with the planted link and once after the walk removed it");
+    assert.equal(fs.existsSync(tree), false, "the tree was left behind with the entry planted in it");
+    assert.deepEqual(fs.readdirSync(victim).sort(), names, "the planted link's target lost files");
   });
 });
