@@ -29,6 +29,13 @@ import { LONG_TEST_MS } from "../support/wait.js";
 const CHILD = fileURLToPath(new URL("./children/postgres-crash-child.ts", import.meta.url));
 const SEED = Number(process.env.WARDEN_PG_CRASH_SEED ?? 20261130);
 const MIN_RUNS = 20;
+/**
+ * Kills that must land before the push completed for the race to count as run. Runs go on past
+ * MIN_RUNS until this many landed (and one in each phase), up to MAX_RUNS: delays are drawn from
+ * the faster calibration push, so on a machine whose speed swings mid-test more of them land
+ * after the child finished, and a fixed share of a fixed number of runs failed at load 8.
+ */
+const MIN_KILLS = 15;
 const MAX_RUNS = 40;
 /** Runs go on past MIN_RUNS while the file stays within this budget. */
 const BUDGET_MS = 35_000;
@@ -276,8 +283,12 @@ test("postgres delivery: kill -9 at random moments of a push, then start-up, abs
     return (state >>> 0) / 0x1_0000_0000;
   };
   const outcomes: Outcome[] = [];
+  const enough = (): boolean => {
+    const kills = outcomes.filter((o) => o.killed);
+    return kills.length >= MIN_KILLS && kills.some((o) => o.inCommit) && kills.some((o) => !o.inCommit && !o.committedBefore) && outcomes.some((o) => o.committedBefore);
+  };
   for (let i = 0; i < MAX_RUNS; i++) {
-    if (i >= MIN_RUNS && performance.now() - started > BUDGET_MS) break;
+    if (i >= MIN_RUNS && enough() && performance.now() - started > BUDGET_MS) break;
     // A third anywhere in the push (begin, chunks, commit), a third in the commit, a third in
     // and just after the record transaction, where the commit becomes durable or not at all.
     const seed = SEED + 100 + i;
@@ -301,6 +312,6 @@ test("postgres delivery: kill -9 at random moments of a push, then start-up, abs
       `(${inCommit} during the commit), ${committed} found committed, ${resumed} resumed a stored stage, ${partial} re-sent part of the bytes, ` +
       `${((performance.now() - started) / 1000).toFixed(1)} s`,
   );
-  assert.ok(killed >= MIN_RUNS * 0.75, `most runs were killed before the push completed (${killed} of ${outcomes.length})`);
+  assert.ok(killed >= MIN_KILLS, `too few runs were killed before the push completed to judge (${killed} of ${outcomes.length}; ${MIN_KILLS} needed)`);
   assert.ok(inUpload > 0 && inCommit > 0 && committed > 0, `kills landed before the commit (${inUpload}), during it (${inCommit}), and after it (${committed})`);
 });
