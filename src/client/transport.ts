@@ -154,8 +154,8 @@ export class Transport {
       body = JSON.stringify(spec.json);
     } else if (spec.bytes !== undefined) {
       headers["content-type"] = spec.contentType ?? "application/octet-stream";
-      // Pieces go as they are through the client's own fetch; a caller's fetch takes one body, and
-      // not one over shared memory (WHATWG fetch refuses it; a compile's contents are, see compile).
+      // Pieces go as they are through the client's own fetch. A caller's fetch takes one body, and
+      // none over shared memory, which WHATWG fetch refuses: a compile's contents are views on it.
       if (this.#own !== undefined) {
         if (spec.bytes instanceof Uint8Array) body = spec.bytes;
         else pieces = spec.bytes;
