@@ -16,7 +16,7 @@ import { FRAME_HEADER_BYTES, packBytes, type PackChunk } from "../delivery/blob-
 import { WardenHttpError } from "./errors.js";
 import { forEachConcurrent } from "./pool.js";
 import { backoffDelay, isTransient, sleep } from "./transport.js";
-import { announcedChunkBytes, isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type RevisionView, type SignerView, type StageStatus } from "./wire.js";
+import { announcedChunkBytes, isCommitted, positiveSafeInteger, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type RevisionView, type SignerView, type StageStatus } from "./wire.js";
 import { bundleStatement } from "../signing/statement.js";
 import { sshSign, type SignWith, type SshSignOptions } from "./ssh-sign.js";
 
@@ -361,8 +361,8 @@ class PushRun {
    */
   #fitLimit(error: unknown, refusedBytes: number): boolean {
     if (!(error instanceof WardenHttpError) || error.status !== 413 || (error.code !== "chunk-too-large" && error.code !== "http-413")) return false;
-    const limit = error.problem.limit;
-    const fits = typeof limit === "number" && Number.isSafeInteger(limit) && limit > 0 && limit < refusedBytes ? limit : Math.floor(refusedBytes / 2);
+    const limit = positiveSafeInteger(error.problem.limit);
+    const fits = limit !== undefined && limit < refusedBytes ? limit : Math.floor(refusedBytes / 2);
     if (fits < 1) return false;
     this.#chunkBytes = Math.min(this.#chunkBytes, fits);
     return true;

@@ -77,7 +77,11 @@ export function isCommitted(reply: BeginStageReply): reply is Announced<StageCom
  * adapts to; refusing would fail a push that can succeed.
  */
 export function announcedChunkBytes(reply: BeginStageReply): number | undefined {
-  const value = reply.chunk_bytes;
+  return positiveSafeInteger(reply.chunk_bytes);
+}
+
+/** A count a node sent (a limit, a size), or undefined when it is not a positive safe integer. */
+export function positiveSafeInteger(value: unknown): number | undefined {
   return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined;
 }
 
