@@ -15,6 +15,7 @@
  * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files; the client's chunk
  * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default: push's own, DEFAULT_CHUNK_BYTES).
  */
+import "./as-launched.js";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";

@@ -3,14 +3,11 @@
  * process, one after another. Each module's default export prints its own figures, always as a
  * ratio against a baseline measured in the same run: these machines are shared and noisy.
  */
+import "./as-launched.js";
 import { readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { machineSpeed, removeKeptDirs } from "./baseline.js";
-
-// Nodes a bench starts serve as an operator's do: the suite's check of every reply against its
-// schema (test/support/node.ts) is work no real `warden serve` does.
-process.env.WARDEN_CHECK_REPLIES = "0";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const filters = process.argv.slice(2);

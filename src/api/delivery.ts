@@ -57,11 +57,19 @@ export type CommitReceipt = Static<typeof CommitReceipt>;
 export const MissingBlob = Type.Object({ digest: Digest, byte_len: Count, offset: Count });
 export type MissingBlob = Static<typeof MissingBlob>;
 
+/**
+ * The most bytes one chunk or blob pack request body may hold on this node (its `limits.chunkBytes`):
+ * a client sizes its requests within it from the first, instead of learning it from a `413
+ * chunk-too-large`.
+ */
+export const ChunkBytes = Type.Integer({ minimum: 1, description: "the most bytes one chunk or blob pack request body may hold (the node's limits.chunkBytes)" });
+
 /** 201: a stage to upload into (new or resumed). */
 export const StageBegun = Type.Object({
   stage_id: Type.String(),
   manifest_digest: Digest,
   missing: List(MissingBlob),
+  chunk_bytes: ChunkBytes,
 });
 export type StageBegun = Static<typeof StageBegun>;
 
@@ -72,6 +80,7 @@ export const StageCommitted = Type.Object({
   committed: Type.Literal(true),
   receipt: CommitReceipt,
   missing: List(MissingBlob, { maxItems: 0 }),
+  chunk_bytes: ChunkBytes,
 });
 export type StageCommitted = Static<typeof StageCommitted>;
 

@@ -16,7 +16,7 @@ import { FRAME_HEADER_BYTES, packBytes, type PackChunk } from "../delivery/blob-
 import { WardenHttpError } from "./errors.js";
 import { forEachConcurrent } from "./pool.js";
 import { backoffDelay, isTransient, sleep } from "./transport.js";
-import { isCommitted, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type RevisionView, type SignerView, type StageStatus } from "./wire.js";
+import { announcedChunkBytes, isCommitted, positiveSafeInteger, type BeginStageReply, type CommitReceipt, type CommitReply, type MissingBlob, type RevisionView, type SignerView, type StageStatus } from "./wire.js";
 import { bundleStatement } from "../signing/statement.js";
 import { sshSign, type SignWith, type SshSignOptions } from "./ssh-sign.js";
 
@@ -72,9 +72,11 @@ export interface PushOptions {
   /**
    * bytes per PATCH; default 4 MiB (the node's limit is 8 MiB by default). Blobs whose missing
    * bytes fit go whole, several to a request (a blob pack, at most this many bytes with its
-   * framing); a larger blob goes in chunks of this size. A node whose limit is lower answers
-   * `413 chunk-too-large` with its `limit`: the refused request (nothing of it applied) is sent
-   * again in requests within that limit, and so is every later one of this push.
+   * framing); a larger blob goes in chunks of this size. A node whose limit (`chunk_bytes` in its
+   * begin answer) is lower is sent requests within its limit from the first. One that does not
+   * name it (it predates the field), or whose limit fell since, answers `413 chunk-too-large`
+   * with its `limit`: the refused request (nothing of it applied) is sent again in requests
+   * within that limit, and so is every later one of this push.
    */
   readonly chunkBytes?: number;
   /** requests in flight at once (a large blob's chunks, or a pack of small blobs); default 4 */
@@ -191,7 +193,7 @@ class PushRun {
   readonly #manifest: Manifest;
   readonly #byDigest = new Map<string, CompiledFile>();
   readonly #contents: ReadonlyMap<string, Uint8Array> | undefined;
-  /** bytes per request: the option, lowered for the rest of the run when the node's limit is lower */
+  /** bytes per request: the option, lowered to the node's limit when that is lower (announced at begin, or learned from a 413) */
   #chunkBytes: number;
   readonly #concurrency: number;
   readonly #retries: number;
@@ -290,6 +292,8 @@ class PushRun {
       return { ...this.#result(begun.receipt, begun.stage_id, true), signers: view.signatures };
     }
     const stageId = begun.stage_id;
+    const limit = announcedChunkBytes(begun);
+    if (limit !== undefined) this.#chunkBytes = Math.min(this.#chunkBytes, limit);
     this.#adopt(begun.missing);
     this.#report("begun");
     for (let round = 0; ; round++) {
@@ -358,8 +362,8 @@ class PushRun {
    */
   #fitLimit(error: unknown, refusedBytes: number): boolean {
     if (!(error instanceof WardenHttpError) || error.status !== 413 || (error.code !== "chunk-too-large" && error.code !== "http-413")) return false;
-    const limit = error.problem.limit;
-    const fits = typeof limit === "number" && Number.isSafeInteger(limit) && limit > 0 && limit < refusedBytes ? limit : Math.floor(refusedBytes / 2);
+    const limit = positiveSafeInteger(error.problem.limit);
+    const fits = limit !== undefined && limit < refusedBytes ? limit : Math.floor(refusedBytes / 2);
     if (fits < 1) return false;
     this.#chunkBytes = Math.min(this.#chunkBytes, fits);
     return true;

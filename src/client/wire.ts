@@ -56,11 +56,33 @@ export type {
   Verification,
 } from "../api/index.js";
 
-/** POST /v1/stages: 201 a stage to upload into, or 200 the manifest already committed. */
-export type BeginStageReply = StageBegun | StageCommitted;
+/**
+ * A begin answer as it may arrive: a node that predates `chunk_bytes` leaves it out, and what a
+ * node sends there is not trusted to be the integer the schema names (see `announcedChunkBytes`).
+ */
+type Announced<T> = Omit<T, "chunk_bytes"> & { readonly chunk_bytes?: unknown };
 
-export function isCommitted(reply: BeginStageReply): reply is StageCommitted {
+/** POST /v1/stages: 201 a stage to upload into, or 200 the manifest already committed. */
+export type BeginStageReply = Announced<StageBegun> | Announced<StageCommitted>;
+
+export function isCommitted(reply: BeginStageReply): reply is Announced<StageCommitted> {
   return "committed" in reply && reply.committed === true;
+}
+
+/**
+ * The node's request limit from its begin answer (the most bytes one chunk or blob pack body may
+ * hold), or undefined when it names none usable: absent (an older node), or not a positive safe
+ * integer. An unusable value is ignored rather than refused: the node enforces its limit either
+ * way, and a request over it is answered `413 chunk-too-large` with the limit, which push already
+ * adapts to; refusing would fail a push that can succeed.
+ */
+export function announcedChunkBytes(reply: BeginStageReply): number | undefined {
+  return positiveSafeInteger(reply.chunk_bytes);
+}
+
+/** A count a node sent (a limit, a size), or undefined when it is not a positive safe integer. */
+export function positiveSafeInteger(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : undefined;
 }
 
 /** The request of an invocation (`provider` typed from the providers module's own list). */

@@ -78,7 +78,9 @@ export class RunChecker {
 
   #slot(): WorkerHold | undefined {
     if (this.#broken || this.#size === 0) return undefined;
-    if (this.#workers.length < this.#size) {
+    // A new worker only when every one started owes a check: a worker costs a thread and its
+    // start-up (tens of milliseconds of CPU), and sequential checks keep one busy enough.
+    if (this.#workers.length < this.#size && this.#workers.every((w) => w.owed > 0)) {
       try {
         this.#workers.push(this.#spawn());
       } catch {

@@ -39,6 +39,18 @@ test("journal checks on worker threads answer exactly what an inline check answe
   assert.equal(checkRun(damaged, keys, { runId }).ok, false);
 });
 
+test("checks one after another share one worker: the pool grows only while every worker owes a check", { timeout: LONG_TEST_MS }, async (t) => {
+  const pool = tsRunChecker(3);
+  t.after(() => pool.close());
+  const empty = new Uint8Array();
+  const inline = checkRun(empty, [], {});
+  for (let i = 0; i < 4; i++) assert.deepEqual(await pool.check(empty, [], {}), inline);
+  assert.equal(pool.workers, 1, "a worker was started while an idle one could take the check");
+  assert.equal(pool.inline, false, "the pool fell back to inline checks: its worker did not run");
+  await Promise.all([pool.check(empty, [], {}), pool.check(empty, [], {}), pool.check(empty, [], {})]);
+  assert.equal(pool.workers, 3, "three checks at once, three workers");
+});
+
 test("a worker that dies mid-check costs nothing: the check is redone inline", async () => {
   const empty = new Uint8Array();
   const inline = checkRun(empty, [], {});

@@ -3,10 +3,13 @@
  * problem documents naming the frame, framing cut short, a refused pack's rest read and dropped so
  * the same connection carries the next request; and the client's push, which packs small blobs
  * and, against a node without the pack route (the server's `blobPacks: false`, answered as a node
- * that predates packs answers it), uploads blob by blob.
+ * that predates packs answers it), uploads blob by blob; against a node with a lower chunk limit,
+ * sends nothing over the limit its begin answer names, and re-splits after a 413 when the answer
+ * names none usable.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -211,57 +214,121 @@ describe("push to a node whose chunk limit is lower than its requests", () => {
   const scratch = tempDir("client-pack-limit");
   after(() => fs.rmSync(scratch, { recursive: true, force: true }));
 
-  /** A fetch that records each PATCH's path and the status it was answered. */
-  function patches(): { fetch: FetchFn; answers: string[]; close(): void } {
+  /**
+   * What the begin answer's `chunk_bytes` is made to say on its way to the client: left as the
+   * node sent it, left out (a node that predates it), or replaced (a value that is not a positive
+   * integer; or one larger than the limit the node enforces, as when it was lowered since begin).
+   */
+  type Announce = "as-sent" | "absent" | { readonly value: unknown };
+
+  /** A fetch that records each PATCH's status and route, and rewrites the begin answer's `chunk_bytes` as told. */
+  function patches(announce: Announce): { fetch: FetchFn; answers: string[]; announced: unknown[]; close(): void } {
     const wire = createNodeFetch();
     const answers: string[] = [];
+    const announced: unknown[] = [];
     const fetch: FetchFn = async (input, init) => {
       const response = await wire.fetch(input, init);
       if (init?.method === "PATCH") answers.push(`${response.status} ${new URL(String(input)).pathname.endsWith("/blobs") ? "pack" : "chunk"}`);
-      return response;
+      if (init?.method !== "POST" || new URL(String(input)).pathname !== "/v1/stages") return response;
+      const body = (await response.json()) as Record<string, unknown>;
+      announced.push(body.chunk_bytes);
+      if (announce === "absent") delete body.chunk_bytes;
+      else if (announce !== "as-sent") body.chunk_bytes = announce.value;
+      return new Response(JSON.stringify(body), { status: response.status, headers: response.headers });
     };
-    return { fetch, answers, close: () => wire.close() };
+    return { fetch, answers, announced, close: () => wire.close() };
   }
 
+  /** A node whose chunk limit is 64 KiB, listening on loopback. */
+  async function limitedNode(name: string): Promise<{ node: TestNode; base: string }> {
+    const node = await openTestNode(join(scratch, `node-${name}`), { warden: { limits: { chunkBytes: 64 * KiB } } });
+    return { node, base: await listening(node) };
+  }
+
+  /** `small` files of 3 KiB and one of 200 KiB, pushed to a node whose limit is 64 KiB; what the node's answers were. */
+  async function pushLimited(at: { node: TestNode; base: string }, name: string, small: number, announce: Announce, chunkBytes: number | undefined): Promise<string[]> {
+    const wire = patches(announce);
+    try {
+      const dir = join(scratch, `bundle-${name}`);
+      writeRandomBundle(dir, small, 3 * KiB);
+      // Random: no blob of one push is already stored by an earlier one to the same node.
+      fs.writeFileSync(join(dir, "data", "large.bin"), randomBytes(200 * KiB));
+      const metric = async (): Promise<number> => metricSum((await at.node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total");
+      const before = await metric();
+      const client = new WardenClient({ url: at.base, token: OPERATOR_TOKEN, fetch: wire.fetch });
+      const result = await client.push(dir, { bundleId: name, revision: "r1", concurrency: 1, ...(chunkBytes === undefined ? {} : { chunkBytes }) });
+      client.close();
+      assert.deepEqual(wire.announced, [64 * KiB], "the node names its limit in its begin answer");
+      const compiled = await compileForPush(dir, { bundleId: name, revision: "r1" });
+      assert.equal(result.receipt.manifest_digest, compiled.manifest.manifest_digest);
+      assert.equal(result.blobsSent, compiled.manifest.components.length);
+      // A refused request's bytes are not taken: every blob byte reached the node once.
+      const total = compiled.manifest.components.reduce((sum, component) => sum + component.blob.byte_len, 0);
+      assert.equal((await metric()) - before, total);
+      assert.equal(result.bytesSent, total, "push reports as sent only the bytes the node took");
+      return wire.answers;
+    } finally {
+      wire.close();
+    }
+  }
+
+  /** Opens a node of its own for one push. */
+  async function pushToOwnNode(name: string, small: number, announce: Announce, chunkBytes: number | undefined): Promise<string[]> {
+    const at = await limitedNode(name);
+    try {
+      return await pushLimited(at, name, small, announce, chunkBytes);
+    } finally {
+      await at.node.close();
+    }
+  }
+
+  /** The PATCHes the node answered 204, as [packs, chunks]. */
+  const accepted = (answers: readonly string[]): [number, number] => {
+    const ok = answers.filter((a) => a.startsWith("204"));
+    return [ok.filter((a) => a.endsWith("pack")).length, ok.filter((a) => a.endsWith("chunk")).length];
+  };
+
   const cases = [
-    // The default request size packs everything in one request, refused whole: the small blobs go
-    // again in packs within 64 KiB, the large one in chunks of 64 KiB.
-    { name: "a pack refused 413 chunk-too-large is sent again in packs and chunks within the node's limit", small: 40, chunkBytes: undefined, refused: "413 pack", packs: 2, chunks: 4 },
-    // The small blobs fit one pack within the limit; the large one's chunk of 100 KiB is refused
-    // and it goes on in chunks of 64 KiB.
-    { name: "a chunk refused 413 chunk-too-large is sent again in chunks within the node's limit", small: 10, chunkBytes: 100 * KiB, refused: "413 chunk", packs: 1, chunks: 4 },
+    // The default request size packs everything in one request: within 64 KiB, the small blobs go
+    // in packs of at most 64 KiB, the large one in chunks of 64 KiB.
+    { name: "pack", small: 40, chunkBytes: undefined, packs: 2, chunks: 4 },
+    // The small blobs fit one pack within the limit; the large one's chunks of 100 KiB would be
+    // over it: it goes in chunks of 64 KiB.
+    { name: "chunk", small: 10, chunkBytes: 100 * KiB, packs: 1, chunks: 4 },
   ];
   for (const c of cases) {
-    it(c.name, async () => {
-      const node = await openTestNode(join(scratch, `node-${c.refused}`), { warden: { limits: { chunkBytes: 64 * KiB } } });
-      const wire = patches();
-      try {
-        const base = await listening(node);
-        const dir = join(scratch, `bundle-${c.refused}`);
-        writeRandomBundle(dir, c.small, 3 * KiB);
-        fs.writeFileSync(join(dir, "data", "large.bin"), Buffer.alloc(200 * KiB, 7));
-        const metric = async (): Promise<number> => metricSum((await node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total");
-        const client = new WardenClient({ url: base, token: OPERATOR_TOKEN, fetch: wire.fetch });
-        const result = await client.push(dir, { bundleId: "limited", revision: "r1", concurrency: 1, ...(c.chunkBytes === undefined ? {} : { chunkBytes: c.chunkBytes }) });
-        client.close();
-        const compiled = await compileForPush(dir, { bundleId: "limited", revision: "r1" });
-        assert.equal(result.receipt.manifest_digest, compiled.manifest.manifest_digest);
-        assert.equal(result.blobsSent, compiled.manifest.components.length);
-        // One refusal, then every request within the limit: none refused again, none lost.
-        const refused = wire.answers.filter((a) => a.startsWith("413"));
-        assert.deepEqual(refused, [c.refused], wire.answers.join("\n"));
-        const accepted = wire.answers.filter((a) => a.startsWith("204"));
-        assert.deepEqual([accepted.filter((a) => a.endsWith("pack")).length, accepted.filter((a) => a.endsWith("chunk")).length], [c.packs, c.chunks], wire.answers.join("\n"));
-        // The refused request's bytes were not taken: every blob byte reached the node once.
-        const total = compiled.manifest.components.reduce((sum, component) => sum + component.blob.byte_len, 0);
-        assert.equal(await metric(), total);
-        assert.equal(result.bytesSent, total, "push reports as sent only the bytes the node took");
-      } finally {
-        wire.close();
-        await node.close();
-      }
+    it(`a node that names its limit at begin is sent no ${c.name} over it`, async () => {
+      const answers = await pushToOwnNode(`named-${c.name}`, c.small, "as-sent", c.chunkBytes);
+      assert.deepEqual(answers.filter((a) => !a.startsWith("204")), [], answers.join("\n"));
+      assert.deepEqual(accepted(answers), [c.packs, c.chunks], answers.join("\n"));
     });
+    // A node that does not name its limit (it predates the field), or names one it no longer
+    // enforces: the first request over the limit is refused whole, and it and every later one go
+    // within the `limit` of the 413.
+    for (const announce of ["absent", { value: 8 * 1024 * KiB }] as const) {
+      const what = announce === "absent" ? "a node that does not name its limit" : "a node whose limit fell after begin";
+      it(`${what}: a ${c.name} refused 413 chunk-too-large is sent again within the node's limit`, async () => {
+        const answers = await pushToOwnNode(`${announce === "absent" ? "unnamed" : "fell"}-${c.name}`, c.small, announce, c.chunkBytes);
+        // One refusal, then every request within the limit: none refused again, none lost.
+        assert.deepEqual(answers.filter((a) => a.startsWith("413")), [`413 ${c.name}`], answers.join("\n"));
+        assert.deepEqual(accepted(answers), [c.packs, c.chunks], answers.join("\n"));
+      });
+    }
   }
+
+  it("a begin answer whose chunk_bytes is not a positive integer is ignored: the 413 path sizes the push", async () => {
+    const at = await limitedNode("malformed");
+    try {
+      for (const [i, value] of ["65536", 0, -65536, 1.5, 2 ** 53, null, { limit: 65536 }].entries()) {
+        // Ten small blobs and the large one go in one pack at the default size, refused whole.
+        const answers = await pushLimited(at, `malformed-${i}`, 10, { value }, undefined);
+        assert.deepEqual(answers.filter((a) => a.startsWith("413")), ["413 pack"], `${JSON.stringify(value)}: ${answers.join("\n")}`);
+        assert.deepEqual(accepted(answers), [1, 4], `${JSON.stringify(value)}: ${answers.join("\n")}`);
+      }
+    } finally {
+      await at.node.close();
+    }
+  });
 });
 
 describe("push after a pack's reply is lost", () => {

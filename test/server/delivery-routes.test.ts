@@ -35,6 +35,8 @@ describe("delivery routes", () => {
     const begun = json(begin.payload);
     const stageId = begun.stage_id as string;
     assert.equal(begun.manifest_digest, bundle.manifest.manifest_digest);
+    // The node's request limit, so a client sizes its chunks within it from the first.
+    assert.equal(begun.chunk_bytes, node.warden.limits.chunkBytes);
     const missing = begun.missing as { digest: string; byte_len: number; offset: number }[];
     assert.equal(missing.length, bundle.manifest.components.length);
     assert.ok(missing.every((m) => m.offset === 0));
@@ -107,7 +109,7 @@ describe("delivery routes", () => {
     // Begin of a committed manifest answers its receipt.
     const committed = await node.app.inject({ method: "POST", url: "/v1/stages", headers: OPERATOR, payload: bundle.manifest });
     assert.equal(committed.statusCode, 200);
-    assert.deepEqual(json(committed.payload), { stage_id: stageId, manifest_digest: bundle.manifest.manifest_digest, committed: true, receipt, missing: [] });
+    assert.deepEqual(json(committed.payload), { stage_id: stageId, manifest_digest: bundle.manifest.manifest_digest, committed: true, receipt, missing: [], chunk_bytes: node.warden.limits.chunkBytes });
   });
 
   it("logs chunk requests only at debug; a refused chunk is logged at info all the same", async () => {

@@ -52,6 +52,8 @@ export function stageRoutes(ctx: RouteContext) {
       },
       async (request, reply) => {
         const begun = await warden.beginStage(request.body);
+        // The request limit goes with every begin: a push sizes its requests within it from the first.
+        const chunk_bytes = warden.limits.chunkBytes;
         if (begun.committed) {
           return reply.code(200).send({
             stage_id: begun.stage_id,
@@ -59,11 +61,12 @@ export function stageRoutes(ctx: RouteContext) {
             committed: true,
             receipt: begun.receipt,
             missing: [],
+            chunk_bytes,
           });
         }
         metrics.stages.inc({ event: stages.has(begun.stage_id) ? "resumed" : "begun" });
         stages.add(begun.stage_id);
-        return reply.code(201).send({ stage_id: begun.stage_id, manifest_digest: begun.manifest_digest, missing: begun.missing });
+        return reply.code(201).send({ stage_id: begun.stage_id, manifest_digest: begun.manifest_digest, missing: begun.missing, chunk_bytes });
       },
     );
 
