@@ -23,6 +23,7 @@ import { sshSign, type SignWith, type SshSignOptions } from "./ssh-sign.js";
 /** The delivery routes push drives; WardenClient implements them. */
 export interface StageApi {
   beginStage(manifest: Manifest, options?: { retry?: boolean }): Promise<BeginStageReply>;
+  /** `bytes` (here and in a pack's frames) may be a view on shared memory, the compile's: copy it for a WHATWG fetch */
   uploadChunk(stageId: string, digest: string, offset: number, bytes: Uint8Array): Promise<{ nextOffset: number }>;
   /**
    * Sends whole blobs (each from its offset) in one request, as a blob pack; without it, or when
@@ -141,7 +142,7 @@ export interface CompiledPush {
   readonly manifest: Manifest;
   readonly files: readonly CompiledFile[];
   readonly skipped: readonly string[];
-  /** the compiled (read, digested, validated) bytes by relative path: what is uploaded */
+  /** the compiled (read, digested, validated) bytes by relative path: what is uploaded (views on shared memory) */
   readonly contents?: ReadonlyMap<string, Uint8Array>;
 }
 

@@ -154,10 +154,13 @@ export class Transport {
       body = JSON.stringify(spec.json);
     } else if (spec.bytes !== undefined) {
       headers["content-type"] = spec.contentType ?? "application/octet-stream";
-      // Pieces go as they are through the client's own fetch; a caller's fetch takes one body.
-      if (spec.bytes instanceof Uint8Array) body = spec.bytes;
-      else if (this.#own !== undefined) pieces = spec.bytes;
-      else body = joinPieces(spec.bytes);
+      // Pieces go as they are through the client's own fetch. A caller's fetch takes one body, and
+      // none over shared memory, which WHATWG fetch refuses: a compile's contents are views on it.
+      if (this.#own !== undefined) {
+        if (spec.bytes instanceof Uint8Array) body = spec.bytes;
+        else pieces = spec.bytes;
+      } else if (!(spec.bytes instanceof Uint8Array)) body = joinPieces(spec.bytes);
+      else body = spec.bytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(spec.bytes) : spec.bytes;
     }
     // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
     const init = { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal };

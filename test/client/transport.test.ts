@@ -171,6 +171,28 @@ describe("client transport", () => {
     callers.close();
   });
 
+  it("sends a chunk over shared memory (a compile's contents) through its own fetch and through a caller's, which refuses such a body", async () => {
+    reset((_req, res) => res.writeHead(204, { "upload-offset": "5" }).end());
+    const slab = new SharedArrayBuffer(16);
+    new Uint8Array(slab).fill(9);
+    const chunk = Buffer.from(slab, 3, 5).fill(4);
+    const own = new WardenClient({ url, token: "x" });
+    const callers = new WardenClient({ url, token: "x", fetch: globalThis.fetch });
+    for (const client of [own, callers]) {
+      assert.deepEqual(await client.uploadChunk("a".repeat(32), `sha256:${"0".repeat(64)}`, 0, chunk), { nextOffset: 5 });
+    }
+    assert.deepEqual(
+      seen.map((r) => [...r.body]),
+      [
+        [4, 4, 4, 4, 4],
+        [4, 4, 4, 4, 4],
+      ],
+      "each request's body is the chunk's bytes, none of the memory around them",
+    );
+    own.close();
+    callers.close();
+  });
+
   it("reads server-sent events split at any byte, with CRLF, comments and multi-line data", async () => {
     const text = ': keep-alive\r\nid: 0\r\ndata: {"a":1}\r\n\r\nid: 1\ndata: line one\ndata: line two\n\n: hb\n\nevent: end\ndata: {"reason":"terminated"}\n\n';
     const bytes = new TextEncoder().encode(text);

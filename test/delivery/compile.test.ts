@@ -240,6 +240,28 @@ test("a directory swapped for a symlink during the walk cannot bring an outside 
   assert.equal((await readStable(walked, "d/secret.md", fs.lstatSync(walked, { bigint: true }))).toString(), "in the tree\n");
 });
 
+test("a read into a slot of a shared slab stays in its slot: a file that grew is refused, its neighbours' bytes untouched", async () => {
+  const dir = fs.mkdtempSync(path.join(scratch, "slot-"));
+  const file = path.join(dir, "grows.md");
+  fs.writeFileSync(file, "12345678");
+  const stat = fs.lstatSync(file, { bigint: true });
+  const slab = new Uint8Array(new SharedArrayBuffer(32)).fill(0xee);
+  const slot = new Uint8Array(slab.buffer, 4, 9);
+  // It grows by far more than the spare byte after its walk.
+  const grow = (): void => fs.appendFileSync(file, "x".repeat(4096));
+  await assert.rejects(readStable(file, "grows.md", stat, { into: slot, beforeRead: grow }), (e: unknown) => e instanceof IntegrityError && e.code === "compile-file-changed");
+  assert.deepEqual([...slab.subarray(0, 4)], [0xee, 0xee, 0xee, 0xee], "nothing was read before the slot");
+  assert.deepEqual([...slab.subarray(13)], new Array(19).fill(0xee), "nothing was read past the slot");
+  // A file that keeps its walked identity is read into its slot, and the result is a view on it.
+  fs.writeFileSync(file, "abcdefgh");
+  const read = await readStable(file, "grows.md", fs.lstatSync(file, { bigint: true }), { into: slot });
+  assert.equal(read.toString(), "abcdefgh");
+  assert.equal(read.buffer, slab.buffer);
+  assert.equal(read.byteOffset, 4);
+  // A slot of any other size than the walked one and its spare byte is a caller's error.
+  await assert.rejects(readStable(file, "grows.md", fs.lstatSync(file, { bigint: true }), { into: new Uint8Array(8) }), RangeError);
+});
+
 test("secrets are refused: .env (file or dir, any case, .env.*), .ssh, .aws", async () => {
   for (const [relative, reported] of [
     [".env", ".env"],

@@ -8,7 +8,7 @@ import * as fsp from "node:fs/promises";
 import * as nodePath from "node:path";
 import { ValidationError, errnoCode } from "../../core/errors.js";
 import type { Digest } from "../../core/digest.js";
-import { sharedOffThreadHasher, type Hashed, type OffThreadHasher } from "../../core/off-thread-hash.js";
+import { sharedOffThreadHasher, type OffThreadHasher } from "../../core/off-thread-hash.js";
 import { DEFAULT_LIMITS, type Limits } from "../../core/limits.js";
 import {
   BundleDigestBuilder,
@@ -38,7 +38,10 @@ export interface CompiledBundle {
   readonly files: readonly CompiledFile[];
   /** `.git` / `node_modules` entries left out (relative paths), for the CLI to mention */
   readonly skipped: readonly string[];
-  /** the validated bytes by relative path, when `keepContents` was set (a push uploads exactly these) */
+  /**
+   * the validated bytes by relative path, when `keepContents` was set (a push uploads exactly
+   * these): views on one SharedArrayBuffer, which a WHATWG fetch refuses as a body (copy first)
+   */
   readonly contents?: ReadonlyMap<string, Uint8Array>;
 }
 
@@ -114,6 +117,21 @@ function checkOverridesExist(overrides: ReadonlyMap<string, ComponentKind>, file
   }
 }
 
+/**
+ * One slot per file in one SharedArrayBuffer: the file's walked size and the spare byte readStable
+ * reads into to see a file that grew. A read never writes past its slot, so a file that grew (and
+ * is refused) leaves its neighbours' bytes as they were.
+ */
+function slotsOf(files: readonly WalkedFile[]): Uint8Array[] {
+  const slab = new SharedArrayBuffer(files.reduce((sum, f) => sum + Number(f.stat.size) + 1, 0));
+  let at = 0;
+  return files.map((f) => {
+    const slot = new Uint8Array(slab, at, Number(f.stat.size) + 1);
+    at += slot.byteLength;
+    return slot;
+  });
+}
+
 interface ReadBundle {
   readonly compiled: CompiledFile[];
   readonly contents: Map<string, Uint8Array>;
@@ -129,10 +147,12 @@ const READ_AHEAD = 4;
 /**
  * Reads every walked file once, in manifest order, and digests it twice: the bundle digest (one
  * hash over all files in path order) on this thread, each blob's own digest on the off-thread
- * hasher's worker, which takes the buffer once this thread is done with it. So the two passes run
- * at once on two cores, file i's blob digest beside file i+1's bundle update, while the next reads
- * run on the I/O threads. (WebCrypto's digest, also off this thread, copied its input, then wiped
- * and freed the copy, which cost more CPU than it saved: issue 34.)
+ * hasher's worker. So the two passes run at once on two cores, file i's blob digest beside file
+ * i+1's bundle update, while the next reads run on the I/O threads. (WebCrypto's digest, also off
+ * this thread, copied its input, then wiped and freed the copy, which cost more CPU than it saved:
+ * issue 34.) The files are read into one slab of shared memory (slotsOf), which the worker hashes
+ * in place and the contents are views on: one allocation per compile, where a buffer per file,
+ * transferred to the worker and back, set off about one full garbage collection per 32 MiB.
  * With a digest cache, a file whose identity is unchanged since an earlier compile is read (its
  * bytes are validated and uploaded) but not hashed; when all are, neither is the bundle.
  */
@@ -152,35 +172,35 @@ async function readFiles(
     : undefined;
   hasher.expect(files.reduce((sum, f, i) => (cached[i] === undefined ? sum + Number(f.stat.size) : sum), 0));
   const bundleDigest = new BundleDigestBuilder();
-  const read = (f: WalkedFile): Promise<Buffer> => {
+  const slots = slotsOf(files);
+  const read = (f: WalkedFile, i: number): Promise<Buffer> => {
     const hook = hooks.beforeRead;
     const reading = readStable(f.absolutePath, f.relativePath, f.stat, {
       beforeRead: hook && (() => hook({ relativePath: f.relativePath, absolutePath: f.absolutePath })),
+      into: slots[i]!,
     });
     reading.catch(() => undefined); // awaited in turn; a failure ahead must not go unhandled
     return reading;
   };
   const reads = files.slice(0, READ_AHEAD).map(read);
-  const hashed: Promise<Hashed>[] = [];
+  const hashed: Promise<Digest>[] = [];
+  const contents = new Map<string, Uint8Array>();
   for (const [i, f] of files.entries()) {
     const bytes = await reads[i]!;
-    if (i + READ_AHEAD < files.length) reads.push(read(files[i + READ_AHEAD]!));
+    if (i + READ_AHEAD < files.length) reads.push(read(files[i + READ_AHEAD]!, i + READ_AHEAD));
+    contents.set(f.relativePath, bytes);
     // readStable refused the file unless it kept the walked identity through the read.
     if (knownBundle === undefined) bundleDigest.file(f.relativePath, bytes.byteLength).update(bytes);
-    // Last: the hasher may take the buffer away from this thread.
     const known = cached[i];
-    const digesting = known === undefined ? hasher.digestTaking(bytes) : Promise.resolve({ digest: known, bytes });
+    const digesting = known === undefined ? hasher.digest(bytes) : Promise.resolve(known);
     digesting.catch(() => undefined); // awaited below, after the reads; a failure must not go unhandled first
     hashed.push(digesting);
   }
   const done = await Promise.all(hashed);
-  const contents = new Map<string, Uint8Array>();
   const compiled: CompiledFile[] = [];
   const listing: BundleEntry[] = [];
   for (const [i, f] of files.entries()) {
-    const { digest, bytes } = done[i]!;
-    contents.set(f.relativePath, bytes);
-    const blob = { digest, byte_len: bytes.byteLength };
+    const blob = { digest: done[i]!, byte_len: Number(f.stat.size) };
     const component = { kind: kindOf(f.relativePath), scope, relative_path: f.relativePath, blob };
     compiled.push({ component, absolutePath: f.absolutePath });
     listing.push({ relativePath: f.relativePath, byteLength: blob.byte_len, digest: blob.digest });

@@ -33,6 +33,11 @@ function changed(relativePath: string): IntegrityError {
 export interface StableReadOptions {
   /** Called after the descriptor is checked and before any byte is read (a test seam). */
   readonly beforeRead?: () => void | Promise<void>;
+  /**
+   * Where to read the bytes: exactly the walked size plus one spare byte (see below). The result is
+   * then a view on it. Without it, a buffer of that size is allocated for this file alone.
+   */
+  readonly into?: Uint8Array;
 }
 
 /**
@@ -67,7 +72,9 @@ export async function readStable(
     const size = Number(before.size);
     // One spare byte: a file that grew is seen as longer than its stat said. Not zero-filled (a
     // push reads 32 MiB): only bytes read are ever returned, and a short read is refused.
-    const buffer = Buffer.allocUnsafeSlow(size + 1);
+    const into = options.into;
+    if (into !== undefined && into.byteLength !== size + 1) throw new RangeError(`a slot of ${into.byteLength} bytes for a file of ${size}`);
+    const buffer = into === undefined ? Buffer.allocUnsafeSlow(size + 1) : Buffer.from(into.buffer, into.byteOffset, into.byteLength);
     let filled = 0;
     for (;;) {
       // That the file ends where its stat said is asked on this thread: past the end a read
