@@ -3,7 +3,7 @@
  * gate4agent forgot), expiry by inactivity (not by age), abort, and capacity limits that refuse
  * new work with distinct codes while deleting nothing.
  */
-import { test } from "node:test";
+import { test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import {
@@ -39,9 +39,13 @@ test("begin asks for every unique blob once, sorted by digest, each from offset 
   await rejectsWith(delivery.begin("{not json"), "manifest-json-invalid");
 });
 
-test("stages survive a restart and resume from the last durable offset", async (t) => {
+/**
+ * A stage of a big blob and a small one, begun in a store that acknowledged `acknowledged` bytes of
+ * the big one (in chunks of `chunk`) and was then closed, as before a restart.
+ */
+async function stageBeforeRestart(t: TestContext, seed: number, size: number, acknowledged: number, chunk: number) {
   const home = tempHome(t);
-  const data = bytesOf(7, 300_000);
+  const data = bytesOf(seed, size);
   const { manifest, blobs } = buildManifest([
     { path: "data/big.bin", content: data },
     { path: "data/small.md", content: "small\n" },
@@ -49,10 +53,15 @@ test("stages survive a restart and resume from the last durable offset", async (
   const first = await openStore(t, home);
   const begun = await first.delivery.begin(manifest);
   const big = begun.missing.find((m) => m.byte_len === data.byteLength)!;
-  for (let offset = 0; offset < 120_000; offset += 40_000) {
-    await first.delivery.putChunk(begun.stage_id, big.digest, offset, data.subarray(offset, offset + 40_000));
+  for (let offset = 0; offset < acknowledged; offset += chunk) {
+    await first.delivery.putChunk(begun.stage_id, big.digest, offset, data.subarray(offset, offset + chunk));
   }
   await first.delivery.close();
+  return { home, data, manifest, blobs, first, begun, big };
+}
+
+test("stages survive a restart and resume from the last durable offset", async (t) => {
+  const { home, data, manifest, blobs, begun, big } = await stageBeforeRestart(t, 7, 300_000, 120_000, 40_000);
 
   const second = await openStore(t, home);
   const resumed = await second.delivery.begin(manifest);
@@ -258,17 +267,7 @@ test("a stage whose directory a power loss took (its row durable, its directory 
   // begin fsyncs the stage's row, not stages/ (docs/durability.md "Chunks"): after a power loss the
   // row can name a stage whose directory, and so every partial in it, is gone. Removing the
   // directory between two openings of the store is that state.
-  const home = tempHome(t);
-  const data = bytesOf(43, 200_000);
-  const { manifest, blobs } = buildManifest([
-    { path: "data/big.bin", content: data },
-    { path: "data/small.md", content: "small\n" },
-  ]);
-  const first = await openStore(t, home);
-  const begun = await first.delivery.begin(manifest);
-  const big = begun.missing.find((m) => m.byte_len === data.byteLength)!;
-  await first.delivery.putChunk(begun.stage_id, big.digest, 0, data.subarray(0, 80_000));
-  await first.delivery.close();
+  const { home, manifest, blobs, first, begun } = await stageBeforeRestart(t, 43, 200_000, 80_000, 80_000);
   fs.rmSync(first.layout.stageDir(begun.stage_id), { recursive: true });
 
   const second = await openStore(t, home);
