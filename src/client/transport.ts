@@ -160,7 +160,8 @@ export class Transport {
         if (spec.bytes instanceof Uint8Array) body = spec.bytes;
         else pieces = spec.bytes;
       } else if (!(spec.bytes instanceof Uint8Array)) body = joinPieces(spec.bytes);
-      else body = spec.bytes.buffer instanceof SharedArrayBuffer ? new Uint8Array(spec.bytes) : spec.bytes;
+      // Tested as "not an ArrayBuffer": a browser that is not cross-origin isolated has no SharedArrayBuffer to name.
+      else body = spec.bytes.buffer instanceof ArrayBuffer ? spec.bytes : new Uint8Array(spec.bytes);
     }
     // The DOM's BodyInit (the console's build) takes only ArrayBuffer-backed views; every fetch takes these bytes.
     const init = { method: spec.method, headers, body: body as NonNullable<Parameters<FetchFn>[1]>["body"], signal: spec.signal };
