@@ -126,6 +126,6 @@ async function lstatIfAny(path: string): Promise<fs.Stats | undefined> {
 
 async function removeByPath(path: string, mode: number): Promise<void> {
   if ((mode & 0o700) !== 0o700) await fsp.chmod(path, 0o700);
-  for (const name of await fsp.readdir(path)) await removeTree(join(path, name));
+  for (const name of await fsp.readdir(path)) await removeOnce(join(path, name));
   await fsp.rmdir(path);
 }
