@@ -116,6 +116,7 @@ describe("the console's live views: agent output and uploads in progress (real C
   it("shows an upload held mid-way with its progress on Bundles and the Overview, live, until it commits", async () => {
     const client = new WardenClient({ url: node.url, token: OPERATOR_TOKEN });
     const data = randomBytes(300_000);
+    data[0] = 0; // no executable's magic bytes, which the commit below would refuse
     const { manifest, blobs } = buildManifest([...fullBundleFiles(), { path: "data/model.bin", content: data }], "upload-demo", "r1");
     const begun = await client.beginStage(manifest);
     assert.ok(!("committed" in begun && begun.committed));

@@ -252,7 +252,8 @@ describe("push to a node whose chunk limit is lower than its requests", () => {
       const dir = join(scratch, `bundle-${name}`);
       writeRandomBundle(dir, small, 3 * KiB);
       // Random: no blob of one push is already stored by an earlier one to the same node.
-      fs.writeFileSync(join(dir, "data", "large.bin"), randomBytes(200 * KiB));
+      // First byte 0, as writeRandomBundle's: no executable's magic, which commit would refuse.
+      fs.writeFileSync(join(dir, "data", "large.bin"), Buffer.concat([Buffer.alloc(1), randomBytes(200 * KiB - 1)]));
       const metric = async (): Promise<number> => metricSum((await at.node.app.inject({ method: "GET", url: "/metrics", headers: OPERATOR })).payload, "warden_delivery_bytes_received_total");
       const before = await metric();
       const client = new WardenClient({ url: at.base, token: OPERATOR_TOKEN, fetch: wire.fetch });
