@@ -9,20 +9,23 @@
  *   WARDEN_PUSH_PROFILE=perf-node    perf record -g of the node over the measured rounds
  *   WARDEN_PUSH_PROFILE=perf-client  the same of this process (run it with --perf-basic-prof)
  *   WARDEN_PUSH_PROFILE=cpu-prof     V8's --cpu-prof of the node (written when it stops)
- *   WARDEN_PUSH_PROFILE=compile      only the client's compile, no node: CPU and wall per round
+ *   WARDEN_PUSH_PROFILE=compile      only the client's compile, no node: CPU and wall per round; its
+ *                                    memory given back after each as a push does (=compile-fresh: not,
+ *                                    a new slab each time, as a one-shot `warden push` has)
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
  * The bundle's shape: WARDEN_PUSH_PROFILE_FILES files (default 128) of WARDEN_PUSH_PROFILE_FILE_BYTES
  * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files; the client's chunk
  * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default: push's own, DEFAULT_CHUNK_BYTES).
  */
 import "./as-launched.js";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { DEFAULT_CHUNK_BYTES, WardenClient, compileForPush } from "../src/client/index.js";
 import { startNode } from "../test/support/node.js";
 import { writeRandomBundle } from "../test/client/bundle-gen.js";
 import { DEFAULT_LIMITS } from "../src/core/limits.js";
+import { sharedSlabCache } from "../src/delivery/compile/slab-cache.js";
 import { AS_LAUNCHED_ENV, benchDir, median } from "./baseline.js";
 import { HASH_WORKER_URL, OffThreadHasher, setSharedOffThreadHasher } from "../src/core/off-thread-hash.js";
 import { tsWorker } from "../test/invocations/fixtures/ts-worker.js";
@@ -48,11 +51,10 @@ mkdirSync(work, { recursive: true });
 // Run from source, the compile's hashing worker needs tsx's loader (see worker-entry.ts).
 setSharedOffThreadHasher(new OffThreadHasher({ spawn: () => tsWorker(HASH_WORKER_URL) }));
 
-if (mode === "compile") {
+if (mode === "compile" || mode === "compile-fresh") {
   // The bundles are written (and synced) first, so only the compiles run while measured.
   const dirs = Array.from({ length: rounds }, (_, round) => join(work, `src-${round}`));
-  for (const dir of dirs) writeRandomBundle(dir, files, fileBytes);
-  execFileSync("sync");
+  for (const dir of dirs) writeRandomBundle(dir, files, fileBytes, { durable: true });
   const cpu: number[] = [];
   const wall: number[] = [];
   // This thread's CPU (the scheduler's count, in ns): the compile's critical path, which moves
@@ -63,7 +65,8 @@ if (mode === "compile") {
     const mainBefore = threadCpuMs();
     const cpuBefore = process.cpuUsage();
     const start = performance.now();
-    await compileForPush(dir, { bundleId: "profile", digestCache: false, ...(limits === undefined ? {} : { limits }) });
+    const { slab } = await compileForPush(dir, { bundleId: "profile", digestCache: false, ...(limits === undefined ? {} : { limits }) });
+    if (mode === "compile" && slab !== undefined) sharedSlabCache().give(slab);
     const used = process.cpuUsage(cpuBefore);
     if (round < 2) continue;
     mainCpu.push(threadCpuMs() - mainBefore);
@@ -100,8 +103,8 @@ try {
       await new Promise((started) => setTimeout(started, 500)); // perf attaches; nothing waits on it but this profile
     }
     const dir = join(work, `src-${round}`);
-    writeRandomBundle(dir, files, fileBytes);
-    execFileSync("sync");
+    // Durable before the push, without a `sync` child (see writeRandomBundle's `durable`).
+    writeRandomBundle(dir, files, fileBytes, { durable: true });
     const nodeBefore = nodeCpuMs();
     const mainBefore = nodeMainCpuMs();
     const cpuBefore = process.cpuUsage();

@@ -10,6 +10,7 @@ import { basename, resolve } from "node:path";
 import { digestHex } from "../core/digest.js";
 import { compileDirectory, readCompiledFile, type CompiledFile, type CompileOptions } from "../delivery/compile/directory.js";
 import { DigestCache, sharedDigestCache } from "../delivery/compile/digest-cache.js";
+import { sharedSlabCache } from "../delivery/compile/slab-cache.js";
 import { createManifest } from "../delivery/manifest.js";
 import type { ComponentKind, ComponentScope, Manifest } from "../delivery/manifest-types.js";
 import { FRAME_HEADER_BYTES, packBytes, type PackChunk } from "../delivery/blob-pack-frame.js";
@@ -144,6 +145,8 @@ export interface CompiledPush {
   readonly skipped: readonly string[];
   /** the compiled (read, digested, validated) bytes by relative path: what is uploaded (views on shared memory) */
   readonly contents?: ReadonlyMap<string, Uint8Array>;
+  /** the shared memory `contents` are views on (CompiledBundle.slab) */
+  readonly slab?: SharedArrayBuffer;
 }
 
 /** Compiles `dir` for a push, defaulting the bundle id and the revision as `push` documents. */
@@ -158,12 +161,15 @@ export async function compileForPush(dir: string, options: PushOptions = {}): Pr
     keepContents: true,
     // Pushing one tree to many nodes, or again, hashes it once (see the cache's rules).
     digestCache: options.digestCache === false ? undefined : (options.digestCache ?? sharedDigestCache()),
+    // A push after this one in this process reads into the same memory (pushDirectory gives it back).
+    slabs: sharedSlabCache(),
   });
   if (options.revision !== undefined) return compiled;
   const { manifest_digest: _, ...body } = compiled.manifest;
   const manifest = createManifest({ ...body, revision: derivedRevision(compiled.manifest) }, options.limits);
   const files = manifest.components.map((component, i) => ({ component, absolutePath: compiled.files[i]!.absolutePath }));
-  return { manifest, files, skipped: compiled.skipped, ...(compiled.contents !== undefined ? { contents: compiled.contents } : {}) };
+  const { contents, slab } = compiled;
+  return { manifest, files, skipped: compiled.skipped, ...(contents !== undefined ? { contents } : {}), ...(slab !== undefined ? { slab } : {}) };
 }
 
 function hasCode(error: unknown, ...codes: string[]): error is WardenHttpError {
@@ -509,5 +515,9 @@ class PushRun {
 export async function pushDirectory(api: StageApi, dir: string, options: PushOptions = {}): Promise<PushResult> {
   const compiled = await compileForPush(dir, options);
   const result = await new PushRun(api, compiled, options).run();
+  // Every request that carried the compiled bytes has been answered (a node answers an upload
+  // once it has read the whole body), so nothing reads them any more. A failed push keeps its
+  // slab out of the cache: that every request it sent has ended is not known.
+  if (compiled.slab !== undefined) sharedSlabCache().give(compiled.slab);
   return { ...result, skipped: compiled.skipped };
 }

@@ -26,6 +26,7 @@ import { checkContractAtBegin, checkContractContent, inferKind } from "../contra
 import { walkDirectory, sourceError, sourceRefusal, type WalkedFile } from "./walk.js";
 import { readStable, readVerified } from "./read.js";
 import type { BundleEntry, DigestCache } from "./digest-cache.js";
+import type { SlabCache } from "./slab-cache.js";
 
 export interface CompiledFile {
   readonly component: Component;
@@ -43,6 +44,11 @@ export interface CompiledBundle {
    * these): views on one SharedArrayBuffer, which a WHATWG fetch refuses as a body (copy first)
    */
   readonly contents?: ReadonlyMap<string, Uint8Array>;
+  /**
+   * the memory `contents` are views on, when they came from `slabs`: whoever holds the last view
+   * gives it back (SlabCache.give) once nothing reads or writes through one
+   */
+  readonly slab?: SharedArrayBuffer;
 }
 
 export interface SourceFile {
@@ -70,6 +76,11 @@ export interface CompileOptions {
   readonly digestCache?: DigestCache;
   /** where blob digests are taken (default the process-wide one, core/off-thread-hash.ts) */
   readonly hasher?: OffThreadHasher;
+  /**
+   * where the memory the files are read into comes from (compile/slab-cache.ts; default a new slab
+   * for each compile); a compile that keeps no contents gives it back when it succeeds
+   */
+  readonly slabs?: SlabCache;
 }
 
 function checkOptions(options: CompileOptions): void {
@@ -122,14 +133,18 @@ function checkOverridesExist(overrides: ReadonlyMap<string, ComponentKind>, file
  * reads into to see a file that grew. A read never writes past its slot, so a file that grew (and
  * is refused) leaves its neighbours' bytes as they were.
  */
-function slotsOf(files: readonly WalkedFile[]): Uint8Array[] {
-  const slab = new SharedArrayBuffer(files.reduce((sum, f) => sum + Number(f.stat.size) + 1, 0));
+function slotsOf(files: readonly WalkedFile[], slab: SharedArrayBuffer): Uint8Array[] {
   let at = 0;
   return files.map((f) => {
     const slot = new Uint8Array(slab, at, Number(f.stat.size) + 1);
     at += slot.byteLength;
     return slot;
   });
+}
+
+/** Bytes of the slab slotsOf lays `files` out in. */
+function slabBytes(files: readonly WalkedFile[]): number {
+  return files.reduce((sum, f) => sum + Number(f.stat.size) + 1, 0);
 }
 
 interface ReadBundle {
@@ -160,6 +175,7 @@ async function readFiles(
   files: readonly WalkedFile[],
   kindOf: (path: string) => ComponentKind,
   scope: ComponentScope,
+  slab: SharedArrayBuffer,
   options: Pick<CompileOptions, "hooks" | "digestCache" | "hasher">,
 ): Promise<ReadBundle> {
   const { hooks = {}, digestCache: cache } = options;
@@ -172,7 +188,7 @@ async function readFiles(
     : undefined;
   hasher.expect(files.reduce((sum, f, i) => (cached[i] === undefined ? sum + Number(f.stat.size) : sum), 0));
   const bundleDigest = new BundleDigestBuilder();
-  const slots = slotsOf(files);
+  const slots = slotsOf(files, slab);
   const read = (f: WalkedFile, i: number): Promise<Buffer> => {
     const hook = hooks.beforeRead;
     const reading = readStable(f.absolutePath, f.relativePath, f.stat, {
@@ -228,7 +244,11 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
   checkOverridesExist(overrides, files);
   const kindOf = (path: string): ComponentKind => overrides.get(path) ?? inferKind(path);
   const scope = options.scope ?? "session";
-  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, options);
+  // Taken from the cache only here, after every check that needs no bytes: a compile refused
+  // before any read leaves the kept slab kept. One refused after (its reads ahead may still be
+  // landing in the slab) never gives it back.
+  const slab = options.slabs?.take(slabBytes(files)) ?? new SharedArrayBuffer(slabBytes(files));
+  const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, slab, options);
 
   const components = compiled.map((c) => c.component);
   const { bundleId: bundle_id, revision } = options;
@@ -238,11 +258,14 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
   const manifest = createManifest({ bundle_id, revision, bundle_digest: bundleDigest, components }, limits);
   checkContractAtBegin(manifest);
   await checkContractContent(manifest, async (c) => contents.get(c.relative_path)!);
+  const kept = options.keepContents === true;
+  // Every read and digest has ended: with no contents handed out, nothing else holds a view.
+  if (!kept) options.slabs?.give(slab);
   return {
     manifest,
     files: manifest.components.map((component, i) => ({ component, absolutePath: compiled[i]!.absolutePath })),
     skipped: walked.skipped,
-    ...(options.keepContents === true ? { contents } : {}),
+    ...(kept ? { contents, ...(options.slabs !== undefined ? { slab } : {}) } : {}),
   };
 }
 
