@@ -15,7 +15,8 @@
  * perf's data goes to $WARDEN_PUSH_PROFILE_OUT (default ./push.perf.data): `perf report -i … --children`.
  * The bundle's shape: WARDEN_PUSH_PROFILE_FILES files (default 128) of WARDEN_PUSH_PROFILE_FILE_BYTES
  * bytes each (default 262144), e.g. 2000 × 4096 for a bundle of many small files; the client's chunk
- * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default: push's own, DEFAULT_CHUNK_BYTES).
+ * and pack size WARDEN_PUSH_PROFILE_CHUNK_BYTES (default: push's own, DEFAULT_CHUNK_BYTES); requests
+ * in flight WARDEN_PUSH_PROFILE_CONCURRENCY (default 4, as bench/push.bench.ts).
  */
 import "./as-launched.js";
 import { spawn, type ChildProcess } from "node:child_process";
@@ -115,7 +116,7 @@ try {
       bundleId: "profile",
       revision: `r${round}`,
       chunkBytes,
-      concurrency: 4,
+      concurrency: Number(process.env.WARDEN_PUSH_PROFILE_CONCURRENCY ?? 4),
       ...(limits === undefined ? {} : { limits }),
       onProgress: (p) => {
         if (p.phase !== "compiled") return;
