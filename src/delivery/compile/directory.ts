@@ -247,7 +247,8 @@ export async function compileDirectory(dir: string, options: CompileOptions): Pr
   // Taken from the cache only here, after every check that needs no bytes: a compile refused
   // before any read leaves the kept slab kept. One refused after (its reads ahead may still be
   // landing in the slab) never gives it back.
-  const slab = options.slabs?.take(slabBytes(files)) ?? new SharedArrayBuffer(slabBytes(files));
+  const bytes = slabBytes(files);
+  const slab = options.slabs?.take(bytes) ?? new SharedArrayBuffer(bytes);
   const { compiled, contents, bundleDigest } = await readFiles(files, kindOf, scope, slab, options);
 
   const components = compiled.map((c) => c.component);
