@@ -15,7 +15,7 @@ import type { App, RouteContext } from "./context.js";
 import { createNodeMetrics } from "./metrics.js";
 import { ConnectionGuard } from "./connections.js";
 import { AuthError, isWardenError } from "../core/errors.js";
-import { answerClientError, httpServerOptions, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
+import { answerClientError, httpServerOptions, keepForDrain, repeatedHeader, REQUEST_ARRIVAL_MS } from "./http-framing.js";
 import { parseJsonBodiesAsUtf8 } from "./json-body.js";
 import { problemOf, sendProblem } from "./problem.js";
 import { validatorCompiler } from "./validation.js";
@@ -227,6 +227,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
     else if (spec.status === 503 && isWardenError(error)) request.log.warn({ code: spec.code, detail: spec.detail }, "request refused: not available now");
     else if (spec.status >= 500) request.log.error({ err: error }, "request failed");
     else request.log.info({ code: spec.code }, "request refused");
+    keepForDrain(request.raw, reply);
     return sendProblem(reply, spec, request);
   });
   const allowed = new AllowedMethods();

@@ -2,9 +2,9 @@
  * What Node's HTTP layer decides before fastify sees a request: how long a request may take to
  * arrive, and how a request Node's parser refuses (malformed framing, oversized headers, one that
  * took too long) is answered: as a problem document with a stable code, like every other refusal,
- * rather than fastify's own JSON.
+ * rather than fastify's own JSON; and how the rest of a body refused unread is dealt with.
  */
-import { STATUS_CODES, type ServerOptions } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type ServerOptions } from "node:http";
 import type { Duplex } from "node:stream";
 import { PROBLEM_CONTENT_TYPE } from "../api/problem.js";
 import { problemBody, type ProblemSpec } from "./problem.js";
@@ -68,4 +68,34 @@ export function repeatedHeader(rawHeaders: readonly string[], name: string): boo
     if (header.length === name.length && header.toLowerCase() === name && ++seen > 1) return true;
   }
   return false;
+}
+
+/**
+ * Most bytes of a refused request's unread body the node reads and drops so that the client can
+ * read the refusal: a few times the largest body any route takes (a chunk, `limits.chunkBytes`).
+ */
+export const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
+
+/** What keepForDrain needs of a fastify reply. */
+export interface ConnectionHeader {
+  getHeader(name: string): unknown;
+  removeHeader(name: string): unknown;
+}
+
+/**
+ * fastify answers a body its parser refuses before reading it (over the limit by its
+ * Content-Length) with `Connection: close`. Node then closes the socket as soon as the answer is
+ * written, while the client is still sending: its next write meets a reset, and a client that
+ * has not read the answer yet reports a broken pipe instead of it (undici did for about one 3 MiB
+ * body in twelve here). When the rest of the body is declared and at most DRAIN_MAX_BYTES, the
+ * connection is kept instead: Node reads and drops whatever of the body nothing read (its own
+ * `_dump` of a request), and the client sends all of it and reads the refusal. A body of unknown
+ * or larger length is still cut off.
+ */
+export function keepForDrain(request: IncomingMessage, reply: ConnectionHeader): void {
+  if (request.complete || String(reply.getHeader("connection")).toLowerCase() !== "close") return;
+  if (request.headers["transfer-encoding"] !== undefined) return;
+  const declared = request.headers["content-length"];
+  if (declared === undefined || !/^[0-9]{1,16}$/.test(declared) || Number(declared) > DRAIN_MAX_BYTES) return;
+  reply.removeHeader("connection");
 }

@@ -2,7 +2,9 @@
  * What Node's HTTP layer refuses before any route runs, on real sockets (inject has none): a
  * malformed request and oversized headers are answered as problem documents with their own codes,
  * a request naming two Authorization headers is refused, and a chunk whose body stalls is cut off
- * once its time to arrive is up, so the blob it held is free again for the push that resumes it.
+ * once its time to arrive is up, so the blob it held is free again for the push that resumes it;
+ * and a body refused for the length it declares is read and dropped (up to a bound), so that the
+ * client reads the refusal instead of a reset and its connection serves on.
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -12,6 +14,7 @@ import type { AddressInfo } from "node:net";
 import * as path from "node:path";
 import { OBSERVER_TOKEN, OPERATOR, OPERATOR_TOKEN, compileTestBundle, contentOf, json, logSink, openTestNode, type TestNode } from "../support/app-node.js";
 import { READY_MS, waitFor } from "../support/wait.js";
+import { DRAIN_MAX_BYTES } from "../../src/server/http-framing.js";
 import { tempDir } from "../support/temp.js";
 
 interface RawAnswer {
@@ -156,6 +159,69 @@ describe("HTTP framing", () => {
     });
     assert.equal(resumed.statusCode, 204, resumed.payload);
     assert.equal(resumed.headers["upload-offset"], String(bytes.byteLength));
+    await stillServing();
+  });
+
+  /**
+   * One connection: a request's head and the first `sent` bytes of a body declared `declared`
+   * bytes long; the answer read whole; then, unless the node closed the connection, the rest of
+   * the body and a second request on the same connection, whose answer is read too.
+   */
+  async function refusedThenNext(head: string, declared: number, sent: number): Promise<{ first: RawAnswer; closedAfterFirst: boolean; second?: RawAnswer }> {
+    const socket = net.connect(port, "127.0.0.1");
+    socket.setEncoding("latin1");
+    let text = "";
+    let closed = false;
+    let failure: Error | undefined;
+    socket.on("data", (s: string) => (text += s));
+    socket.on("error", (error) => (failure = error));
+    socket.on("close", () => (closed = true));
+    /** The first whole answer in `text` from `from` on (by its Content-Length), once it is there. */
+    const answerFrom = (from: number): Promise<{ answer: RawAnswer; end: number }> =>
+      waitFor(`an answer on the connection from byte ${from}`, () => {
+        const rest = text.slice(from);
+        const split = rest.indexOf("\r\n\r\n");
+        const length = /content-length: (\d+)/i.exec(rest.slice(0, split))?.[1];
+        if (split < 0 || length === undefined || rest.length < split + 4 + Number(length)) {
+          if (closed || failure !== undefined) throw new Error(`the connection ended before an answer: ${failure?.message ?? "closed"}; got ${JSON.stringify(rest)}`);
+          return undefined;
+        }
+        const headers = rest.slice(0, split);
+        const body = rest.slice(split + 4, split + 4 + Number(length));
+        return { answer: { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(headers)?.[1] ?? 0), headers, body, ms: 0 }, end: from + split + 4 + Number(length) };
+      });
+    try {
+      socket.write(head + `Content-Length: ${declared}\r\n\r\n`);
+      socket.write(Buffer.alloc(sent, 0x20));
+      const { answer: first, end } = await answerFrom(0);
+      // Whatever the node does with the connection, it has done once the answer is written: a
+      // node that closes it has its FIN on the way with the answer's last byte.
+      await new Promise((r) => setImmediate(r));
+      if (/^connection: close/im.test(first.headers)) {
+        await waitFor("the node closing the connection it said it would close", () => (closed ? true : undefined));
+        return { first, closedAfterFirst: true };
+      }
+      await new Promise<void>((resolve, reject) => socket.write(Buffer.alloc(declared - sent, 0x20), (error) => (error ? reject(error) : resolve())));
+      socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+      const { answer: second } = await answerFrom(end);
+      return { first, closedAfterFirst: false, second };
+    } finally {
+      socket.destroy();
+    }
+  }
+
+  it("reads and drops the rest of a body refused unread for its declared length, so the client reads the refusal and its connection serves on", async () => {
+    const MiB = 1024 * 1024;
+    const head = `POST /v1/stages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${OPERATOR_TOKEN}\r\nContent-Type: application/json\r\n`;
+    // Refused by the length its head declares (over the 2 MiB JSON limit), with 64 KiB of it sent.
+    const drained = await refusedThenNext(head, 3 * MiB, 64 * 1024);
+    assertProblem(drained.first, 413, "body-too-large");
+    assert.equal(drained.closedAfterFirst, false, `the node closed the connection after its refusal: ${drained.first.headers}`);
+    assert.equal(drained.second?.status, 200, "the same connection's next request was answered");
+    // A declared length past what the node reads to drop is still cut off after the refusal.
+    const cut = await refusedThenNext(head, DRAIN_MAX_BYTES + 1, 64 * 1024);
+    assertProblem(cut.first, 413, "body-too-large");
+    assert.equal(cut.closedAfterFirst, true);
     await stillServing();
   });
 });
