@@ -90,7 +90,8 @@ export interface ConnectionHeader {
  * body in twelve here). When the rest of the body is declared and at most DRAIN_MAX_BYTES, the
  * connection is kept instead: Node reads and drops whatever of the body nothing read (its own
  * `_dump` of a request), and the client sends all of it and reads the refusal. A body of unknown
- * or larger length is still cut off.
+ * or larger length is still cut off. (The chunk routes read a refused chunk's rest themselves:
+ * routes/stages.ts, finishRefusedBody.)
  */
 export function keepForDrain(request: IncomingMessage, reply: ConnectionHeader): void {
   if (request.complete || String(reply.getHeader("connection")).toLowerCase() !== "close") return;
