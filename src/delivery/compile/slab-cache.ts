@@ -2,8 +2,8 @@
  * The memory a compile reads its files into (one SharedArrayBuffer, directory.ts's slotsOf), kept
  * for the next compile in this process. Fresh memory is paid for at first touch: on the machines
  * issue 34 measured, taking in a new 32 MiB slab cost a compile about 8,000 page faults, some
- * 140 ms of CPU across its threads and 90 ms of its wall time, more than reading and hashing the
- * bytes. A process that pushes again (a long-running client, a push to one node after another)
+ * 150 ms of CPU across its threads and 100 ms of its wall time (144 ms against 44 with the slab
+ * reused), more than reading and hashing the bytes. A process that pushes again (a long-running client, a push to one node after another)
  * reuses the slab instead; a one-shot `warden push` pays it once, as before.
  *
  * A slab is given back only by whoever holds the last view on it, once nothing can still read or
