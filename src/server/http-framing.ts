@@ -94,7 +94,8 @@ export interface ConnectionHeader {
  * routes/stages.ts, finishRefusedBody.)
  */
 export function keepForDrain(request: IncomingMessage, reply: ConnectionHeader): void {
-  if (request.complete || String(reply.getHeader("connection")).toLowerCase() !== "close") return;
+  // A request already destroyed (its client went away) has no connection left to keep.
+  if (request.complete || request.destroyed || String(reply.getHeader("connection")).toLowerCase() !== "close") return;
   if (request.headers["transfer-encoding"] !== undefined) return;
   const declared = request.headers["content-length"];
   if (declared === undefined || !/^[0-9]{1,16}$/.test(declared) || Number(declared) > DRAIN_MAX_BYTES) return;

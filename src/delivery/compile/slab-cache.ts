@@ -3,8 +3,9 @@
  * for the next compile in this process. Fresh memory is paid for at first touch: on the machines
  * issue 34 measured, taking in a new 32 MiB slab cost a compile about 8,000 page faults, some
  * 150 ms of CPU across its threads and 100 ms of its wall time (144 ms against 44 with the slab
- * reused), more than reading and hashing the bytes. A process that pushes again (a long-running client, a push to one node after another)
- * reuses the slab instead; a one-shot `warden push` pays it once, as before.
+ * reused), more than reading and hashing the bytes. A process that pushes again (a long-running
+ * client, a push to one node after another) reuses the slab instead; a one-shot `warden push`
+ * pays it once, as before.
  *
  * A slab is given back only by whoever holds the last view on it, once nothing can still read or
  * write through one: the compile itself when it hands out no contents, a push once every request
