@@ -6,6 +6,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { errnoCode } from "../core/errors.js";
+import { PROC, procStat } from "./proc-stat.js";
 import { RUN_TAG_VAR, killRunStragglers } from "./stragglers.js";
 
 export interface AgentExit {
@@ -79,6 +80,9 @@ export class AgentProcess {
       stdio: ["ignore", "pipe", "pipe"],
     });
     if (child.pid !== undefined) options.onSpawn?.(child.pid);
+    // Read before this process returns to its event loop, which could reap the child: /proc
+    // still shows it. Its descendants, the only processes that can carry its run tag, start later.
+    const agentStartTicks = child.pid !== undefined && options.runTag !== undefined ? procStat(PROC, child.pid)?.startTicks : undefined;
     let agent!: AgentProcess;
     const exit = new Promise<AgentExit>((resolve) => {
       let spawned = false;
@@ -131,7 +135,7 @@ export class AgentProcess {
         // Whatever the agent left running in its group (servers, shells) ends with it, and so do
         // those that left the group; this also closes pipes they held open, so 'close' can come.
         agent.signalGroup("SIGKILL");
-        if (options.runTag !== undefined) stragglers = killRunStragglers(options.runTag, child.pid).length;
+        if (options.runTag !== undefined) stragglers = killRunStragglers(options.runTag, { agentGroup: child.pid, agentStartTicks }).length;
         // What still holds the output open was not found: once nothing more has come for the
         // quiet period while we kept up reading, stop reading, or 'close' would never come.
         const quietMs = Math.max(options.killGraceMs, MIN_QUIET_MS);

@@ -9,6 +9,10 @@
  * also cleared its environment is not found: AgentProcess bounds how long it may hold the
  * agent's output, and the run then reads unresolved.
  *
+ * Only processes started since the agent are read for the tag: a descendant is forked after its
+ * ancestor, so an older process cannot have inherited it. That spares reading the environment of
+ * every process the machine runs (a node's event loop pays each read when an agent exits).
+ *
  * Linux only (/proc); elsewhere nothing is found.
  */
 import { PROC, environVariable, isRunning, killIfStill, procPids, procStat } from "./proc-stat.js";
@@ -17,11 +21,24 @@ export const RUN_TAG_VAR = "WARDEN_AGENT_RUN";
 /** Looks again for what the processes just killed started meanwhile; later rounds are rare. */
 const MAX_ROUNDS = 4;
 
+export interface StragglerSearch {
+  /** the agent's process group, already killed as a whole: its members may not have died yet */
+  readonly agentGroup?: number | undefined;
+  /**
+   * The agent's start time (its /proc stat's, in clock ticks since boot): processes started
+   * earlier are not its descendants and are skipped. Undefined: every process is looked at.
+   */
+  readonly agentStartTicks?: string | undefined;
+  readonly procRoot?: string;
+}
+
 /**
- * SIGKILLs every running process tagged with `runTag` (and the group each leads) outside process
- * group `agentGroup`, already killed as a whole, whose members may not have died yet; answers their pids.
+ * SIGKILLs every running process tagged with `runTag` (and the group each leads) outside the
+ * agent's group; answers their pids.
  */
-export function killRunStragglers(runTag: string, agentGroup?: number, procRoot = PROC): number[] {
+export function killRunStragglers(runTag: string, search: StragglerSearch = {}): number[] {
+  const { agentGroup, procRoot = PROC } = search;
+  const bornAfter = search.agentStartTicks === undefined ? undefined : Number(search.agentStartTicks);
   const self = procStat(procRoot, "self");
   if (self === undefined) return [];
   const killed: number[] = [];
@@ -32,6 +49,8 @@ export function killRunStragglers(runTag: string, agentGroup?: number, procRoot 
       if (pid === process.pid) continue;
       const stat = procStat(procRoot, pid);
       if (!isRunning(stat) || stat.pgid === agentGroup || tried.get(pid) === stat.startTicks) continue;
+      // Same tick as the agent is kept: ticks are 10 ms, and a child forked in it must be found.
+      if (bornAfter !== undefined && Number(stat.startTicks) < bornAfter) continue;
       if (environVariable(procRoot, pid, RUN_TAG_VAR) !== runTag) continue;
       tried.set(pid, stat.startTicks);
       found = true;
