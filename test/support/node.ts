@@ -11,6 +11,7 @@ import { createServer, type AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "./temp.js";
 import { READY_MS } from "./wait.js";
+import "./exit-on-signal.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const cliEntry = join(repo, "src", "cli", "run.ts");

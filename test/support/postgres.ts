@@ -26,6 +26,7 @@ import { createServer as createNetServer, type AddressInfo } from "node:net";
 import assert from "node:assert/strict";
 import { after, before } from "node:test";
 import pg from "pg";
+import "./exit-on-signal.js";
 
 export interface TestPostgres {
   /** True when this helper started the cluster (so it can be stopped and restarted). */
