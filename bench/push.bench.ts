@@ -28,6 +28,13 @@
  * bare HTTP transfer to a node:http sink, bench/sink-side.ts), spread perfectly over every core,
  * against (a)'s and (b)'s targets; and how long the node's JavaScript thread ran during each HTTP
  * push, the one thread every byte passes through (and all its threads together).
+ *
+ * And (a)'s floor with durability paid, measured beside it: the push's own compile (the same
+ * rounds') plus the same files taken by a bare durable receiver (bench/bare-push-side.ts, a
+ * node:http server that hashes, writes, fdatasyncs each file and fsyncs at commit, and nothing
+ * else: no token, manifest, database or store), packed into requests as the push packs them. Its
+ * rounds follow warden's, young and warmed alike, and the lines say what fraction of the ceiling
+ * that floor reaches and what fraction of it warden's push does.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
@@ -155,13 +162,15 @@ function packageVersion(name: string): string {
 /** A server in a child process on loopback (bench/tus-side.ts, bench/sink-side.ts), and a keep-alive client for it. */
 interface SideServer {
   readonly url: string;
-  request(method: string, url: string, headers: Record<string, string>, body?: Uint8Array): Promise<http.IncomingMessage & { readonly body: string }>;
+  readonly pid: number;
+  /** `body` in pieces is sent piece by piece, as one body */
+  request(method: string, url: string, headers: Record<string, string>, body?: Uint8Array | readonly Uint8Array[]): Promise<http.IncomingMessage & { readonly body: string }>;
   close(): Promise<void>;
 }
 
-/** Starts `entry` with `args` in a child process; its first stdout line is its URL. */
-async function startSide(entry: string, args: readonly string[]): Promise<SideServer> {
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", entry, ...args], { stdio: ["ignore", "pipe", "inherit"] });
+/** Starts `entry` with `args` (and `env` beside this process's) in a child process; its first stdout line is its URL. */
+async function startSide(entry: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): Promise<SideServer> {
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", entry, ...args], { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, ...env } });
   const exited = new Promise<void>((done) => child.once("exit", () => done()));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -183,16 +192,19 @@ async function startSide(entry: string, args: readonly string[]): Promise<SideSe
   const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY });
   return {
     url,
+    pid: child.pid!,
     request: (method, target, headers, body) =>
       new Promise((resolve, reject) => {
-        const all = { "content-length": String(body?.byteLength ?? 0), ...headers };
+        const pieces = body === undefined ? [] : body instanceof Uint8Array ? [body] : body;
+        const all = { "content-length": String(pieces.reduce((sum, piece) => sum + piece.byteLength, 0)), ...headers };
         const req = http.request(target, { method, headers: all, agent }, (res) => {
           let text = "";
           res.setEncoding("utf8").on("data", (s: string) => (text += s));
           res.once("end", () => resolve(Object.assign(res, { body: text })));
         });
         req.once("error", reject);
-        req.end(body);
+        for (const piece of pieces) req.write(piece);
+        req.end();
       }),
     close: async () => {
       agent.destroy();
@@ -298,12 +310,57 @@ async function floorRound(sink: SideServer, dir: string): Promise<Floor> {
   return { hashMs, transferMs, senderCpuMs: ms(cpu), sinkCpuMs, readCpuMs: ms(read), writeCpuMs: ms(written) };
 }
 
+const BARE_SIDE_ENTRY = join(dirname(fileURLToPath(import.meta.url)), "bare-push-side.ts");
+
+interface BareTiming {
+  /** begin → commit answered, seconds */
+  readonly seconds: number;
+  /** the receiver's CPU meanwhile, ms: its JavaScript thread's, and all its threads' */
+  readonly threadMs: number;
+  readonly cpuMs: number;
+}
+
+/**
+ * The floor of (a)'s upload: `dir`'s files pushed to a bare durable receiver (bench/bare-push-side.ts)
+ * from memory, whole files packed into requests of up to the push's size, as many in flight as the
+ * push has, between a begin and a commit. The files are read before the clock starts; the push's
+ * own compile is added to it by the caller.
+ */
+async function bareRound(bare: SideServer, dir: string, push: string): Promise<BareTiming> {
+  const data = join(dir, "data");
+  const bodies = readdirSync(data)
+    .sort()
+    .map((name) => readFileSync(join(data, name)));
+  const packs: Array<{ readonly first: number; readonly files: Buffer[] }> = [];
+  bodies.forEach((body, n) => {
+    const last = packs.at(-1);
+    const size = last?.files.reduce((sum, file) => sum + file.byteLength, 0) ?? Infinity;
+    if (size + body.byteLength <= CHUNK) last!.files.push(body);
+    else packs.push({ first: n, files: [body] });
+  });
+  const expect = async (method: string, path: string, status: number, files: readonly Buffer[] = []): Promise<void> => {
+    const headers = { "content-type": "application/octet-stream", "x-lengths": files.map((f) => f.byteLength).join(",") };
+    const res = await bare.request(method, new URL(path, bare.url).href, headers, files);
+    if (res.statusCode !== status) throw new Error(`the bare receiver answered ${method} ${path} with ${res.statusCode}`);
+  };
+  const threadBefore = mainThreadMs(bare.pid);
+  const allBefore = allThreadsMs(bare.pid);
+  const start = performance.now();
+  await expect("POST", `/${push}/begin`, 204);
+  await forEachConcurrent(packs, CONCURRENCY, async (pack) => expect("PUT", `/${push}/${pack.first}`, 204, pack.files));
+  await expect("POST", `/${push}/commit`, 200);
+  const seconds = (performance.now() - start) / 1000;
+  return { seconds, threadMs: mainThreadMs(bare.pid) - threadBefore, cpuMs: allThreadsMs(bare.pid) - allBefore };
+}
+
 export default async function (): Promise<void> {
   const work = benchDir("push");
   let node: NodeProcess | undefined;
   let delivery: Delivery | undefined;
   let tus: TusServer | undefined;
   let sink: SideServer | undefined;
+  let bare: SideServer | undefined;
+  const bareStore = join(work, "bare-store");
   try {
     // The baseline writes bytes like the bundle's: random, distinct.
     const baseline = writeShaFsyncBytesPerSec(randomBytes(TOTAL), MiB);
@@ -313,12 +370,18 @@ export default async function (): Promise<void> {
     delivery = (await openEmbeddedDelivery(join(work, "local-home"), {})).delivery;
     tus = await startTus(join(work, "tus-store"));
     sink = await startSide(SINK_SIDE_ENTRY, []);
+    mkdirSync(bareStore, { mode: 0o700 });
+    bare = await startSide(BARE_SIDE_ENTRY, [bareStore], AS_LAUNCHED_ENV);
+    const clearBare = (): void => {
+      for (const name of readdirSync(bareStore)) rmSync(join(bareStore, name), { recursive: true, force: true });
+    };
 
     const http: HttpTiming[] = [];
     const local: LocalTiming[] = [];
     const tusPlain: number[] = [];
     const tusHashed: number[] = [];
     const floors: Floor[] = [];
+    const bares: BareTiming[] = [];
     // Round 0 warms both up (JIT, the stores' caches) and is not counted.
     for (let round = 0; round <= ROUNDS; round++) {
       const dir = join(work, `src-${round}`);
@@ -339,6 +402,8 @@ export default async function (): Promise<void> {
       }
       tus.clear();
       floors.push(await floorRound(sink, dir));
+      bares.push(await bareRound(bare, dir, `young-${round}`));
+      clearBare();
       rmSync(dir, { recursive: true, force: true });
       if (round === 0) {
         http.length = 0;
@@ -346,18 +411,26 @@ export default async function (): Promise<void> {
         tusPlain.length = 0;
         tusHashed.length = 0;
         floors.length = 0;
+        bares.length = 0;
       }
     }
     // The same push on a node that has served many (an operator's long-running node): V8 has
     // optimized its request path by then. The warm-up pushes are fresh content too, untimed.
     const warmPushes = Number(process.env.WARDEN_BENCH_PUSH_WARM ?? 30);
+    // The bare receiver serves as many, alternating with the node.
     const warmed: HttpTiming[] = [];
+    const baresWarmed: BareTiming[] = [];
     if (warmPushes > 0) {
       for (let push = 0; push < warmPushes + ROUNDS; push++) {
         const dir = join(work, `warm-${push}`);
         writeRandomBundle(dir, FILES, FILE_BYTES, { durable: true });
         const timing = await httpRound(client, node.child.pid!, dir, ROUNDS + 1 + push);
-        if (push >= warmPushes) warmed.push(timing);
+        const bareTiming = await bareRound(bare, dir, `warm-${push}`);
+        clearBare();
+        if (push >= warmPushes) {
+          warmed.push(timing);
+          baresWarmed.push(bareTiming);
+        }
         rmSync(dir, { recursive: true, force: true });
       }
     }
@@ -416,6 +489,22 @@ export default async function (): Promise<void> {
         (warmed.length > 0 ? `; on the warmed node ${ofCeiling(TOTAL / median(warmed.map((h) => h.total)) / MiB)}` : "") +
         ` (target 0.6)`,
     );
+    // The floor of (a) with its durability paid: the push's own compile (the same rounds'), then
+    // a bare receiver that does only what any durable push must (bench/bare-push-side.ts).
+    const floorLine = (label: string, pushes: readonly HttpTiming[], bareRounds: readonly BareTiming[]): string => {
+      const compile = median(pushes.map((h) => h.total - h.wire));
+      const bareWire = median(bareRounds.map((b) => b.seconds));
+      const floorTotal = compile + bareWire;
+      const pushTotal = median(pushes.map((h) => h.total));
+      return (
+        `(a) floor, ${label}: the push's compile ${fmt(compile * 1000)} ms + a bare durable receiver's begin→commit ${fmt(bareWire * 1000)} ms ` +
+        `(its JavaScript thread ${fmt(median(bareRounds.map((b) => b.threadMs)))} ms, all its threads ${fmt(median(bareRounds.map((b) => b.cpuMs)))} ms; ` +
+        `the node's ${fmt(median(pushes.map((h) => h.nodeThreadMs)))} and ${fmt(median(pushes.map((h) => h.nodeAllMs)))} ms) = ${fmt(floorTotal * 1000)} ms = ${ofCeiling(TOTAL / floorTotal / MiB)} of the ceiling; ` +
+        `warden's push ${fmt(pushTotal * 1000)} ms = ${(floorTotal / pushTotal).toFixed(2)} of this floor`
+      );
+    };
+    console.log(floorLine(`young (rounds 1–${ROUNDS}, a receiver as new as the node)`, http, bares));
+    if (warmed.length > 0) console.log(floorLine(`warmed (the receiver, too, after ${warmPushes} pushes)`, warmed, baresWarmed));
     // (b)'s: the in-process work plus the bare transfer, spread perfectly over every core.
     const localMid = medianBy(local, (l) => l.seconds);
     const withTransferMs = (localMid.cpuMs + floor.senderCpuMs + floor.sinkCpuMs) / cores;
@@ -428,6 +517,7 @@ export default async function (): Promise<void> {
     await delivery?.close();
     await tus?.close();
     await sink?.close();
+    await bare?.close();
     await node?.kill();
     rmSync(work, { recursive: true, force: true });
   }
