@@ -47,6 +47,7 @@ import { fileURLToPath } from "node:url";
 import { openEmbeddedDelivery } from "../src/backends/embedded/delivery/delivery-backend.js";
 import { DEFAULT_CHUNK_BYTES, WardenClient, compileForPush } from "../src/client/index.js";
 import { forEachConcurrent } from "../src/client/pool.js";
+import { bundleDigestOf } from "../src/delivery/manifest-types.js";
 import { sharedSlabCache } from "../src/delivery/compile/slab-cache.js";
 import type { Delivery } from "../src/delivery/service.js";
 import { startNode, type NodeProcess } from "../test/support/node.js";
@@ -338,19 +339,29 @@ async function bareRound(bare: SideServer, dir: string, push: string): Promise<B
     if (size + body.byteLength <= CHUNK) last!.files.push(body);
     else packs.push({ first: n, files: [body] });
   });
-  const expect = async (method: string, path: string, status: number, files: readonly Buffer[] = []): Promise<void> => {
+  const expect = async (method: string, path: string, status: number, files: readonly Buffer[] = []): Promise<http.IncomingMessage & { readonly body: string }> => {
     const headers = { "content-type": "application/octet-stream", "x-lengths": files.map((f) => f.byteLength).join(",") };
     const res = await bare.request(method, new URL(path, bare.url).href, headers, files);
     if (res.statusCode !== status) throw new Error(`the bare receiver answered ${method} ${path} with ${res.statusCode}`);
+    return res;
   };
+  const digests: string[] = [];
   const threadBefore = mainThreadMs(bare.pid);
   const allBefore = allThreadsMs(bare.pid);
   const start = performance.now();
   await expect("POST", `/${push}/begin`, 204);
-  await forEachConcurrent(packs, CONCURRENCY, async (pack) => expect("PUT", `/${push}/${pack.first}`, 204, pack.files));
-  await expect("POST", `/${push}/commit`, 200);
+  await forEachConcurrent(packs, CONCURRENCY, async (pack) => {
+    const res = await expect("PUT", `/${push}/${pack.first}`, 204, pack.files);
+    String(res.headers["x-digests"]).split(",").forEach((digest, i) => (digests[pack.first + i] = digest));
+  });
+  const bundleDigest = (await expect("POST", `/${push}/commit`, 200)).body;
   const seconds = (performance.now() - start) / 1000;
-  return { seconds, threadMs: mainThreadMs(bare.pid) - threadBefore, cpuMs: allThreadsMs(bare.pid) - allBefore };
+  const timing = { seconds, threadMs: mainThreadMs(bare.pid) - threadBefore, cpuMs: allThreadsMs(bare.pid) - allBefore };
+  // A floor that skipped its hashing would be no floor: its digests are checked, off the clock.
+  const expected = bundleDigestOf(bodies.map((content, n) => ({ path: String(n), content })));
+  const wrong = bodies.findIndex((body, n) => createHash("sha256").update(body).digest("hex") !== digests[n]);
+  if (wrong >= 0 || `sha256:${bundleDigest}` !== expected) throw new Error(`the bare receiver's digests are wrong (file ${wrong}, bundle ${bundleDigest})`);
+  return timing;
 }
 
 export default async function (): Promise<void> {
