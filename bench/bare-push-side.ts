@@ -22,8 +22,8 @@
 import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { listenAsSide } from "./side-listen.js";
 
 const root = process.argv[2];
 if (root === undefined) {
@@ -201,12 +201,4 @@ const server = createServer((req, res) => {
     res.writeHead(500).end();
   });
 });
-server.keepAliveTimeout = 60_000;
-server.listen(0, "127.0.0.1", () => {
-  const { port } = server.address() as AddressInfo;
-  console.log(`http://127.0.0.1:${port}/`);
-});
-process.once("SIGTERM", () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+listenAsSide(server);

@@ -6,7 +6,7 @@
  * SIGTERM closes it.
  */
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenAsSide } from "./side-listen.js";
 
 const server = createServer((req, res) => {
   if (req.method === "GET" && req.url === "/cpu") {
@@ -20,12 +20,4 @@ const server = createServer((req, res) => {
   });
   req.on("end", () => res.writeHead(204, { "x-bytes": String(bytes) }).end());
 });
-server.keepAliveTimeout = 60_000;
-server.listen(0, "127.0.0.1", () => {
-  const { port } = server.address() as AddressInfo;
-  console.log(`http://127.0.0.1:${port}/`);
-});
-process.once("SIGTERM", () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+listenAsSide(server);
