@@ -34,14 +34,10 @@ const BUNDLE_DOMAIN = Buffer.from("g4a-bundle-v1\0");
 /** Each push's files' bytes, by file number, until its commit. */
 const kept = new Map<string, Buffer[][]>();
 
-const done =
-  <T>(resolve: (value: T) => void, reject: (error: Error) => void) =>
-  (error: Error | null, value: T): void =>
-    error === null ? resolve(value) : reject(error);
 const open = (path: string): Promise<number> =>
   new Promise((resolve, reject) => {
     const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-    fs.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, done(resolve, reject));
+    fs.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, (error, fd) => (error === null ? resolve(fd) : reject(error)));
   });
 const syncDir = (path: string): Promise<void> => {
   const fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY);
@@ -129,13 +125,17 @@ async function receivePack(req: IncomingMessage, dir: string, first: number, fil
     .map(Number);
   const taking: FileIn[] = [];
   let left = 0;
+  /** The next file to fill, past any empty one (which has nothing to wait for). */
   const next = (): FileIn | undefined => {
-    if (taking.length === lengths.length) return undefined;
-    const n = first + taking.length;
-    left = lengths[taking.length]!;
-    const file = new FileIn(join(dir, String(n)), (files[n] = []));
-    taking.push(file);
-    return file;
+    while (taking.length < lengths.length) {
+      const n = first + taking.length;
+      left = lengths[taking.length]!;
+      const file = new FileIn(join(dir, String(n)), (files[n] = []));
+      taking.push(file);
+      if (left > 0) return file;
+      file.end();
+    }
+    return undefined;
   };
   let file = next();
   await new Promise<void>((resolve, reject) => {

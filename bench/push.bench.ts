@@ -160,7 +160,7 @@ function packageVersion(name: string): string {
   return `${name} ${manifest.version}`;
 }
 
-/** A server in a child process on loopback (bench/tus-side.ts, bench/sink-side.ts), and a keep-alive client for it. */
+/** A server in a child process on loopback (bench/tus-side.ts, sink-side.ts, bare-push-side.ts), and a keep-alive client for it. */
 interface SideServer {
   readonly url: string;
   readonly pid: number;
@@ -332,12 +332,13 @@ async function bareRound(bare: SideServer, dir: string, push: string): Promise<B
   const bodies = readdirSync(data)
     .sort()
     .map((name) => readFileSync(join(data, name)));
-  const packs: Array<{ readonly first: number; readonly files: Buffer[] }> = [];
+  const packs: Array<{ readonly first: number; readonly files: Buffer[]; bytes: number }> = [];
   bodies.forEach((body, n) => {
     const last = packs.at(-1);
-    const size = last?.files.reduce((sum, file) => sum + file.byteLength, 0) ?? Infinity;
-    if (size + body.byteLength <= CHUNK) last!.files.push(body);
-    else packs.push({ first: n, files: [body] });
+    if (last !== undefined && last.bytes + body.byteLength <= CHUNK) {
+      last.files.push(body);
+      last.bytes += body.byteLength;
+    } else packs.push({ first: n, files: [body], bytes: body.byteLength });
   });
   const expect = async (method: string, path: string, status: number, files: readonly Buffer[] = []): Promise<http.IncomingMessage & { readonly body: string }> => {
     const headers = { "content-type": "application/octet-stream", "x-lengths": files.map((f) => f.byteLength).join(",") };
