@@ -103,8 +103,8 @@ export const ReconciliationReceipt = Type.Object({
 });
 export type ReconciliationReceipt = Static<typeof ReconciliationReceipt>;
 
-export const InvocationStatus = Type.Union([
-  Type.Literal("running"),
+/** The statuses a list of invocations can ask for. */
+export const ListStatus = Type.Union([
   Type.Literal("in_progress"),
   Type.Literal("awaiting_approval"),
   Type.Literal("unresolved"),
@@ -115,6 +115,9 @@ export const InvocationStatus = Type.Union([
   Type.Literal("expired"),
   Type.Literal("refused"),
 ]);
+
+/** `running` is only ever an answer (see InvocationView), never a status listed. */
+export const InvocationStatus = Type.Union([Type.Literal("running"), ...ListStatus.anyOf]);
 export type InvocationStatus = Static<typeof InvocationStatus>;
 
 /** The fields of a submitted invocation not started (queued, cancelled, expired, refused). */
@@ -171,17 +174,6 @@ export const InvocationParams = Type.Object(
 );
 export type InvocationParams = Static<typeof InvocationParams>;
 
-export const ListStatus = Type.Union([
-  Type.Literal("in_progress"),
-  Type.Literal("awaiting_approval"),
-  Type.Literal("unresolved"),
-  Type.Literal("recorded"),
-  Type.Literal("reconciled"),
-  Type.Literal("queued"),
-  Type.Literal("cancelled"),
-  Type.Literal("expired"),
-  Type.Literal("refused"),
-]);
 /** The statuses listed from the queue rather than the claims. */
 export const QUEUE_LIST_STATUSES = ["queued", "cancelled", "expired", "refused"] as const;
 
