@@ -3,6 +3,9 @@
  * person can act on: what kind of rule broke and at which field. Shared by the server (request
  * validation) and the configuration loader, so both name failures the same way.
  */
+import type { Validator } from "typebox/compile";
+import { Settings } from "typebox/system";
+
 export interface SchemaErrorLike {
   readonly keyword: string;
   readonly instancePath: string;
@@ -17,6 +20,28 @@ export interface SchemaFinding {
   /** dotted path of the offending field ("" for the whole value) */
   readonly field: string;
   readonly message: string;
+}
+
+/**
+ * How many errors `schemaErrors` collects. TypeBox keeps 8 by default (a bound against values made
+ * to produce many), and a union of literals reports one error per literal: the ninth allowed
+ * `status` of an invocation list was left out of the list of allowed values a person was shown.
+ */
+const ERRORS_KEPT = 64;
+
+/**
+ * The errors of a value its validator refused, up to ERRORS_KEPT. TypeBox reads its limit from a
+ * process-wide setting as it collects, so it is raised for this synchronous call only (what the
+ * embedding program set is back before anything else runs); only refused values pay for it.
+ */
+export function schemaErrors(validator: Validator, value: unknown): ReturnType<Validator["Errors"]> {
+  const before = Settings.Get().maxErrors;
+  Settings.Set({ maxErrors: ERRORS_KEPT });
+  try {
+    return validator.Errors(value);
+  } finally {
+    Settings.Set({ maxErrors: before });
+  }
 }
 
 /** The keyword TypeBox reports for a property that `additionalProperties: false` forbids. */
@@ -66,6 +91,8 @@ export function schemaFinding(errors: readonly SchemaErrorLike[]): SchemaFinding
  * wrong one needs to see the right ones. Undefined when anything else is allowed there too.
  */
 function allowedValues(errors: readonly SchemaErrorLike[], instancePath: string): unknown[] | undefined {
+  // Collection stopped at its limit: the literals past it are missing, and a short list misleads.
+  if (errors.length >= ERRORS_KEPT) return undefined;
   const here = errors.filter((e) => e.instancePath === instancePath && !SHADOW_KEYWORDS.has(e.keyword));
   if (here.length === 0 || !here.every((e) => e.keyword === "const" || e.keyword === "enum")) return undefined;
   const values: unknown[] = [];

@@ -9,7 +9,7 @@ import type { FastifySchemaCompiler, FastifySchemaValidationError } from "fastif
 import type { TSchema } from "typebox";
 import { Compile } from "typebox/compile";
 import { Value } from "typebox/value";
-import { schemaFinding, type SchemaErrorLike } from "../api/validation.js";
+import { schemaErrors, schemaFinding, type SchemaErrorLike } from "../api/validation.js";
 import type { ProblemSpec } from "./problem-spec.js";
 import { bodyErrorCode, type BodyCodePrefix } from "../api/problem.js";
 
@@ -22,14 +22,14 @@ import { bodyErrorCode, type BodyCodePrefix } from "../api/problem.js";
  */
 export const validatorCompiler: FastifySchemaCompiler<TSchema> = ({ schema, httpPart }) => {
   const compiled = Compile(schema);
-  if (httpPart === "body") return (value: unknown) => (compiled.Check(value) ? true : { error: compiled.Errors(value) });
+  if (httpPart === "body") return (value: unknown) => (compiled.Check(value) ? true : { error: schemaErrors(compiled, value) });
   return (value: unknown) => {
     if (compiled.Check(value)) return true;
     // Convert changes the object it is given: the strings as sent are kept aside to compare.
     const sent: unknown = typeof value === "object" && value !== null ? { ...(value as Record<string, unknown>) } : value;
     const converted = convert(schema, value);
-    if (converted === undefined) return { error: compiled.Errors(value) };
-    if (!compiled.Check(converted)) return { error: compiled.Errors(converted) };
+    if (converted === undefined) return { error: schemaErrors(compiled, value) };
+    if (!compiled.Check(converted)) return { error: schemaErrors(compiled, converted) };
     const altered = alteredField(sent, converted);
     return altered === undefined ? { value: converted } : { error: [altered] };
   };

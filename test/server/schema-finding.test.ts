@@ -1,0 +1,40 @@
+/**
+ * The allowed values a refused field is told (src/api/validation.ts): all of them, or none when
+ * TypeBox stopped collecting before the end; never a list cut short.
+ */
+import { describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { Type } from "typebox";
+import { Compile } from "typebox/compile";
+import { Settings } from "typebox/system";
+import { schemaErrors, schemaFinding } from "../../src/api/validation.js";
+
+const literals = (count: number): string[] => Array.from({ length: count }, (_, i) => `v${i}`);
+const objectOf = (values: readonly string[]) => Type.Object({ pick: Type.Union(values.map((v) => Type.Literal(v))) }, { additionalProperties: false });
+
+describe("allowed values of a refused field", () => {
+  it("lists every literal of a union past TypeBox's default of 8 errors", () => {
+    const values = literals(20);
+    const finding = schemaFinding(schemaErrors(Compile(objectOf(values)), { pick: "nope" }));
+    assert.equal(finding.field, "pick");
+    assert.equal(finding.message, `"pick" must be one of ${values.map((v) => `"${v}"`).join(", ")}`);
+  });
+
+  it("lists none when the union has more literals than errors are collected", () => {
+    const finding = schemaFinding(schemaErrors(Compile(objectOf(literals(100))), { pick: "nope" }));
+    assert.equal(finding.field, "pick");
+    assert.doesNotMatch(finding.message, /must be one of/);
+  });
+
+  it("leaves TypeBox's process-wide limit as it found it, even when collecting throws", () => {
+    const before = Settings.Get().maxErrors;
+    schemaErrors(Compile(objectOf(literals(3))), { pick: 1 });
+    assert.equal(Settings.Get().maxErrors, before);
+    const failing = (): never => {
+      throw new Error("boom");
+    };
+    const throwing = { Errors: failing } as unknown as Parameters<typeof schemaErrors>[0];
+    assert.throws(() => schemaErrors(throwing, {}), /boom/);
+    assert.equal(Settings.Get().maxErrors, before);
+  });
+});
