@@ -111,13 +111,15 @@ export function validationProblem(failure: ValidationFailure, bodyCodes: BodyCod
       const code = PARAM_CODES[finding.field] ?? "url-invalid";
       return { status: 400, code, detail: `path parameter ${finding.message}`, extra };
     }
-    case "querystring":
+    case "querystring": {
+      const unknown = finding.rule === "unknown-field";
       return {
         status: 400,
-        code: finding.rule === "unknown-field" ? "query-unknown-field" : "query-invalid",
-        detail: `query parameter ${finding.message}`,
+        code: unknown ? "query-unknown-field" : "query-invalid",
+        detail: unknown ? `unknown query parameter ${JSON.stringify(finding.field)}` : `query parameter ${finding.message}`,
         extra,
       };
+    }
     default:
       return { status: 400, code: bodyErrorCode(bodyCodes, finding.rule), detail: finding.message, extra };
   }

@@ -255,6 +255,13 @@ describe("bad input over HTTP", () => {
     }
   });
 
+  it("an unknown query parameter is named as one", async () => {
+    const res = await node.app.inject({ method: "GET", url: "/v1/invocations?owner=me", headers: OPERATOR });
+    assert.equal(res.statusCode, 400, res.payload);
+    assert.equal(json(res.payload).detail, 'unknown query parameter "owner"');
+    assert.equal(json(res.payload).field, "owner");
+  });
+
   it("an unexpected error is a 500 internal-error that reveals nothing of it", () => {
     const spec = problemOf(new Error("secret path /etc/shadow at line 3"), undefined);
     assert.equal(spec.status, 500);
