@@ -162,13 +162,17 @@ export type BundleView = Static<typeof BundleView>;
 export const BundleList = Type.Object({ bundles: List(BundleView) });
 export type BundleList = Static<typeof BundleList>;
 
-export const BundleParams = Type.Object({ bundle_id: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
+/**
+ * A bundle id or revision in a URL: what a manifest may name (DESIGN.md "Bundle manifest"), 1–128
+ * bytes of printable ASCII without a space, '/' or '\', so that one a manifest could never
+ * carry is refused as malformed (`bundle-id-invalid`, `revision-invalid`), not looked up.
+ */
+const UrlIdentifier = Type.String({ pattern: "^[!-.0-\\[\\]-~]{1,128}$" });
+
+export const BundleParams = Type.Object({ bundle_id: UrlIdentifier }, { additionalProperties: false });
 export type BundleParams = Static<typeof BundleParams>;
 
-export const RevisionParams = Type.Object(
-  { bundle_id: Type.String({ minLength: 1, maxLength: 128 }), revision: Type.String({ minLength: 1, maxLength: 128 }) },
-  { additionalProperties: false },
-);
+export const RevisionParams = Type.Object({ bundle_id: UrlIdentifier, revision: UrlIdentifier }, { additionalProperties: false });
 export type RevisionParams = Static<typeof RevisionParams>;
 
 export const ProviderName = Type.Enum(PROVIDER_NAMES);

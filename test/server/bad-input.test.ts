@@ -190,6 +190,14 @@ describe("bad input over HTTP", () => {
     // One rule for the id in the path: a UUID, with one code however it fails.
     { name: "an invocation id of 36 dashes", request: () => ({ method: "GET", url: `/v1/invocations/api:alice/${"-".repeat(36)}`, headers: OPERATOR }), status: 400, code: "invocation-id-invalid" },
     { name: "an invocation id that is no UUID", request: () => ({ method: "GET", url: "/v1/invocations/api:alice/xyz", headers: OPERATOR }), status: 400, code: "invocation-id-invalid" },
+    // An id no manifest could carry is malformed, not merely unknown (docs/errors.md).
+    ...["..%2f..%2fetc", "a%20b", "a%5cb", "x".repeat(129)].map((id) => ({
+      name: `bundle id ${decodeURIComponent(id).slice(0, 20)} in the URL`,
+      request: () => ({ method: "GET" as const, url: `/v1/bundles/${id}`, headers: OPERATOR }),
+      status: 400,
+      code: "bundle-id-invalid",
+    })),
+    { name: "a revision with a backslash in the URL", request: () => ({ method: "GET", url: "/v1/bundles/kept/r%5c1/manifest", headers: OPERATOR }), status: 400, code: "revision-invalid" },
     { name: "unknown route", request: () => ({ method: "GET", url: "/v1/nothing", headers: OPERATOR }), status: 404, code: "route-not-found" },
     { name: "unknown query parameter", request: () => ({ method: "GET", url: "/v1/invocations?owner=me", headers: OPERATOR }), status: 400, code: "query-unknown-field" },
     { name: "bad status filter", request: () => ({ method: "GET", url: "/v1/invocations?status=done", headers: OPERATOR }), status: 400, code: "query-invalid" },
