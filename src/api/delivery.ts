@@ -125,11 +125,13 @@ export const SignatureBody = Type.Object({ signature: ArmoredSignature }, { addi
 export type SignatureBody = Static<typeof SignatureBody>;
 export type CommitReply = Static<typeof CommitReply>;
 
-export const StageParams = Type.Object({ stage_id: Type.String({ pattern: "^[0-9a-f]{32}$" }) }, { additionalProperties: false });
+const StageId = Type.String({ pattern: "^[0-9a-f]{32}$", description: "32 lowercase hex digits" });
+
+export const StageParams = Type.Object({ stage_id: StageId }, { additionalProperties: false });
 export type StageParams = Static<typeof StageParams>;
 
 export const ChunkParams = Type.Object(
-  { stage_id: Type.String({ pattern: "^[0-9a-f]{32}$" }), digest: Digest },
+  { stage_id: StageId, digest: Digest },
   { additionalProperties: false },
 );
 export type ChunkParams = Static<typeof ChunkParams>;
@@ -167,7 +169,7 @@ export type BundleList = Static<typeof BundleList>;
  * bytes of printable ASCII without a space, '/' or '\', so that one a manifest could never
  * carry is refused as malformed (`bundle-id-invalid`, `revision-invalid`), not looked up.
  */
-const UrlIdentifier = Type.String({ pattern: "^[!-.0-\\[\\]-~]{1,128}$" });
+const UrlIdentifier = Type.String({ pattern: "^[!-.0-\\[\\]-~]{1,128}$", description: "1–128 bytes of printable ASCII without a space, '/' or '\\'" });
 
 export const BundleParams = Type.Object({ bundle_id: UrlIdentifier }, { additionalProperties: false });
 export type BundleParams = Static<typeof BundleParams>;

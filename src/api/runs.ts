@@ -110,6 +110,6 @@ export const ChangeStat = Type.Object({
 });
 export type ChangeStat = Static<typeof ChangeStat>;
 
-export const ChangeBlobParams = Type.Object({ run_id: Uuid, digest: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }) }, { additionalProperties: false });
+export const ChangeBlobParams = Type.Object({ run_id: Uuid, digest: Digest }, { additionalProperties: false });
 export type ChangeBlobParams = Static<typeof ChangeBlobParams>;
 export const ChangeBlobBody = Type.Unknown({ description: "application/octet-stream: the blob's bytes, checked against its digest" });

@@ -37,22 +37,41 @@ const ERRORS_KEPT = 64;
 export function schemaErrors(validator: Validator, value: unknown): ReturnType<Validator["Errors"]> {
   const before = Settings.Get().maxErrors;
   Settings.Set({ maxErrors: ERRORS_KEPT });
+  let errors: ReturnType<Validator["Errors"]>;
   try {
-    return validator.Errors(value);
+    errors = validator.Errors(value);
   } finally {
     Settings.Set({ maxErrors: before });
   }
+  return errors.map((error) => {
+    if (error.keyword !== "pattern") return error;
+    // "must match pattern ^[!-.0-\[\]-~]{1,128}$" tells a person little; the schema's own
+    // description of what it takes ("a UUID") tells them what to send.
+    const description = (schemaAt(validator.Type(), error.schemaPath) as { description?: unknown } | undefined)?.description;
+    return typeof description === "string" ? { ...error, message: `must be ${description}` } : error;
+  });
+}
+
+/** The part of a schema a JSON pointer ("#/properties/id") names, if any. */
+function schemaAt(schema: unknown, pointer: string): unknown {
+  let node = schema;
+  for (const part of pointer.split("/").slice(1)) {
+    if (typeof node !== "object" || node === null) return undefined;
+    node = (node as Record<string, unknown>)[unescaped(part)];
+  }
+  return node;
 }
 
 /** The keyword TypeBox reports for a property that `additionalProperties: false` forbids. */
 const SHADOW_KEYWORDS = new Set(["boolean", "anyOf", "oneOf"]);
 
 function fieldOf(pointer: string): string {
-  return pointer
-    .split("/")
-    .slice(1)
-    .map((part) => part.replace(/~1/g, "/").replace(/~0/g, "~"))
-    .join(".");
+  return pointer.split("/").slice(1).map(unescaped).join(".");
+}
+
+/** A JSON pointer's part as the name it stands for (RFC 6901: ~1 is '/', ~0 is '~'). */
+function unescaped(part: string): string {
+  return part.replace(/~1/g, "/").replace(/~0/g, "~");
 }
 
 function join(base: string, name: string): string {

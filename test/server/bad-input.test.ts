@@ -270,6 +270,14 @@ describe("bad input over HTTP", () => {
     assert.equal(json(res.payload).field, "owner");
   });
 
+  it("a malformed path parameter is told what it must be, not a regular expression", async () => {
+    const told = async (url: string): Promise<string> => String(json((await node.app.inject({ method: "GET", url, headers: OPERATOR })).payload).detail);
+    assert.equal(await told("/v1/bundles/a%20b"), `path parameter "bundle_id" must be 1–128 bytes of printable ASCII without a space, '/' or '\\'`);
+    assert.equal(await told("/v1/invocations/api:alice/xyz"), 'path parameter "id" must be a UUID');
+    assert.equal(await told("/v1/stages/XYZ"), 'path parameter "stage_id" must be 32 lowercase hex digits');
+    assert.equal(await told(`/v1/runs/${randomUUID()}/changes/blobs/sha256:AB`), 'path parameter "digest" must be "sha256:" + 64 lowercase hex digits');
+  });
+
   it("an unexpected error is a 500 internal-error that reveals nothing of it", () => {
     const spec = problemOf(new Error("secret path /etc/shadow at line 3"), undefined);
     assert.equal(spec.status, 500);

@@ -26,6 +26,12 @@ describe("allowed values of a refused field", () => {
     assert.doesNotMatch(finding.message, /must be one of/);
   });
 
+  it("tells a refused pattern by the schema's description of it, where it has one", () => {
+    const schema = Type.Object({ a: Type.String({ pattern: "^x+$", description: "one or more x" }), b: Type.Object({ c: Type.String({ pattern: "^y$" }) }) });
+    assert.equal(schemaFinding(schemaErrors(Compile(schema), { a: "z", b: { c: "y" } })).message, '"a" must be one or more x');
+    assert.match(schemaFinding(schemaErrors(Compile(schema), { a: "x", b: { c: "z" } })).message, /^"b\.c" must match pattern/);
+  });
+
   it("leaves TypeBox's process-wide limit as it found it, even when collecting throws", () => {
     const before = Settings.Get().maxErrors;
     schemaErrors(Compile(objectOf(literals(3))), { pick: 1 });
