@@ -15,7 +15,7 @@ import type { WardenOptions } from "../warden/facade.js";
 import type { QueueConfig } from "../warden/queue-runner.js";
 import { logOptionsOf, type LogFlags } from "./log-config.js";
 import { whileHomeHeld } from "../warden/home-backend.js";
-import { checkAgainst } from "./check.js";
+import { parseConfigText } from "./check.js";
 import { DEFAULT_LISTEN, parseListen, type ListenAddress } from "./listen.js";
 import { ConfigFile, LOG_LEVELS, type LogLevel } from "./schema.js";
 import { TOKEN_FILE, TOKENS_FILE, loadTokens, type TokenRecord } from "./tokens.js";
@@ -231,13 +231,7 @@ function readConfigFile(path: string): ConfigFile {
     if (errnoCode(error) === "ENOENT") return {};
     throw error;
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new ValidationError("config-file-invalid", `${path}: not valid JSON`);
-  }
-  return checkAgainst(ConfigFile, json, "config-file-invalid", path);
+  return parseConfigText(ConfigFile, text, "config-file-invalid", path);
 }
 
 function splitPair(spec: string, flag: string, shape: string): [string, string] {

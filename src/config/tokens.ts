@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { StorageError, errnoCode } from "../core/errors.js";
 import { publishNewFileSync, readPrivateFileSync } from "../storage/secure-fs.js";
-import { checkAgainst } from "./check.js";
+import { parseConfigText } from "./check.js";
 import { TokensFile } from "./schema.js";
 
 export type Role = "operator" | "observer";
@@ -72,13 +72,7 @@ function readTokensFile(path: string): TokenRecord[] {
     if (errnoCode(error) === "ENOENT") return [];
     throw error;
   }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  const file = checkAgainst(TokensFile, json, "config-tokens-invalid", path);
+  const file = parseConfigText(TokensFile, text, "config-tokens-invalid", path);
   return file.tokens.map((t) => ({
     name: t.name,
     role: t.role,

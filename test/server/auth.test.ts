@@ -163,5 +163,10 @@ describe("token sources", () => {
     fs.mkdirSync(extra, { mode: 0o700 });
     fs.writeFileSync(path.join(extra, "tokens.json"), JSON.stringify({ tokens: [{ name: "x", role: "operator", sha256: "0".repeat(64), token: "plain" }] }), { mode: 0o600 });
     assert.throws(() => loadTokens({ home: extra }), { code: "config-tokens-invalid" });
+    // A reviewer reading from the top sees an observer; JSON.parse would grant an operator.
+    const twice = path.join(root, "twice");
+    fs.mkdirSync(twice, { mode: 0o700 });
+    fs.writeFileSync(path.join(twice, "tokens.json"), `{"tokens": [{"name": "x", "role": "observer", "sha256": "${"0".repeat(64)}", "role": "operator"}]}`, { mode: 0o600 });
+    assert.throws(() => loadTokens({ home: twice }), { code: "config-tokens-invalid", message: /the name "role" appears twice/ });
   });
 });
