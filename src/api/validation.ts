@@ -94,14 +94,39 @@ export function schemaFinding(errors: readonly SchemaErrorLike[]): SchemaFinding
     const field = join(fieldOf(missing.instancePath), name);
     return { rule: "missing-field", field, message: `missing field ${JSON.stringify(field)}` };
   }
-  const first = errors.find((e) => !SHADOW_KEYWORDS.has(e.keyword)) ?? errors[0];
+  const first = withinUnion(errors, errors.find((e) => !SHADOW_KEYWORDS.has(e.keyword)) ?? errors[0]);
   if (first === undefined) return { rule: "field-invalid", field: "", message: "invalid value" };
   const field = fieldOf(first.instancePath);
   const rule: SchemaRule = first.keyword === "type" ? "field-type" : "field-invalid";
   const where = field === "" ? "value" : JSON.stringify(field);
   const allowed = allowedValues(errors, first.instancePath);
   if (allowed !== undefined) return { rule, field, message: `${where} must be one of ${allowed.map((v) => JSON.stringify(v)).join(", ")}` };
+  const types = allowedTypes(errors, first.instancePath);
+  if (types !== undefined) return { rule, field, message: `${where} must be ${types.join(" or ")}` };
   return { rule, field, message: `${where} ${first.message ?? "is invalid"}` };
+}
+
+/**
+ * A union (a provider as a command string, or as an object of settings) reports each branch's
+ * failure: the string branch's "must be string" at the field itself comes first, and the object
+ * branch's at the member actually wrong below it. A value whose shape chose a branch is told that
+ * branch's error: the deepest one below the field, when there is one.
+ */
+function withinUnion(errors: readonly SchemaErrorLike[], first: SchemaErrorLike | undefined): SchemaErrorLike | undefined {
+  if (first === undefined) return undefined;
+  let best = first;
+  for (const e of errors) {
+    if (SHADOW_KEYWORDS.has(e.keyword) || !e.instancePath.startsWith(`${first.instancePath}/`)) continue;
+    if (e.instancePath.split("/").length > best.instancePath.split("/").length) best = e;
+  }
+  return best;
+}
+
+/** The types a field may take when each branch of its union wants another ("string or object"). */
+function allowedTypes(errors: readonly SchemaErrorLike[], instancePath: string): string[] | undefined {
+  const here = errors.filter((e) => e.instancePath === instancePath && !SHADOW_KEYWORDS.has(e.keyword));
+  if (here.length < 2 || !here.every((e) => e.keyword === "type" && e.message?.startsWith("must be ") === true)) return undefined;
+  return [...new Set(here.map((e) => e.message!.slice("must be ".length)))];
 }
 
 /**

@@ -32,6 +32,16 @@ describe("allowed values of a refused field", () => {
     assert.match(schemaFinding(schemaErrors(Compile(schema), { a: "x", b: { c: "z" } })).message, /^"b\.c" must match pattern/);
   });
 
+  it("tells a value that chose a union's branch the error within that branch", () => {
+    const provider = Type.Union([Type.String(), Type.Object({ command: Type.Optional(Type.String()), model: Type.Optional(Type.Object({ url: Type.String() })) }, { additionalProperties: false })]);
+    const compiled = Compile(Type.Object({ claude: provider }));
+    const told = (value: unknown): string => schemaFinding(schemaErrors(compiled, value)).message;
+    assert.equal(told({ claude: { command: 5 } }), '"claude.command" must be string');
+    assert.equal(told({ claude: { model: { url: 3 } } }), '"claude.model.url" must be string');
+    assert.equal(told({ claude: 5 }), '"claude" must be string or object');
+    assert.equal(told({ claude: { comand: "x" } }), 'unknown field "claude.comand"');
+  });
+
   it("leaves TypeBox's process-wide limit as it found it, even when collecting throws", () => {
     const before = Settings.Get().maxErrors;
     schemaErrors(Compile(objectOf(literals(3))), { pick: 1 });
