@@ -7,7 +7,7 @@ import { schemaErrors, schemaFinding } from "../api/validation.js";
 
 /**
  * The file's text as a value of its schema. A member named twice in one object is refused, as in
- * a request body: JSON.parse keeps the last, so `{"ws": "full", "ws": "read-only"}` granted what
+ * a request body: JSON.parse keeps the last, so `{"ws": "read-only", "ws": "full"}` granted what
  * an operator reviewing the file from the top would not read as granted.
  */
 export function parseConfigText<T extends TSchema>(schema: T, text: string, code: string, path: string): Static<T> {
