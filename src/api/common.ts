@@ -11,7 +11,7 @@ export const HEX64_PATTERN = "^[0-9a-f]{64}$";
 
 export const Digest = Type.String({ pattern: DIGEST_PATTERN, description: '"sha256:" + 64 lowercase hex digits' });
 export const Uuid = Type.String({ pattern: UUID_PATTERN, description: "a UUID" });
-export const Hex64 = Type.String({ pattern: HEX64_PATTERN });
+export const Hex64 = Type.String({ pattern: HEX64_PATTERN, description: "64 lowercase hex digits" });
 /** RFC 3339 UTC timestamp. */
 export const Timestamp = Type.String({ description: "RFC 3339 UTC timestamp" });
 /** Any JSON value (results, journal event payloads). */

@@ -86,7 +86,7 @@ export type ChangesQuery = Static<typeof ChangesQuery>;
 /** A run's change set: its digest (sha256 of the manifest's canonical bytes) and the manifest (DESIGN.md "Change sets"). */
 export const RunChangeSet = Type.Object({
   run_id: Uuid,
-  change_set: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
+  change_set: Digest,
   manifest: Type.Unknown({ description: "the change-set manifest {v, base, files, patch}, checked against change_set" }),
 });
 export type RunChangeSet = Static<typeof RunChangeSet>;
@@ -101,7 +101,7 @@ export const ChangeStatFile = Type.Object({
 });
 export const ChangeStat = Type.Object({
   run_id: Uuid,
-  change_set: Type.String({ pattern: "^sha256:[0-9a-f]{64}$" }),
+  change_set: Digest,
   base: Type.String(),
   files_total: Count,
   files: List(ChangeStatFile),

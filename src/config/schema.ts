@@ -45,7 +45,7 @@ export const ProviderConfig = Type.Union([
         Type.Object(
           {
             baseUrl: Type.String({ minLength: 1 }),
-            apiKeyEnv: Type.Optional(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]*$" })),
+            apiKeyEnv: Type.Optional(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]*$", description: "the name of an environment variable: letters, digits and _, not starting with a digit" })),
             name: Type.Optional(Type.String({ minLength: 1 })),
             retries: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
           },
@@ -59,9 +59,9 @@ export const ProviderConfig = Type.Union([
 
 export const TokenEntry = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9][A-Za-z0-9._@-]*$" }),
+    name: Type.String({ minLength: 1, maxLength: 128, pattern: "^[A-Za-z0-9][A-Za-z0-9._@-]*$", description: "1–128 letters, digits and . _ @ -, starting with a letter or digit" }),
     role: Type.Union([Type.Literal("operator"), Type.Literal("observer")]),
-    sha256: Type.String({ pattern: "^(sha256:)?[0-9a-f]{64}$", description: "sha256 of the token" }),
+    sha256: Type.String({ pattern: "^(sha256:)?[0-9a-f]{64}$", description: "the token's sha256 in 64 lowercase hex digits, \"sha256:\" before them or not" }),
   },
   { additionalProperties: false },
 );
@@ -122,7 +122,7 @@ export const ConfigFile = Type.Object(
     /** workspace ids whose own provider configuration (.claude/, .mcp.json, .codex/) may run */
     trustedWorkspaces: Type.Optional(Type.Array(Type.String({ minLength: 1 }), { maxItems: 1024 })),
     /** names of the node's environment agents get besides the allowlist (DESIGN.md "Confinement") */
-    agentEnv: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), { maxItems: 128 })),
+    agentEnv: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$", description: "the name of an environment variable: up to 128 letters, digits and _, not starting with a digit" }), { maxItems: 128 })),
     /** how runs are confined: "sandbox" (default) or "none" (recorded in every run's journal) */
     isolation: Type.Optional(Type.Enum(["sandbox", "none"])),
     /** workspace id → its runs' isolation (over `isolation`) */
