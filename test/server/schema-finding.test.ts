@@ -8,6 +8,8 @@ import { Type } from "typebox";
 import { Compile } from "typebox/compile";
 import { Settings } from "typebox/system";
 import { schemaErrors, schemaFinding } from "../../src/api/validation.js";
+import * as api from "../../src/api/index.js";
+import * as config from "../../src/config/schema.js";
 
 const literals = (count: number): string[] => Array.from({ length: count }, (_, i) => `v${i}`);
 const objectOf = (values: readonly string[]) => Type.Object({ pick: Type.Union(values.map((v) => Type.Literal(v))) }, { additionalProperties: false });
@@ -52,5 +54,20 @@ describe("allowed values of a refused field", () => {
     const throwing = { Errors: failing } as unknown as Parameters<typeof schemaErrors>[0];
     assert.throws(() => schemaErrors(throwing, {}), /boom/);
     assert.equal(Settings.Get().maxErrors, before);
+  });
+
+  it("every pattern of the API's and the configuration's schemas has a description to be told by", () => {
+    const undescribed: string[] = [];
+    const seen = new Set<object>();
+    const walk = (node: unknown, where: string): void => {
+      if (typeof node !== "object" || node === null || seen.has(node)) return;
+      seen.add(node);
+      const record = node as Record<string, unknown>;
+      if (typeof record.pattern === "string" && typeof record.description !== "string") undescribed.push(`${where}: ${record.pattern}`);
+      for (const [key, value] of Object.entries(record)) walk(value, `${where}/${key}`);
+    };
+    for (const [name, value] of [...Object.entries(api), ...Object.entries(config)]) walk(value, name);
+    assert.ok(seen.size > 500, `walked ${seen.size} schema nodes: the exports were not found`);
+    assert.deepEqual(undescribed, []);
   });
 });
