@@ -44,6 +44,8 @@ export function schemaErrors(validator: Validator, value: unknown): ReturnType<V
     Settings.Set({ maxErrors: before });
   }
   return errors.map((error) => {
+    // "must not have fewer than 1 characters": TypeBox's words for an empty string (or list).
+    if ((error.keyword === "minLength" || error.keyword === "minItems") && error.params.limit === 1) return { ...error, message: "must not be empty" };
     if (error.keyword !== "pattern") return error;
     // "must match pattern ^[!-.0-\[\]-~]{1,128}$" tells a person little; the schema's own
     // description of what it takes ("a UUID") tells them what to send.

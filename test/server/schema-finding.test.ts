@@ -34,6 +34,13 @@ describe("allowed values of a refused field", () => {
     assert.match(schemaFinding(schemaErrors(Compile(schema), { a: "x", b: { c: "z" } })).message, /^"b\.c" must match pattern/);
   });
 
+  it("tells an empty string or list that it must not be empty", () => {
+    const compiled = Compile(Type.Object({ a: Type.Optional(Type.String({ minLength: 1 })), b: Type.Optional(Type.Array(Type.String(), { minItems: 1 })), c: Type.Optional(Type.String({ minLength: 2 })) }));
+    assert.equal(schemaFinding(schemaErrors(compiled, { a: "" })).message, '"a" must not be empty');
+    assert.equal(schemaFinding(schemaErrors(compiled, { b: [] })).message, '"b" must not be empty');
+    assert.equal(schemaFinding(schemaErrors(compiled, { c: "x" })).message, '"c" must not have fewer than 2 characters');
+  });
+
   it("tells a value that chose a union's branch the error within that branch", () => {
     const provider = Type.Union([Type.String(), Type.Object({ command: Type.Optional(Type.String()), model: Type.Optional(Type.Object({ url: Type.String() })) }, { additionalProperties: false })]);
     const compiled = Compile(Type.Object({ claude: provider }));
