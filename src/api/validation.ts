@@ -127,8 +127,9 @@ function withinUnion(errors: readonly SchemaErrorLike[], first: SchemaErrorLike 
 /** The types a field may take when each branch of its union wants another ("string or object"). */
 function allowedTypes(errors: readonly SchemaErrorLike[], instancePath: string): string[] | undefined {
   const here = errors.filter((e) => e.instancePath === instancePath && !SHADOW_KEYWORDS.has(e.keyword));
-  if (here.length < 2 || !here.every((e) => e.keyword === "type" && e.message?.startsWith("must be ") === true)) return undefined;
-  return [...new Set(here.map((e) => e.message!.slice("must be ".length)))];
+  const types = here.map((e) => (e.keyword === "type" ? e.params?.type : undefined));
+  if (here.length < 2 || !types.every((t): t is string => typeof t === "string")) return undefined;
+  return [...new Set(types)];
 }
 
 /**

@@ -89,8 +89,8 @@ describe("serve configuration", () => {
     ["a zero limit", { limits: { chunkBytes: 0 } }, "config-file-invalid"],
     ["a bad listen address", { listen: "localhost" }, "config-listen-invalid"],
     ["a relative workspace", { workspaces: { main: "rel/dir" } }, "config-workspace-invalid"],
-    // JSON.parse would keep the second: the node would run with what a reader of the top did not see.
     ["an agentEnv name that is no variable name", { agentEnv: ["1BAD"] }, "config-file-invalid"],
+    // JSON.parse would keep the second: the node would run with what a reader of the top did not see.
     ["a name twice in one object", '{"workspacePermissions": {"main": "read-only", "main": "full"}}', "config-file-invalid"],
     ["a name twice, escaped the second time", '{"listen": "127.0.0.1:1", "\\u006cisten": "0.0.0.0:1"}', "config-file-invalid"],
   ] as const) {

@@ -1,6 +1,7 @@
 /**
- * The allowed values a refused field is told (src/api/validation.ts): all of them, or none when
- * TypeBox stopped collecting before the end; never a list cut short.
+ * What a refused value is told (src/api/validation.ts): every allowed value, or none when TypeBox
+ * stopped collecting before the end (never a list cut short); a pattern by its description; the
+ * error of the union branch the value chose; and TypeBox's process-wide limit left as found.
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
