@@ -62,3 +62,17 @@ function assertJson(value: unknown, path: string, depth: number): void {
       throw new ValidationError("invalid-json", `${path}: ${typeof value} is not JSON`);
   }
 }
+
+/**
+ * A tool call's fingerprint, as the runner (from the CLI's event stream) and the decision point
+ * (from the CLI's hook input) both take it, so the two agree on one call: the canonical digest,
+ * else, for a value RFC 8785 serialization refuses (nested too deep: a model's input is anyone's),
+ * the digest of its JSON text, which still identifies it.
+ */
+export function callFingerprint(value: unknown): Digest {
+  try {
+    return canonicalDigest(value);
+  } catch {
+    return sha256Digest(JSON.stringify(value) ?? "null");
+  }
+}

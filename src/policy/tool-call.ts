@@ -5,8 +5,7 @@
  * and anything missing is empty, never guessed.
  */
 import { isAbsolute, resolve } from "node:path";
-import { canonicalDigest } from "../core/canonical.js";
-import { sha256Digest } from "../core/digest.js";
+import { callFingerprint } from "../core/canonical.js";
 import { ValidationError } from "../core/errors.js";
 import type { ToolAction } from "./schema.js";
 import type { ToolRequest } from "./tool-policy.js";
@@ -95,7 +94,7 @@ export function hookToolCall(provider: HookProvider, input: unknown, workspace: 
       mcp_server: mcp?.[1] ?? "",
       mcp_tool: mcp?.[2] ?? "",
     },
-    fingerprint: fingerprintOf({ name: tool, input: o.tool_input ?? null }),
+    fingerprint: callFingerprint({ name: tool, input: o.tool_input ?? null }),
   };
 }
 
@@ -106,15 +105,6 @@ export function claudeToolCall(input: unknown, workspace: string): ToolCall {
 
 function patchPaths(patch: string): string[] {
   return [...patch.matchAll(PATCH_FILE_RE)].map((m) => (m[1] ?? m[2] ?? "").trim()).filter((p) => p !== "");
-}
-
-/** As the runner's event reader fingerprints a call (runner/events.ts): canonical JSON, else its JSON text. */
-function fingerprintOf(value: unknown): string {
-  try {
-    return canonicalDigest(value);
-  } catch {
-    return sha256Digest(JSON.stringify(value) ?? "null");
-  }
 }
 
 function field(value: string): string {

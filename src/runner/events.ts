@@ -17,8 +17,7 @@
  * Event types neither reader knows become notes: a newer CLI's events are kept, never a failure.
  * Lines that are not JSON are ignored; the caller decides what an oversized line means.
  */
-import { canonicalDigest, type JsonValue } from "../core/canonical.js";
-import { sha256Digest } from "../core/digest.js";
+import { callFingerprint, type JsonValue } from "../core/canonical.js";
 import type { EventFormat } from "../providers/profiles.js";
 
 export type ToolEvent =
@@ -86,15 +85,6 @@ type Json = Record<string, unknown>;
 
 function isObject(value: unknown): value is Json {
   return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function fingerprintOf(value: unknown): string {
-  try {
-    return canonicalDigest(value);
-  } catch {
-    // Not canonicalizable (too deep): the JSON text still identifies the call.
-    return sha256Digest(JSON.stringify(value) ?? "null");
-  }
 }
 
 function pick(source: Json, keys: readonly string[]): { [key: string]: JsonValue } {
@@ -195,7 +185,7 @@ function claudeEvents(event: Json): ParsedEvent[] {
     if (!isObject(block) || typeof block.type !== "string") continue;
     if (block.type.endsWith("tool_use") && typeof block.id === "string" && block.id !== "") {
       const name = typeof block.name === "string" && block.name !== "" ? block.name : block.type;
-      out.push({ type: "start", id: `claude:${block.id}`, name, fingerprint: fingerprintOf({ name, input: block.input ?? null }) });
+      out.push({ type: "start", id: `claude:${block.id}`, name, fingerprint: callFingerprint({ name, input: block.input ?? null }) });
     } else if (block.type.endsWith("tool_result") && typeof block.tool_use_id === "string" && block.tool_use_id !== "") {
       const refused = claudeRefusal(event, block);
       const failed = block.is_error === true || refused !== undefined;
@@ -224,16 +214,16 @@ const CODEX_TOOL_ITEMS = new Set(["command_execution", "mcp_tool_call", "file_ch
 function codexIdentity(item: Json): { name: string; fingerprint: string; command?: string } {
   switch (item.type) {
     case "command_execution":
-      return { name: "command_execution", fingerprint: fingerprintOf({ command: item.command ?? null }), ...(typeof item.command === "string" ? { command: item.command } : {}) };
+      return { name: "command_execution", fingerprint: callFingerprint({ command: item.command ?? null }), ...(typeof item.command === "string" ? { command: item.command } : {}) };
     case "mcp_tool_call":
       return {
         name: `mcp:${String(item.server)}/${String(item.tool)}`,
-        fingerprint: fingerprintOf({ server: item.server ?? null, tool: item.tool ?? null, arguments: item.arguments ?? null }),
+        fingerprint: callFingerprint({ server: item.server ?? null, tool: item.tool ?? null, arguments: item.arguments ?? null }),
       };
     case "file_change":
-      return { name: "file_change", fingerprint: fingerprintOf({ changes: item.changes ?? null }) };
+      return { name: "file_change", fingerprint: callFingerprint({ changes: item.changes ?? null }) };
     default:
-      return { name: String(item.type), fingerprint: fingerprintOf({ query: item.query ?? null }) };
+      return { name: String(item.type), fingerprint: callFingerprint({ query: item.query ?? null }) };
   }
 }
 

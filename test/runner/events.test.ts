@@ -1,6 +1,9 @@
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { eventReader, stderrReader, type ParsedEvent } from "../../src/runner/events.js";
+import { hookToolCall } from "../../src/policy/tool-call.js";
+import { canonicalDigest } from "../../src/core/canonical.js";
+import { sha256Digest } from "../../src/core/digest.js";
 
 // Lines printed by the real CLIs (claude 2.1.197 and codex-cli 0.171.0, offline, so the model
 // call itself fails): none of them is a tool call.
@@ -69,6 +72,22 @@ describe("event readers", () => {
     const failed = read('{"type":"result","subtype":"success","is_error":true,"result":"API Error: 400 no turn","terminal_reason":"api_error"}');
     assert.deepEqual(failed.map(label), ["report", "answer", "error"]);
     assert.deepEqual(read('{"type":"result","subtype":"error_max_turns","is_error":false}').map(label), ["report", "error"]);
+  });
+
+  it("claude: a call's fingerprint is the decision point's for the same call, even nested past canonical JSON's depth", () => {
+    // A resumed run journals its parked call's effect with the fingerprint its decision took from
+    // the hook's input (runner.ts, tools.resumed): the two readers must agree on every input.
+    let deep: unknown = "bottom";
+    for (let i = 0; i < 80; i++) deep = { d: deep };
+    for (const input of [{ command: "git push" }, { command: "x", nested: deep }]) {
+      const started = eventReader("claude-stream-json")!(JSON.stringify({ type: "assistant", message: { content: [{ type: "tool_use", id: "toolu_7", name: "Bash", input }] } }));
+      const fromStream = started[0]?.type === "start" ? started[0].fingerprint : undefined;
+      const fromHook = hookToolCall("claude", { hook_event_name: "PreToolUse", tool_name: "Bash", tool_use_id: "toolu_7", tool_input: input, cwd: "/w" }, "/w").fingerprint;
+      assert.equal(fromStream, fromHook);
+    }
+    // Past a nesting of 64, canonical JSON refuses: the JSON text identifies the call instead.
+    assert.throws(() => canonicalDigest({ name: "Bash", input: { nested: deep } }));
+    assert.equal(hookToolCall("claude", { hook_event_name: "PreToolUse", tool_name: "Bash", tool_use_id: "t", tool_input: { nested: deep } }, "/w").fingerprint, sha256Digest(JSON.stringify({ name: "Bash", input: { nested: deep } })));
   });
 
   it("claude: a tool call its permission mode refused is a failed call marked refused", () => {
