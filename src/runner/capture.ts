@@ -3,7 +3,9 @@
  * create-new) and through a running sha256, a bounded tail is kept for the result, and complete
  * lines are handed to a callback for event parsing. Memory stays bounded whatever the agent
  * prints: the file write queue pauses the source, and a line longer than the bound is reported
- * as oversized instead of being buffered.
+ * as oversized instead of being buffered. A disk that refuses more bytes (full, over quota) ends
+ * the file, not the capture: the digest and tail still take every byte, and the summary says how
+ * much the file holds and why it stopped, as it does for the bound.
  */
 import type { Readable } from "node:stream";
 import type { FileHandle } from "node:fs/promises";
@@ -17,9 +19,18 @@ export interface CaptureSummary {
   /** of every byte the stream carried */
   readonly sha256: Digest;
   readonly bytes: number;
-  /** bytes kept in the file: the first `maxFileBytes` */
+  /** bytes kept in the file: the first `maxFileBytes`, or fewer when the disk refused more */
   readonly stored_bytes: number;
+  /** the errno code with which the disk refused more of the file (ENOSPC, EDQUOT, EFBIG) */
+  readonly store_error?: string;
 }
+
+/**
+ * Errors of a write that say the disk has no more room for this file: the agent's own output (or
+ * the agent itself, writing into a workspace on the node's disk) can cause them, so they must not
+ * cost the run its record. Anything else (EIO) still fails the capture.
+ */
+const CAPACITY_CODES = new Set(["ENOSPC", "EDQUOT", "EFBIG"]);
 
 export interface CaptureOptions {
   readonly path: string;
@@ -45,7 +56,11 @@ export class OutputCapture {
   #skippingLine = false;
   #queue: Promise<void> = Promise.resolve();
   #queued = 0;
+  /** bytes handed to the file's write queue */
   #stored = 0;
+  /** bytes the file took */
+  #written = 0;
+  #storeError: string | undefined;
   #error: unknown;
 
   private constructor(fh: FileHandle, options: CaptureOptions) {
@@ -84,7 +99,8 @@ export class OutputCapture {
 
   #take(chunk: Buffer): void {
     this.#hash.update(chunk);
-    const kept = chunk.subarray(0, Math.max(0, this.#options.maxFileBytes - this.#stored));
+    const room = this.#storeError === undefined ? this.#options.maxFileBytes - this.#stored : 0;
+    const kept = chunk.subarray(0, Math.max(0, room));
     this.#stored += kept.byteLength;
     if (kept.byteLength > 0) this.#store(kept);
     const tailBytes = this.#options.tailBytes;
@@ -96,11 +112,18 @@ export class OutputCapture {
   #store(bytes: Buffer): void {
     this.#queued += bytes.byteLength;
     this.#queue = this.#queue.then(async () => {
-      if (this.#error !== undefined) return;
       try {
-        await this.#fh.write(bytes);
+        // A regular file takes a write whole unless the disk is short of room: then the part
+        // that fits, and the next write is refused.
+        for (let at = 0; at < bytes.byteLength && this.#error === undefined && this.#storeError === undefined; ) {
+          const { bytesWritten } = await this.#fh.write(bytes, at);
+          at += bytesWritten;
+          this.#written += bytesWritten;
+        }
       } catch (error) {
-        this.#error = error;
+        const code = errnoCode(error);
+        if (code !== undefined && CAPACITY_CODES.has(code)) this.#storeError = code;
+        else this.#error = error;
       }
       this.#queued -= bytes.byteLength;
     });
@@ -141,7 +164,7 @@ export class OutputCapture {
     } finally {
       await this.#fh.close();
     }
-    return { sha256: this.#hash.digest(), bytes: this.#hash.length, stored_bytes: this.#stored };
+    return { sha256: this.#hash.digest(), bytes: this.#hash.length, stored_bytes: this.#written, ...(this.#storeError === undefined ? {} : { store_error: this.#storeError }) };
   }
 
   /** The last `tailBytes` bytes, decoded as UTF-8 (a character cut at the start is replaced). */

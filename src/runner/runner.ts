@@ -1375,12 +1375,16 @@ function processOutcome(exit: AgentExit, journalLost: boolean): "succeeded" | "f
   return exit.exit_code === 0 ? "succeeded" : "failed";
 }
 
-/** A stream cut short on disk says how much of it the file holds (its digest is of all of it). */
+/**
+ * A stream cut short on disk says how much of it the file holds (its digest is of all of it), and
+ * why, when the disk refused more.
+ */
 function streamDetail(capture: CaptureSummary): JsonValue {
   return {
     sha256: capture.sha256,
     bytes: capture.bytes,
     ...(capture.stored_bytes === capture.bytes ? {} : { stored_bytes: capture.stored_bytes }),
+    ...(capture.store_error === undefined ? {} : { store_error: capture.store_error }),
   };
 }
 

@@ -9,7 +9,7 @@
  * name is made durable by a directory fsync shared with the files created around the same time
  * (dir-sync.ts), which the run's first synced append (or its close) waits for.
  */
-import { closeSync, fdatasync, fstatSync, lstatSync, readSync, writeSync } from "node:fs";
+import { closeSync, fdatasync, fstatSync, ftruncateSync, lstatSync, readSync, writeSync } from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { ConflictError, LimitError, NotFoundError, StorageError, errnoCode, isWardenError } from "../../../core/errors.js";
@@ -132,11 +132,31 @@ class FileJournalAppender implements JournalAppender {
       // A page-cache copy of a few lines: cheaper on the event loop than a threadpool round trip.
       // The fdatasync, which waits for the disk, runs in the threadpool.
       let written = 0;
-      while (written < bytes.byteLength) written += writeSync(this.#fd, bytes, written, bytes.byteLength - written);
+      try {
+        while (written < bytes.byteLength) written += writeSync(this.#fd, bytes, written, bytes.byteLength - written);
+      } catch (error) {
+        if (written > 0) this.#cutBack();
+        throw error;
+      }
       this.#written += bytes.byteLength;
       if (batch.some((p) => p.sync)) await this.#sync();
     } catch (error) {
       throw this.#poison(error);
+    }
+  }
+
+  /**
+   * A disk short of room (full, over quota: an agent can fill the disk its workspace shares with
+   * the node) takes part of a batch and refuses the rest. The file is cut back to its last whole
+   * line, which needs no room, so the journal of a node that lives on ends where its record does
+   * (not terminated: the run reads unresolved) instead of in a torn line, which only a crash may
+   * leave. What was synced before is untouched: the cut is at or past the synced size.
+   */
+  #cutBack(): void {
+    try {
+      ftruncateSync(this.#fd, this.#written);
+    } catch {
+      // The torn line stays, as a crash would leave it: verification reports it.
     }
   }
 
