@@ -42,6 +42,12 @@ export interface Limits {
    * it is still hashed, counted and read for events, but not stored
    */
   readonly runOutputBytes: number;
+  /**
+   * bytes the file system of the node's home must have available for a new run to be claimed: a
+   * run needs room to record itself (journal, output, change set, result), and a disk an agent
+   * filled must refuse new work, not run agents whose end cannot be written (G11)
+   */
+  readonly runFreeBytes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -66,6 +72,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   connectionsPerClient: 128,
   materializations: 64,
   runOutputBytes: 64 * MiB,
+  runFreeBytes: 64 * MiB,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

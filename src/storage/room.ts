@@ -11,10 +11,16 @@ const NEARLY_FULL_BYTES = 1024 * 1024;
 
 /** True when the file system holding `path` has less than a mebibyte left (false when unknown). */
 export function nearlyFull(path: string): boolean {
+  const available = availableBytes(path);
+  return available !== undefined && available < NEARLY_FULL_BYTES;
+}
+
+/** Bytes the file system holding `path` has available to an unprivileged writer; undefined when unknown. */
+export function availableBytes(path: string): number | undefined {
   try {
     const st = statfsSync(path);
-    return st.bavail * st.bsize < NEARLY_FULL_BYTES;
+    return st.bavail * st.bsize;
   } catch {
-    return false;
+    return undefined;
   }
 }

@@ -10,6 +10,7 @@ import type { JsonValue } from "../core/canonical.js";
 import { ConflictError, LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
+import { availableBytes } from "../storage/room.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
@@ -308,7 +309,8 @@ export class Warden {
     const providers = parts.runner.providers;
     this.#queueRunner = new QueueRunner({
       queue: parts.queue,
-      freeSlots: () => (this.closing ? 0 : this.#slots - (this.#active.size - this.#agentsGone.size + this.#starting)),
+      // A home short of room takes no queued run: another node of the fleet may have room.
+      freeSlots: () => (this.closing || this.#roomShort() !== undefined ? 0 : this.#slots - (this.#active.size - this.#agentsGone.size + this.#starting)),
       labels: nodeLabels(parts.queueConfig.labels ?? {}, providers, parts.runner.cliVersions()),
       providers,
       limits: { ...limits, ...(parts.queueConfig.rates === undefined ? {} : { rates: parts.queueConfig.rates }) },
@@ -319,6 +321,12 @@ export class Warden {
       },
     });
     this.#queueRunner.start();
+  }
+
+  /** The bytes the home's file system has available when they are fewer than a run needs, else undefined. */
+  #roomShort(): number | undefined {
+    const available = availableBytes(this.home);
+    return available !== undefined && available < this.limits.runFreeBytes ? available : undefined;
   }
 
   /** Runs this node starts from the queue at once. */
@@ -378,6 +386,8 @@ export class Warden {
     // Checked before anything is claimed: a refused call leaves its id free for a later retry (G11).
     const running = this.#active.size + this.#starting;
     if (running >= this.limits.activeRuns) throw runCapacityExhausted(running, this.limits.activeRuns);
+    const room = this.#roomShort();
+    if (room !== undefined) throw homeFull(room, this.limits.runFreeBytes);
     this.#starting++;
     let started: Awaited<ReturnType<Runner["start"]>>;
     try {
@@ -1164,6 +1174,14 @@ function runCapacityExhausted(running: number, limit: number): LimitError {
   return new LimitError("run-capacity-exhausted", `${running} runs are active on this node, the limit is ${limit}; nothing was claimed, try again later`, {
     status: 429,
     details: { active: running, limit },
+  });
+}
+
+function homeFull(available: number, needed: number): LimitError {
+  const mib = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+  return new LimitError("capacity-exhausted", `the node's disk has ${mib(available)} available, less than the ${mib(needed)} a run needs to record itself (limits.runFreeBytes); nothing was claimed: free disk space, then retry`, {
+    status: 507,
+    details: { available_bytes: available, needed_bytes: needed },
   });
 }
 

@@ -83,7 +83,20 @@ if (longLine !== undefined) {
   return;
 }
 const flood = [...words].find((w) => w.startsWith("flood="));
-if (flood !== undefined) {
+if (words.has("fill-disk")) {
+  // Fills the file system of its working directory (the workspace, on the node's disk) until it
+  // refuses, then prints 1 MiB, which the node's capture of its output meets the full disk with.
+  const fd = fs.openSync("fill", "w");
+  const block = Buffer.alloc(64 * 1024);
+  let filled = 0;
+  try {
+    for (;;) filled += fs.writeSync(fd, block);
+  } catch (error) {
+    if (error.code !== "ENOSPC") throw error;
+  }
+  fs.closeSync(fd);
+  process.stdout.write(`filled ${filled}\n${"x".repeat(1024 * 1024)}\n`, () => process.exit(0));
+} else if (flood !== undefined) {
   const mib = Number(flood.slice(6));
   const chunk = Buffer.alloc(1024 * 1024, 0x61);
   let left = mib;

@@ -1,0 +1,62 @@
+/**
+ * G11 on a disk an agent filled: the node's home and its workspace share a real file system (a
+ * 16 MiB tmpfs in a user and mount namespace of the test's own, `unshare -rm`), a run's agent
+ * (children/audit-agent.cjs, "fill-disk") fills it, and the node (children/full-home-node.ts)
+ * is asked for more work. A new run is refused before anything is claimed (`507
+ * capacity-exhausted`) while the disk has less room than `limits.runFreeBytes`, the queue's
+ * runs wait instead of being taken, and both go on once there is room.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { fileURLToPath } from "node:url";
+import { fixtureCommand } from "./audit-fixture.js";
+import { tempDir } from "../support/temp.js";
+
+const CHILD = fileURLToPath(new URL("./children/full-home-node.ts", import.meta.url));
+const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
+
+test("a node whose disk an agent filled refuses new runs before their claim, holds its queue, and goes on once there is room", { skip: namespaces ? false : "unshare -rm (user and mount namespaces) is not available here" }, async (t) => {
+  const root = tempDir("runner-full-home", (fn) => t.after(fn));
+  const wrapper = fixtureCommand(root);
+  const disk = path.join(root, "disk");
+  fs.mkdirSync(disk);
+  const child = spawn("unshare", ["-rm", "sh", "-c", 'mount -t tmpfs -o size=16m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4"', "full-home", disk, process.execPath, CHILD, wrapper], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const status = await new Promise<number | null>((done) => child.once("exit", done));
+  assert.equal(status, 0, stderr);
+  const r = JSON.parse(stdout) as Record<string, unknown>;
+
+  // The fill took the disk whole: the run's end could not be recorded (its result, and its
+  // journal's last lines or not, as the disk's last pages fell), and it reads unresolved, its
+  // journal verifiable up to where the disk stopped it: no torn line.
+  assert.equal(r.available_after_fill, 0);
+  assert.equal(r.filled_reads, "unresolved", JSON.stringify(r));
+  const journal = r.filled_journal as { ok: boolean; incomplete_tail: boolean };
+  assert.deepEqual({ ok: journal.ok, incomplete_tail: journal.incomplete_tail }, { ok: true, incomplete_tail: false });
+
+  // A new run: refused before its claim, in words that say what to do; its id stays free.
+  const refused = r.refused as { code: string; status: number; message: string };
+  assert.equal(refused.code, "capacity-exhausted");
+  assert.equal(refused.status, 507);
+  assert.match(refused.message, /^the node's disk has 0\.0 MiB available, less than the 4\.0 MiB a run needs to record itself \(limits\.runFreeBytes\); nothing was claimed/);
+  assert.equal(r.refused_claimed, false);
+  assert.equal((r.submit_full as { code: string }).code, "capacity-exhausted");
+
+  // 2 MiB of room: still short of a run's 4 MiB. A submission is stored and waits: no claim.
+  assert.equal(r.available_short, 2 * 1024 * 1024);
+  assert.equal((r.refused_short as { code: string }).code, "capacity-exhausted");
+  assert.equal(r.queued_while_short, "queued");
+  assert.equal(r.queued_claimed_while_short, false);
+
+  // Room again: the queued run is taken and recorded, and a new run is too.
+  assert.equal(r.queued_after, "recorded");
+  assert.equal(r.after, "recorded");
+  // The namespace's mount went with it: the directory underneath was never written.
+  assert.deepEqual(fs.readdirSync(disk), []);
+});
