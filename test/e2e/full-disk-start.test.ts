@@ -6,11 +6,11 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { cliEntry, repo } from "../support/node.js";
 import { tempDir } from "../support/temp.js";
+import { ownMountsAvailable, runWithOwnMounts } from "../support/own-mounts.js";
 
 /** Starts a node on the tmpfs, stops it, fills the tmpfs, starts it again; prints the second start's exit. */
 const SCRIPT = `
@@ -39,9 +39,7 @@ await writeNodeFile(process.argv[2], { url: "http://127.0.0.1:1", pid: 1 }).then
 ' "$4" "$H"
 `;
 
-const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
-
-describe("a start on a full disk", { skip: namespaces ? false : "unshare -rm (user and mount namespaces) is not available here" }, () => {
+describe("a start on a full disk", { skip: ownMountsAvailable ? false : "unshare -rm (user and mount namespaces) is not available here" }, () => {
   let mountpoint: string;
   before(() => {
     mountpoint = tempDir("full-disk");
@@ -50,12 +48,7 @@ describe("a start on a full disk", { skip: namespaces ? false : "unshare -rm (us
 
   it("is refused in one line naming the full disk (capacity-exhausted), and changes nothing; so is publishing node.json", async () => {
     const nodeFile = path.join(repo, "src", "server", "node-file.ts");
-    const child = spawn("unshare", ["-rm", "bash", "-c", SCRIPT, "full-disk", mountpoint, process.execPath, cliEntry, nodeFile], { stdio: ["ignore", "pipe", "pipe"] });
-    let stderr = "";
-    let stdout = "";
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    const status = await new Promise<number | null>((done) => child.once("exit", done));
+    const { status, stdout, stderr } = await runWithOwnMounts("full-disk", SCRIPT, [mountpoint, process.execPath, cliEntry, nodeFile]);
     assert.equal(status, 0, stderr);
     const lines = stderr.trimEnd().split("\n");
     assert.equal(lines.at(-1), "exit=1", stderr);

@@ -8,27 +8,21 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
 import { fixtureCommand } from "./audit-fixture.js";
 import { tempDir } from "../support/temp.js";
+import { ownMountsAvailable, runWithOwnMounts } from "../support/own-mounts.js";
 
 const CHILD = fileURLToPath(new URL("./children/full-home-node.ts", import.meta.url));
-const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
 
-test("a node whose disk an agent filled refuses new runs before their claim, holds its queue, and goes on once there is room", { skip: namespaces ? false : "unshare -rm (user and mount namespaces) is not available here" }, async (t) => {
+test("a node whose disk an agent filled refuses new runs before their claim, holds its queue, and goes on once there is room", { skip: ownMountsAvailable ? false : "unshare -rm (user and mount namespaces) is not available here" }, async (t) => {
   const root = tempDir("runner-full-home", (fn) => t.after(fn));
   const wrapper = fixtureCommand(root);
   const disk = path.join(root, "disk");
   fs.mkdirSync(disk);
-  const child = spawn("unshare", ["-rm", "sh", "-c", 'mount -t tmpfs -o size=16m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4"', "full-home", disk, process.execPath, CHILD, wrapper], { stdio: ["ignore", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-  const status = await new Promise<number | null>((done) => child.once("exit", done));
+  const { status, stdout, stderr } = await runWithOwnMounts("full-home", 'mount -t tmpfs -o size=16m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4"', [disk, process.execPath, CHILD, wrapper]);
   assert.equal(status, 0, stderr);
   const r = JSON.parse(stdout) as Record<string, unknown>;
 

@@ -7,30 +7,24 @@
  */
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import { fileURLToPath } from "node:url";
 import { tempDir } from "../support/temp.js";
+import { ownMountsAvailable, runWithOwnMounts } from "../support/own-mounts.js";
 
 const CHILD = fileURLToPath(new URL("./children/full-disk-writes.ts", import.meta.url));
-const namespaces = spawnSync("unshare", ["-rm", "true"]).status === 0;
 
 interface Report {
   journal: { room: number; before: number; after: number; refused: string; again: string; ok: boolean; entries: number; incomplete_tail: boolean; first_error: string | null };
   capture: { summary: { sha256?: string; bytes?: number; stored_bytes?: number; store_error?: string; thrown?: string }; printed_sha256: string; stored_bytes: number; stored_is_prefix: boolean };
 }
 
-describe("the node's writers on a disk an agent filled", { skip: namespaces ? false : "unshare -rm (user and mount namespaces) is not available here" }, () => {
+describe("the node's writers on a disk an agent filled", { skip: ownMountsAvailable ? false : "unshare -rm (user and mount namespaces) is not available here" }, () => {
   let report: Report;
 
   it("the child fills a tmpfs of its own and reports what the writers left", async (t) => {
     const mountpoint = tempDir("full-disk-writes", (fn) => t.after(fn));
-    const child = spawn("unshare", ["-rm", "sh", "-c", 'mount -t tmpfs -o size=1m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1"', "full-disk-writes", mountpoint, process.execPath, CHILD], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    const status = await new Promise<number | null>((done) => child.once("exit", done));
+    const { status, stdout, stderr } = await runWithOwnMounts("full-disk-writes", 'mount -t tmpfs -o size=1m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1"', [mountpoint, process.execPath, CHILD]);
     assert.equal(status, 0, stderr);
     report = JSON.parse(stdout) as Report;
     // The namespace's mount went with it: the directory underneath was never written.
