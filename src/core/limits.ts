@@ -48,6 +48,8 @@ export interface Limits {
    * filled must refuse new work, not run agents whose end cannot be written (G11)
    */
   readonly runFreeBytes: number;
+  /** free inodes (files) that file system must have for a new run to be claimed, as runFreeBytes */
+  readonly runFreeFiles: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -73,6 +75,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   materializations: 64,
   runOutputBytes: 64 * MiB,
   runFreeBytes: 64 * MiB,
+  runFreeFiles: 4096,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

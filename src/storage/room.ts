@@ -9,17 +9,24 @@ import { statfsSync } from "node:fs";
 /** Below this many bytes available to an unprivileged writer, a file system is taken as full. */
 const NEARLY_FULL_BYTES = 1024 * 1024;
 
-/** True when the file system holding `path` has less than a mebibyte left (false when unknown). */
+/** True when the file system holding `path` has less than a mebibyte or no inode left (false when unknown). */
 export function nearlyFull(path: string): boolean {
-  const available = availableBytes(path);
-  return available !== undefined && available < NEARLY_FULL_BYTES;
+  const room = roomOf(path);
+  return room !== undefined && (room.bytes < NEARLY_FULL_BYTES || room.files === 0);
 }
 
-/** Bytes the file system holding `path` has available to an unprivileged writer; undefined when unknown. */
-export function availableBytes(path: string): number | undefined {
+export interface Room {
+  /** bytes available to an unprivileged writer */
+  readonly bytes: number;
+  /** free inodes: files a writer may still create; undefined where the file system does not count them (btrfs) */
+  readonly files: number | undefined;
+}
+
+/** What the file system holding `path` has left; undefined when unknown. */
+export function roomOf(path: string): Room | undefined {
   try {
     const st = statfsSync(path);
-    return st.bavail * st.bsize;
+    return { bytes: st.bavail * st.bsize, files: st.files > 0 ? st.ffree : undefined };
   } catch {
     return undefined;
   }

@@ -10,7 +10,7 @@ import type { JsonValue } from "../core/canonical.js";
 import { ConflictError, LimitError, NotFoundError, ValidationError, WardenError, isWardenError } from "../core/errors.js";
 import type { Limits } from "../core/limits.js";
 import { checkAncestorsSync, ensurePrivateDirSync } from "../storage/secure-fs.js";
-import { availableBytes } from "../storage/room.js";
+import { roomOf, type Room } from "../storage/room.js";
 import { openEmbeddedBackend, type EmbeddedBackend } from "../backends/embedded/index.js";
 import { openEmbeddedDelivery } from "../backends/embedded/delivery/delivery-backend.js";
 import type { PostgresNodeBackend, PostgresNodeOptions } from "../backends/postgres/node.js";
@@ -323,10 +323,11 @@ export class Warden {
     this.#queueRunner.start();
   }
 
-  /** The bytes the home's file system has available when they are fewer than a run needs, else undefined. */
-  #roomShort(): number | undefined {
-    const available = availableBytes(this.home);
-    return available !== undefined && available < this.limits.runFreeBytes ? available : undefined;
+  /** What the home's file system has left when it is less than a new run needs (bytes or files), else undefined. */
+  #roomShort(): Room | undefined {
+    const room = roomOf(this.home);
+    if (room === undefined) return undefined;
+    return room.bytes < this.limits.runFreeBytes || (room.files !== undefined && room.files < this.limits.runFreeFiles) ? room : undefined;
   }
 
   /** Runs this node starts from the queue at once. */
@@ -386,8 +387,8 @@ export class Warden {
     // Checked before anything is claimed: a refused call leaves its id free for a later retry (G11).
     const running = this.#active.size + this.#starting;
     if (running >= this.limits.activeRuns) throw runCapacityExhausted(running, this.limits.activeRuns);
-    const room = this.#roomShort();
-    if (room !== undefined) throw homeFull(room, this.limits.runFreeBytes);
+    const short = this.#roomShort();
+    if (short !== undefined) throw homeFull(short, this.limits);
     this.#starting++;
     let started: Awaited<ReturnType<Runner["start"]>>;
     try {
@@ -1177,11 +1178,15 @@ function runCapacityExhausted(running: number, limit: number): LimitError {
   });
 }
 
-function homeFull(available: number, needed: number): LimitError {
+function homeFull(room: Room, limits: Limits): LimitError {
   const mib = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-  return new LimitError("capacity-exhausted", `the node's disk has ${mib(available)} available, less than the ${mib(needed)} a run needs to record itself (limits.runFreeBytes); nothing was claimed: free disk space, then retry`, {
+  const what =
+    room.bytes < limits.runFreeBytes
+      ? `${mib(room.bytes)} available, less than the ${mib(limits.runFreeBytes)} a run needs to record itself (limits.runFreeBytes)`
+      : `${room.files ?? 0} free inodes (files), fewer than the ${limits.runFreeFiles} a run needs to record itself (limits.runFreeFiles)`;
+  return new LimitError("capacity-exhausted", `the node's disk has ${what}; nothing was claimed: free disk space, then retry`, {
     status: 507,
-    details: { available_bytes: available, needed_bytes: needed },
+    details: { available_bytes: room.bytes, needed_bytes: limits.runFreeBytes, ...(room.files === undefined ? {} : { free_files: room.files, needed_files: limits.runFreeFiles }) },
   });
 }
 

@@ -4,7 +4,8 @@
  * (children/audit-agent.cjs, "fill-disk") fills it, and the node (children/full-home-node.ts)
  * is asked for more work. A new run is refused before anything is claimed (`507
  * capacity-exhausted`) while the disk has less room than `limits.runFreeBytes`, the queue's
- * runs wait instead of being taken, and both go on once there is room.
+ * runs wait instead of being taken, and both go on once there is room. The same holds for an
+ * agent that takes every inode (`limits.runFreeFiles`).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -22,7 +23,7 @@ test("a node whose disk an agent filled refuses new runs before their claim, hol
   const wrapper = fixtureCommand(root);
   const disk = path.join(root, "disk");
   fs.mkdirSync(disk);
-  const { status, stdout, stderr } = await runWithOwnMounts("full-home", 'mount -t tmpfs -o size=16m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4"', [disk, process.execPath, CHILD, wrapper]);
+  const { status, stdout, stderr } = await runWithOwnMounts("full-home", 'mount -t tmpfs -o size=16m none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4" "$5"', [disk, process.execPath, CHILD, wrapper, "bytes"]);
   assert.equal(status, 0, stderr);
   const r = JSON.parse(stdout) as Record<string, unknown>;
 
@@ -52,5 +53,22 @@ test("a node whose disk an agent filled refuses new runs before their claim, hol
   assert.equal(r.queued_after, "recorded");
   assert.equal(r.after, "recorded");
   // The namespace's mount went with it: the directory underneath was never written.
+  assert.deepEqual(fs.readdirSync(disk), []);
+});
+
+test("a node whose inodes an agent took refuses new runs before their claim, and goes on once its files are gone", { skip: ownMountsAvailable ? false : "unshare -rm (user and mount namespaces) is not available here" }, async (t) => {
+  const root = tempDir("runner-full-home", (fn) => t.after(fn));
+  const wrapper = fixtureCommand(root);
+  const disk = path.join(root, "disk");
+  fs.mkdirSync(disk);
+  // 400 inodes, of which the node's home takes some: the agent takes the rest, bytes stay free.
+  const { status, stdout, stderr } = await runWithOwnMounts("full-home-files", 'mount -t tmpfs -o size=16m,nr_inodes=400 none "$1" || exit 90; exec "$2" --import tsx "$3" "$1" "$4" files', [disk, process.execPath, CHILD, wrapper]);
+  assert.equal(status, 0, stderr);
+  const r = JSON.parse(stdout) as { filled: string; free_files: number; refused: { code: string; status: number; message: string }; after: string };
+  assert.ok(r.free_files < 64, JSON.stringify(r));
+  assert.equal(r.refused.code, "capacity-exhausted");
+  assert.equal(r.refused.status, 507);
+  assert.match(r.refused.message, /^the node's disk has \d+ free inodes \(files\), fewer than the 64 a run needs to record itself \(limits\.runFreeFiles\); nothing was claimed/);
+  assert.equal(r.after, "recorded");
   assert.deepEqual(fs.readdirSync(disk), []);
 });

@@ -96,6 +96,16 @@ if (words.has("fill-disk")) {
   }
   fs.closeSync(fd);
   process.stdout.write(`filled ${filled}\n${"x".repeat(1024 * 1024)}\n`, () => process.exit(0));
+} else if (words.has("fill-inodes")) {
+  // Takes every free inode of its working directory's file system, one empty file each.
+  fs.mkdirSync("inodes");
+  let made = 0;
+  try {
+    for (;;) fs.closeSync(fs.openSync(path.join("inodes", String(made++)), "w"));
+  } catch (error) {
+    if (error.code !== "ENOSPC") throw error;
+  }
+  process.stdout.write(`made ${made - 1}\n`, () => process.exit(0));
 } else if (flood !== undefined) {
   const mib = Number(flood.slice(6));
   const chunk = Buffer.alloc(1024 * 1024, 0x61);

@@ -1,6 +1,8 @@
 /**
  * Child of full-home.test.ts, on a small tmpfs of its own (argv[2]) that holds the node's home and
- * its workspace: a run's agent (the audit fixture, argv[3], "work fill-disk") fills the disk; then
+ * its workspace. argv[4] "files": a run's agent (the audit fixture, argv[3], "work fill-inodes")
+ * takes every inode; then a new run is asked for; then the agent's files are removed. "bytes": a
+ * run's agent ("work fill-disk") fills the disk; then
  * a new run and a queued one are asked for, on the full disk and with less room than a run needs;
  * then the fill is removed. Prints one JSON object of
  * what happened at each step.
@@ -12,14 +14,14 @@ import { isWardenError } from "../../../src/core/errors.js";
 import { openWarden } from "../../../src/warden/facade.js";
 import { waitFor } from "../../support/wait.js";
 
-const [disk, wrapper] = process.argv.slice(2) as [string, string];
+const [disk, wrapper, mode] = process.argv.slice(2) as [string, string, "bytes" | "files"];
 const MiB = 1024 * 1024;
 const home = path.join(disk, "home");
 const workspace = path.join(disk, "ws");
 fs.mkdirSync(workspace);
 const warden = await openWarden({
   home,
-  limits: { runFreeBytes: 4 * MiB },
+  limits: { runFreeBytes: 4 * MiB, runFreeFiles: 64 },
   workspaces: { main: workspace },
   providers: { kimi: { command: wrapper } },
   agentEnv: { PATH: process.env.PATH, WARDEN_FIXTURE_STARTS: path.join(disk, "starts") },
@@ -33,6 +35,25 @@ const available = (): number => {
   return st.bavail * st.bsize;
 };
 const report: Record<string, unknown> = {};
+const refusal = (error: unknown): Record<string, unknown> => (isWardenError(error) ? { code: error.code, status: error.status, message: error.message } : { thrown: String(error) });
+
+if (mode === "files") {
+  // The agent takes every inode; the disk keeps its bytes.
+  const taking = await warden.start("full", randomUUID(), request("work fill-inodes"));
+  if (taking.status !== "started") throw new Error(`not started: ${taking.status}`);
+  report.filled = await taking.done.then(
+    (outcome) => outcome.status,
+    (error: unknown) => (isWardenError(error) ? error.code : String(error)),
+  );
+  report.free_files = fs.statfsSync(home).ffree;
+  report.refused = await warden.start("full", randomUUID(), request("work exit-now")).then((started) => ({ started: started.status }), refusal);
+  fs.rmSync(path.join(workspace, "inodes"), { recursive: true });
+  const after = await warden.start("full", randomUUID(), request("work exit-now"));
+  report.after = after.status === "started" ? (await after.done).status : after.status;
+  await warden.close({ graceMs: 0 });
+  process.stdout.write(`${JSON.stringify(report)}\n`);
+  process.exit(0);
+}
 
 const fillingId = randomUUID();
 const filling = await warden.start("full", fillingId, request("work fill-disk"));
@@ -48,7 +69,6 @@ report.available_after_fill = available();
 const verified = await warden.verifyRun(filling.run_id);
 report.filled_journal = { ok: verified.ok, incomplete_tail: verified.incomplete_tail, requires_reconciliation: verified.requires_reconciliation };
 
-const refusal = (error: unknown): Record<string, unknown> => (isWardenError(error) ? { code: error.code, status: error.status, message: error.message } : { thrown: String(error) });
 const refusedId = randomUUID();
 report.refused = await warden.start("full", refusedId, request("work exit-now")).then((started) => ({ started: started.status }), refusal);
 report.refused_claimed = (await warden.lookup("full", refusedId)) !== undefined;
