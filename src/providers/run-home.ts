@@ -24,6 +24,7 @@ import { ConflictError, errnoCode, isStorageFull, storageFull } from "../core/er
 import { ensurePrivateDirSync, PRIVATE_DIR_MODE, syncDir, TEMP_PREFIX } from "../storage/secure-fs.js";
 import { CODEX_HOOK_TRUST_ARGS, claudeHookSettings, codexHookConfig, type HttpHook } from "../policy/hook.js";
 import { HOME_DIR } from "./binding.js";
+import { RUN_SHM_DIR, RUN_TMP_DIR } from "../sandbox/profile.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
 import { isSessionName, validateSessionName } from "./sessions.js";
@@ -45,8 +46,6 @@ export interface TranscriptFile {
 export const CLAUDE_CONFIG_DIR = ".claude";
 /** Codex's home inside a run home (CODEX_HOME). */
 export const CODEX_HOME_DIR = ".codex";
-/** The run's private temporary directory (TMPDIR). */
-export const RUN_TMP_DIR = "tmp";
 
 /**
  * The `--setting-sources` of a Claude Code run. Measured with Claude Code 2.1.328: `user` alone
@@ -142,6 +141,7 @@ export class RunHomes {
   async #write(path: string, request: RunHomeRequest): Promise<RunHome> {
     const tmp = join(path, RUN_TMP_DIR);
     await fsp.mkdir(tmp, { mode: PRIVATE_DIR_MODE });
+    await fsp.mkdir(join(path, RUN_SHM_DIR), { mode: PRIVATE_DIR_MODE });
     const env: Record<string, string> = {
       HOME: path,
       TMPDIR: tmp,

@@ -13,6 +13,11 @@ import { BRIDGE_SOURCE } from "./bridge.js";
 
 export type Isolation = "sandbox" | "none";
 
+/** The run home's directory the sandbox mounts at /tmp (also the run's TMPDIR, confined or not). */
+export const RUN_TMP_DIR = "tmp";
+/** The run home's directory the sandbox mounts at /dev/shm. */
+export const RUN_SHM_DIR = "shm";
+
 /** prlimit-style limits of every process of a run (unset: not limited). */
 export interface ResourceLimits {
   /** RLIMIT_NPROC: processes of the user (does not bind a node running as root: the kernel exempts it) */
@@ -50,13 +55,17 @@ export const DECISION_SOCKET_INSIDE = "/run/warden/decide.sock";
 export const DECISION_HOST = "127.0.0.2";
 export const DECISION_PORT = 3129;
 
-export type MountAccess = "ro" | "rw" | "tmpfs" | "proc" | "dev" | "hidden" | "symlink";
+/**
+ * How a path is mounted; `remount-ro`: the file system already at the path (the new root's tmpfs,
+ * /dev's) is made read-only once everything under it is mounted.
+ */
+export type MountAccess = "ro" | "rw" | "tmpfs" | "proc" | "dev" | "hidden" | "symlink" | "remount-ro";
 
 export interface Mount {
   /** the path inside (the same as outside for binds) */
   readonly path: string;
   readonly access: MountAccess;
-  /** what it is: system, node, provider, workspace, bundle, home, tmp, proc, dev, egress, secret */
+  /** what it is: system, node, provider, workspace, bundle, home, tmp, shm, proc, dev, egress, secret, root */
   readonly what: string;
   /** a bind's source when it differs from `path`, a symlink's target */
   readonly source?: string;
@@ -126,9 +135,15 @@ export function mountsOf(plan: SandboxPlan): Mount[] {
     mounts.push({ path: secret, access: "hidden", what: st.isDirectory() ? "secret-dir" : "secret" });
   }
   for (const key of safeReaddir("/etc/ssh").filter((n) => /^ssh_host_.*_key$/.test(n))) mounts.push({ path: join("/etc/ssh", key), access: "hidden", what: "secret" });
-  mounts.push({ path: "/tmp", access: "tmpfs", what: "tmp" });
+  // Every file an agent may write lands on the node's disk, where a full disk refuses new runs
+  // ("Limits"), never in memory, where no process is charged for it and the OOM killer would take
+  // the largest process, perhaps the node: /tmp and /dev/shm are directories of the run's home,
+  // and the new root and /dev (tmpfs both) are read-only once mounted.
+  mounts.push({ path: "/tmp", access: "rw", what: "tmp", source: join(plan.home, RUN_TMP_DIR) });
   mounts.push({ path: "/proc", access: "proc", what: "proc" });
   mounts.push({ path: "/dev", access: "dev", what: "dev" });
+  mounts.push({ path: "/dev/shm", access: "rw", what: "shm", source: join(plan.home, RUN_SHM_DIR) });
+  mounts.push({ path: "/dev", access: "remount-ro", what: "dev" });
   const node = dirname(dirname(fs.realpathSync(process.execPath)));
   if (!underSystem(`${node}/`) && node !== "/usr") mounts.push({ path: node, access: "ro", what: "node" });
   const provider = installationOf(plan.command);
@@ -139,6 +154,7 @@ export function mountsOf(plan: SandboxPlan): Mount[] {
   mounts.push({ path: EGRESS_SOCKET_INSIDE, access: "ro", what: "egress", source: "{egress_socket}" });
   mounts.push({ path: STATUS_INSIDE, access: "rw", what: "status", source: "{status_file}" });
   if (plan.decisions === true) mounts.push({ path: DECISION_SOCKET_INSIDE, access: "ro", what: "decisions", source: "{decision_socket}" });
+  mounts.push({ path: "/", access: "remount-ro", what: "root" });
   return mounts;
 }
 
@@ -222,7 +238,10 @@ export function sandboxCommand(
         b.push("--ro-bind", m.what === "egress" ? egressSocket : m.what === "decisions" ? decisionSocketOf(decisionSocket) : path, path);
         break;
       case "rw":
-        b.push("--bind", m.what === "status" ? statusFile : path, path);
+        b.push("--bind", m.what === "status" ? statusFile : m.source !== undefined ? forRun(m.source, runId) : path, path);
+        break;
+      case "remount-ro":
+        b.push("--remount-ro", path);
         break;
       case "tmpfs":
         b.push("--tmpfs", path);

@@ -55,7 +55,7 @@ for (const trusted of [false, true]) {
     it("claude: HOME and CLAUDE_CONFIG_DIR are the run's own, private, with warden's pinned settings; the setting sources pinned; removed at the end", async () => {
       const { start, runId, homes } = await run("claude");
       const home = path.join(homes, runId);
-      assert.deepEqual(start.home, { path: home, mode: 0o700, entries: [".claude", "tmp"] });
+      assert.deepEqual(start.home, { path: home, mode: 0o700, entries: [".claude", "shm", "tmp"] });
       assert.equal(start.env?.CLAUDE_CONFIG_DIR, path.join(home, ".claude"));
       assert.equal(start.env?.TMPDIR, path.join(home, "tmp"));
       assert.equal(start.env?.XDG_CONFIG_HOME, path.join(home, ".config"));
@@ -73,7 +73,7 @@ for (const trusted of [false, true]) {
     it("codex: CODEX_HOME is in the run's home, outside its TMPDIR, with the materialized config and skills; the workspace a trusted project only when trusted", async () => {
       const { start, runId, homes } = await run("codex");
       const home = path.join(homes, runId);
-      assert.deepEqual(start.home, { path: home, mode: 0o700, entries: [".codex", "tmp"] });
+      assert.deepEqual(start.home, { path: home, mode: 0o700, entries: [".codex", "shm", "tmp"] });
       assert.equal(start.env?.CODEX_HOME, path.join(home, ".codex"));
       // Codex refuses to create its sandbox helper under TMPDIR: CODEX_HOME must not be inside it.
       assert.equal(start.env?.TMPDIR, path.join(home, "tmp"));

@@ -204,6 +204,28 @@ describe("security: a hostile agent in the sandbox", () => {
     assert.match(verified.stdout, new RegExp(`^isolation: bubblewrap profile ${started.isolation?.digest}; egress to 127\\.0\\.0\\.1:${allowed.port}; writable `, "m"));
   });
 
+  it("cannot spend the machine's memory on files: /, /dev and /run are read-only; /tmp and /dev/shm are its run home's, on the node's disk", async () => {
+    // A tmpfs is memory no process is charged for: an agent that filled one would leave the OOM
+    // killer the largest process to take, perhaps the node. On disk, a full disk refuses new runs.
+    const plan = {
+      write: ["/planted", "/dev/planted", "/run/planted", "/etc/planted", "/tmp/planted", "/dev/shm/planted"],
+      device: ["/tmp", "/dev/shm", "$HOME", "/"],
+    };
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify(plan), workspace: "main" });
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
+    for (const target of ["/planted", "/dev/planted", "/run/planted", "/etc/planted"]) assert.equal(attempt(tail, `write ${target}`), "EROFS", `${target}:\n${tail}`);
+    for (const target of ["/tmp/planted", "/dev/shm/planted"]) assert.equal(attempt(tail, `write ${target}`), "ok", tail);
+    // /tmp and /dev/shm are on the file system of the run's home (its directories), not the root's tmpfs.
+    const homeDevice = attempt(tail, "device $HOME");
+    assert.match(homeDevice, /^\d+$/);
+    assert.equal(attempt(tail, "device /tmp"), homeDevice);
+    assert.equal(attempt(tail, "device /dev/shm"), homeDevice);
+    assert.notEqual(attempt(tail, "device /"), homeDevice);
+    // What they held went with the run's home.
+    assert.deepEqual(fs.readdirSync(path.join(home, "run-homes")), []);
+  });
+
   it("a run configured unconfined says so in its journal, and journal verify warns", async () => {
     const plain = await openWarden({
       home: path.join(root, "home-none"),

@@ -221,7 +221,12 @@ function isolationText(isolation: RecordedIsolation | undefined): string | undef
   const p = isolation.profile;
   if (p.kind === "none") return `WARNING: isolation none: the agent ran unconfined, as the node's user, with its network and files (profile ${isolation.digest})`;
   const allow = Array.isArray(p.egress?.allow) ? (p.egress.allow as string[]).join(", ") || "nothing" : "?";
-  const mounts = Array.isArray(p.mounts) ? (p.mounts as { path: string; access: string; what: string }[]).filter((m) => m.access === "rw").map((m) => m.path) : [];
+  // A directory bound at another path inside (the run home's tmp at /tmp) is shown with its source.
+  const mounts = Array.isArray(p.mounts)
+    ? (p.mounts as { path: string; access: string; what: string; source?: string }[])
+        .filter((m) => m.access === "rw")
+        .map((m) => (m.source === undefined || m.source.startsWith("{") ? m.path : `${m.path} (${m.source})`))
+    : [];
   const env = Array.isArray(p.env) ? (p.env as string[]).join(" ") : "?";
   return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}; environment ${env}`;
 }
