@@ -5,6 +5,7 @@
  * when it is a pipe).
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
 import { errnoCode } from "../core/errors.js";
 import { PROC, procStat } from "./proc-stat.js";
 import { RUN_TAG_VAR, killRunStragglers } from "./stragglers.js";
@@ -47,6 +48,8 @@ export interface AgentSpawn {
    * event loop: the child cannot have been reaped yet, so /proc still shows it. Must not throw.
    */
   readonly onSpawn?: (pid: number) => void;
+  /** a file the child gets open for reading as its fd 3 (a sandbox's seccomp program) */
+  readonly fd3?: string;
 }
 
 /** Least time the output must stay quiet after the agent's exit before it is cut off. */
@@ -73,12 +76,19 @@ export class AgentProcess {
 
   /** Spawns the agent; resolves once it is running (or known not to have started). */
   static start(options: AgentSpawn): Promise<AgentProcess> {
-    const child = spawn(options.command, [...options.args], {
-      cwd: options.cwd,
-      env: options.runTag === undefined ? options.env : { ...options.env, [RUN_TAG_VAR]: options.runTag },
-      detached: true, // its own process group (setsid): the group id is its pid
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const fd3 = options.fd3 === undefined ? undefined : openSync(options.fd3, "r");
+    let child: ChildProcess;
+    try {
+      child = spawn(options.command, [...options.args], {
+        cwd: options.cwd,
+        env: options.runTag === undefined ? options.env : { ...options.env, [RUN_TAG_VAR]: options.runTag },
+        detached: true, // its own process group (setsid): the group id is its pid
+        stdio: fd3 === undefined ? ["ignore", "pipe", "pipe"] : ["ignore", "pipe", "pipe", fd3],
+      });
+    } finally {
+      // The child has its own copy (or none: it did not start).
+      if (fd3 !== undefined) closeSync(fd3);
+    }
     if (child.pid !== undefined) options.onSpawn?.(child.pid);
     // Read before this process returns to its event loop, which could reap the child: /proc
     // still shows it. Its descendants, the only processes that can carry its run tag, start later.

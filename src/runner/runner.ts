@@ -900,6 +900,7 @@ export class Runner {
           timeoutMs: (request.timeout_s ?? this.#defaultTimeoutS) * 1000,
           killGraceMs: this.#killGraceMs,
           runTag: handle.run_id,
+          ...(confined.seccomp === undefined ? {} : { fd3: confined.seccomp }),
         },
         confined,
         gate,

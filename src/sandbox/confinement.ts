@@ -12,6 +12,7 @@ import type { Digest } from "../core/digest.js";
 import { WardenError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import { EgressProxy, egressTarget, parseEgressEntry, type EgressJournal } from "./egress.js";
+import { keyringFilter } from "./seccomp.js";
 import { probeSandbox } from "./probe.js";
 import {
   DEFAULT_LIMITS,
@@ -81,6 +82,8 @@ export interface RunConfinement {
   signalOf(exitCode: number | null): NodeJS.Signals | undefined;
   /** removes the run's directories */
   remove(): void;
+  /** the seccomp program bubblewrap reads on the agent's fd 3 (`--seccomp 3`), when confined */
+  readonly seccomp?: string;
 }
 
 /** Longest unix socket path Linux takes (sun_path is 108 bytes with its NUL). */
@@ -143,6 +146,7 @@ export class Confinement {
       limits: this.#limits,
       ...(this.#prlimit === undefined ? {} : { prlimit: this.#prlimit }),
       ...(request.decisions === true ? { decisions: true } : {}),
+      ...(keyringFilter() === undefined ? {} : { seccomp: true }),
     };
     const profile = sandboxProfile(plan);
     const digest = profileDigest(profile);
@@ -200,10 +204,17 @@ export class Confinement {
     }
     const status = join(runDir, "status");
     fs.writeFileSync(status, "", { mode: 0o600 });
+    let seccomp: string | undefined;
+    const filter = planned.plan.seccomp === true ? keyringFilter() : undefined;
+    if (filter !== undefined) {
+      seccomp = join(runDir, "seccomp.bpf");
+      fs.writeFileSync(seccomp, filter, { mode: 0o600 });
+    }
     const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args, decisionSocket);
     return {
       command: confined.command,
       args: confined.args,
+      ...(seccomp === undefined ? {} : { seccomp }),
       env: proxyEnvironment(),
       drain: () => proxy.close(),
       signalOf: (exitCode) => signalFrom(status, exitCode),

@@ -5,6 +5,7 @@
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
+import { keyringFilter } from "./seccomp.js";
 
 export interface ProbeResult {
   readonly ok: boolean;
@@ -30,10 +31,12 @@ function runProbe(bwrap: string): ProbeResult {
     return { ok: false, reason: `${bwrap} is not an executable file` };
   }
   const trueBin = fs.existsSync("/usr/bin/true") ? "/usr/bin/true" : "/bin/true";
+  // The run's seccomp program too (read here on stdin): a kernel that refuses it refuses the run.
+  const filter = keyringFilter();
   const probe = spawnSync(
     bwrap,
-    ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", trueBin],
-    { stdio: ["ignore", "ignore", "pipe"], timeout: 30_000, encoding: "utf8" },
+    ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL", ...(filter === undefined ? [] : ["--seccomp", "0"]), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--", trueBin],
+    { stdio: [filter === undefined ? "ignore" : "pipe", "ignore", "pipe"], ...(filter === undefined ? {} : { input: filter }), timeout: 30_000, encoding: "utf8" },
   );
   if (probe.error !== undefined) return { ok: false, reason: `${bwrap}: ${probe.error.message}` };
   if (probe.status !== 0) return { ok: false, reason: `${bwrap} cannot create a sandbox here: ${(probe.stderr ?? "").trim().split("\n")[0] || `exit ${probe.status}`}` };

@@ -10,6 +10,10 @@ import { dirname, join, sep } from "node:path";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
 import { BRIDGE_SOURCE } from "./bridge.js";
+import { DENIED_ERRNO, DENIED_SYSCALLS } from "./seccomp.js";
+
+/** The descriptor on which bubblewrap reads a run's seccomp program (the agent's spawn passes it). */
+export const SECCOMP_FD = 3;
 
 export type Isolation = "sandbox" | "none";
 
@@ -91,6 +95,8 @@ export interface SandboxPlan {
   readonly prlimit?: string;
   /** the run's tool calls are decided by a policy: its decision socket is bound in */
   readonly decisions?: boolean;
+  /** the keyring calls are refused (seccomp.ts): bubblewrap reads the program on fd 3 */
+  readonly seccomp?: boolean;
 }
 
 /** Files and directories of /etc an agent never reads: password hashes, host keys, TLS keys. */
@@ -178,6 +184,7 @@ export function sandboxProfile(plan: SandboxPlan): IsolationProfile {
     env: [...plan.envNames].sort(),
     egress: { allow: [...plan.egress].sort(), via: `http://127.0.0.1:${BRIDGE_PORT}` },
     limits: limitsJson(plan.prlimit === undefined ? {} : plan.limits),
+    ...(plan.seccomp === true ? { seccomp: { deny: [...DENIED_SYSCALLS], errno: DENIED_ERRNO } } : {}),
   };
 }
 
@@ -228,6 +235,7 @@ export function sandboxCommand(
   decisionSocket?: string,
 ): { command: string; args: string[] } {
   const b: string[] = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "warden-sandbox"];
+  if (plan.seccomp === true) b.push("--seccomp", String(SECCOMP_FD));
   for (const m of mountsOf(plan)) {
     const path = forRun(m.path, runId);
     switch (m.access) {

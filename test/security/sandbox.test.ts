@@ -226,6 +226,18 @@ describe("security: a hostile agent in the sandbox", () => {
     assert.deepEqual(fs.readdirSync(path.join(home, "run-homes")), []);
   });
 
+  it("cannot reach the kernel's keyrings: keyctl, add_key and request_key answer ENOSYS (the node's session keyring is not the agent's)", async () => {
+    // Namespaces do not separate keyrings: without the filter, the agent keeps the session keyring
+    // of the node that started it (the unconfined run below shows the calls answering).
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ keyring: true }), workspace: "main" });
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
+    assert.ok(!attempt(tail, "keyring keyctl").startsWith("not attempted"), `this test needs python3 at /usr/bin/python3 (Debian package python3): ${tail}`);
+    for (const call of ["keyctl", "add_key", "request_key"]) assert.equal(attempt(tail, `keyring ${call}`), "ENOSYS", tail);
+    const started = Buffer.from(await warden.readJournal((outcome as unknown as { audit: { run_id: string } }).audit.run_id)).toString("utf8").split("\n")[0]!;
+    assert.deepEqual((JSON.parse(started) as { entry: { event: { isolation: { profile: { seccomp?: unknown } } } } }).entry.event.isolation.profile.seccomp, { deny: ["add_key", "keyctl", "request_key"], errno: "ENOSYS" });
+  });
+
   it("a run configured unconfined says so in its journal, and journal verify warns", async () => {
     const plain = await openWarden({
       home: path.join(root, "home-none"),
@@ -235,8 +247,11 @@ describe("security: a hostile agent in the sandbox", () => {
     });
     let runId: string;
     try {
-      const outcome = await plain.invoke("test", randomUUID(), { provider: "kimi", prompt: "{}", workspace: "main" });
+      const outcome = await plain.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ keyring: true }), workspace: "main" });
       assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+      // Unconfined, the keyring calls answer: the confined run's ENOSYS is the sandbox's doing.
+      const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
+      assert.match(attempt(tail, "keyring keyctl"), /^\d+$/, tail);
       runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
       fs.writeFileSync(path.join(root, "none.jsonl"), await plain.readJournal(runId));
     } finally {

@@ -205,7 +205,7 @@ function hasRunStarted(inspection: RunInspection): boolean {
 }
 
 interface RecordedIsolation {
-  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown };
+  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown; readonly seccomp?: { readonly deny?: unknown; readonly errno?: unknown } };
   readonly digest: string;
 }
 
@@ -228,5 +228,6 @@ function isolationText(isolation: RecordedIsolation | undefined): string | undef
         .map((m) => (m.source === undefined || m.source.startsWith("{") ? m.path : `${m.path} (${m.source})`))
     : [];
   const env = Array.isArray(p.env) ? (p.env as string[]).join(" ") : "?";
-  return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}; environment ${env}`;
+  const refused = Array.isArray(p.seccomp?.deny) ? `; system calls refused ${(p.seccomp.deny as string[]).join(", ")} (${String(p.seccomp.errno)})` : "";
+  return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}${refused}; environment ${env}`;
 }
