@@ -142,6 +142,7 @@ export async function createServer(warden: Warden, settings: ServerSettings, opt
       journalAppends: () => warden.journalAppends,
       spendToday: () => warden.spendToday(),
       queueView: () => warden.queueView(),
+      homeRoom: () => warden.homeRoom(),
       ...(warden.log === undefined ? {} : { log: { snapshot: () => warden.log!.snapshot(), failures: () => warden.logFailures } }),
     }),
     stages: new Set(),

@@ -80,7 +80,10 @@ export class MetricsRegistry {
         continue;
       }
       if (f.readSeries !== undefined) {
-        for (const s of f.readSeries()) out.push(`${f.name}{${labelKey(s.labels)}} ${s.value}`);
+        for (const s of f.readSeries()) {
+          const key = labelKey(s.labels);
+          out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
+        }
         continue;
       }
       for (const [key, s] of f.series) out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
@@ -193,6 +196,8 @@ export interface GaugeSources {
   spendToday?(): Promise<readonly SpendCounter[]>;
   /** the queue of submitted invocations (the fleet's on PostgreSQL) and this node's slots */
   queueView?(): Promise<QueueView & { readonly slots: number }>;
+  /** what the file system of the node's home has left (a new run needs limits.runFreeBytes / runFreeFiles) */
+  homeRoom?(): { readonly bytes: number; readonly files: number | undefined } | undefined;
 }
 
 type LogSnapshot = ReturnType<TransparencyLog["snapshot"]>;
@@ -220,6 +225,18 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
+  const room = sources.homeRoom;
+  if (room !== undefined) {
+    // What to alert on before a full disk refuses runs (507 capacity-exhausted).
+    registry.observeSeries("warden_home_available_bytes", "Bytes the file system of the node's home has available (new runs are refused below limits.runFreeBytes)", "gauge", () => {
+      const r = room();
+      return r === undefined ? [] : [{ labels: {}, value: r.bytes }];
+    });
+    registry.observeSeries("warden_home_free_files", "Free inodes of the file system of the node's home (new runs are refused below limits.runFreeFiles)", "gauge", () => {
+      const r = room();
+      return r?.files === undefined ? [] : [{ labels: {}, value: r.files }];
+    });
+  }
   if (sources.log !== undefined) logMetrics(registry, sources.log);
   if (sources.spendToday !== undefined) spendMetrics(registry, sources.spendToday);
   if (sources.queueView !== undefined) queueMetrics(registry, sources.queueView);

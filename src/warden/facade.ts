@@ -323,9 +323,14 @@ export class Warden {
     this.#queueRunner.start();
   }
 
+  /** What the file system of the node's home has left (undefined when it cannot be read). */
+  homeRoom(): Room | undefined {
+    return roomOf(this.home);
+  }
+
   /** What the home's file system has left when it is less than a new run needs (bytes or files), else undefined. */
   #roomShort(): Room | undefined {
-    const room = roomOf(this.home);
+    const room = this.homeRoom();
     if (room === undefined) return undefined;
     return room.bytes < this.limits.runFreeBytes || (room.files !== undefined && room.files < this.limits.runFreeFiles) ? room : undefined;
   }

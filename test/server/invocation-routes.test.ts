@@ -257,6 +257,10 @@ describe("invocation routes", () => {
     const appends = Number(/^warden_journal_appends_total (\d+)$/m.exec(text)?.[1]);
     assert.ok(appends >= 10);
     assert.match(text, /^# TYPE warden_runs_active gauge$/m);
+    // The home's room, read at the scrape: what a new run is refused below (507 capacity-exhausted).
+    assert.match(text, /^# TYPE warden_home_available_bytes gauge$/m);
+    assert.ok(Number(/^warden_home_available_bytes (\d+)$/m.exec(text)?.[1]) > 0, text);
+    assert.ok(Number(/^warden_home_free_files (\d+)$/m.exec(text)?.[1]) > 0, text);
     assert.match(text, /^warden_runs_total\{outcome="recorded"\} [1-9]\d*$/m);
     assert.match(text, /^warden_runs_total\{outcome="unresolved"\} 1$/m);
   });
