@@ -117,6 +117,8 @@ export class OutputCapture {
         // that fits, and the next write is refused.
         for (let at = 0; at < bytes.byteLength && this.#error === undefined && this.#storeError === undefined; ) {
           const { bytesWritten } = await this.#fh.write(bytes, at);
+          // A write that takes nothing would be asked again forever: the file takes no more.
+          if (bytesWritten === 0) this.#storeError = "ENOSPC";
           at += bytesWritten;
           this.#written += bytesWritten;
         }
