@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import { join } from "node:path";
 import { isWardenError, ValidationError } from "../core/errors.js";
 import type { Digest } from "../core/digest.js";
+import { removeTree } from "../storage/tree-remove.js";
 import { ChangeStore } from "./store.js";
 import { computeChangeSet } from "./compute.js";
 import { runChangesEvent, type ChangeSetManifest, type RunChangesEvent } from "./format.js";
@@ -91,7 +92,7 @@ export class RunWorktrees {
       if (await keep(runId)) continue;
       const wt = await this.find(runId, workspacePaths);
       if (wt !== undefined) await this.remove(wt);
-      else fs.rmSync(join(this.dir, runId), { recursive: true, force: true });
+      else await removeTree(join(this.dir, runId));
       removed.push(runId);
     }
     return removed;

@@ -7,6 +7,7 @@ import * as fs from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { ValidationError } from "../core/errors.js";
 import { ensurePrivateDirSync } from "../storage/secure-fs.js";
+import { removeTree } from "../storage/tree-remove.js";
 import { git, GitError } from "./git.js";
 import { isCommitId } from "./format.js";
 
@@ -90,9 +91,10 @@ export async function removeWorktree(wt: Worktree): Promise<void> {
   if (fs.existsSync(wt.adminDir)) {
     await git({ gitDir: wt.workspace.commonDir, cwd: dirname(wt.path), args: ["worktree", "remove", "--force", "--force", wt.path] }).catch(() => undefined);
   }
-  // Whatever git left (the agent may have made the tree unreadable to it): no symlink is followed.
-  fs.rmSync(wt.path, { recursive: true, force: true });
-  fs.rmSync(wt.adminDir, { recursive: true, force: true });
+  // Whatever git left (the agent may have made the tree unreadable to it, or nested it deeper
+  // than a path can name): by descriptor, no symlink followed (storage/tree-remove.ts).
+  await removeTree(wt.path);
+  await removeTree(wt.adminDir);
 }
 
 /** The run ids that have a worktree directory here. */

@@ -22,7 +22,7 @@ import { BUNDLE_DIR, HOME_DIR, planTree, plannedDirs, type TreePlan } from "./bi
 import { codexConfigToml } from "./codex-config.js";
 import { expandBundleLaunch, resolveProfiles, type ProviderProfiles } from "./profiles.js";
 import { auditTree, TREE_DIR_MODE, TREE_FILE_MODE } from "./tree-audit.js";
-import { removeTree } from "./tree-remove.js";
+import { removeTree } from "../storage/tree-remove.js";
 import { TreeWriter } from "./tree-write.js";
 import { LOCK_PREFIX, SessionLocks, isSessionName, sessionExists, validateSessionName } from "./sessions.js";
 import {

@@ -28,7 +28,7 @@ import { RUN_SHM_DIR, RUN_TMP_DIR } from "../sandbox/profile.js";
 import { CODEX_CONFIG_FILE, codexConfigToml } from "./codex-config.js";
 import type { ProviderProfile } from "./profiles.js";
 import { isSessionName, validateSessionName } from "./sessions.js";
-import { removeTree } from "./tree-remove.js";
+import { removeTree } from "../storage/tree-remove.js";
 import type { Materialization, ProviderName } from "./types.js";
 
 /** Claude Code's configuration directory inside a run home (CLAUDE_CONFIG_DIR). */

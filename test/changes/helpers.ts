@@ -17,6 +17,7 @@ export type Op =
   | { op: "mv"; from: string; to: string }
   | { op: "chmod"; path: string; mode: number }
   | { op: "symlink"; target: string; path: string }
+  | { op: "nest"; path: string; depth: number }
   | { op: "gate" };
 
 const EDITING_AGENT = `#!/usr/bin/env node
@@ -40,6 +41,14 @@ for (const o of ops) {
   else if (o.op === "mv") { fs.mkdirSync(dirname(o.to), { recursive: true }); fs.renameSync(o.from, o.to); }
   else if (o.op === "chmod") fs.chmodSync(o.path, o.mode);
   else if (o.op === "symlink") fs.symlinkSync(o.target, o.path);
+  else if (o.op === "nest") {
+    // Directories nested by descending, deeper than a path can name.
+    const top = process.cwd();
+    fs.mkdirSync(o.path);
+    process.chdir(o.path);
+    for (let i = 0; i < o.depth; i++) { fs.mkdirSync("d"); process.chdir("d"); }
+    process.chdir(top);
+  }
 }
 if (process.env.WARDEN_REPO_PROBE) {
   // What the agent can see of the operator's repository: the test expects nothing.

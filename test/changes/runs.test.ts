@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import * as fs from "node:fs";
 import { join } from "node:path";
 import { randomUUID, createHash } from "node:crypto";
+import { spawnSync } from "node:child_process";
 import { openWarden, type Warden } from "../../src/warden/facade.js";
 import type { ExistingOutcome } from "../../src/invocations/types.js";
 import type { JournalEvent } from "../../src/journal/types.js";
@@ -75,6 +76,7 @@ function applyByHand(dir: string, ops: readonly Op[]): void {
       fs.renameSync(join(dir, o.from), join(dir, o.to));
     } else if (o.op === "chmod") fs.chmodSync(join(dir, o.path), o.mode);
     else if (o.op === "symlink") fs.symlinkSync(o.target, join(dir, o.path));
+    else if (o.op === "nest") throw new Error("applyByHand does not nest");
   }
 }
 
@@ -231,6 +233,29 @@ describe("change sets of runs in a git workspace", () => {
     assert.equal(plain.outcome.status, "recorded");
     assert.ok(!eventsOf(await env.warden.readJournal(plain.run_id)).some((e) => e.type === "run.changes"));
     await assert.rejects(env.warden.changes.read(plain.run_id), (e: { code?: string }) => e.code === "run-changes-not-found");
+  });
+
+  test("a worktree the agent nested deeper than a path can name is removed, and a node restarted on its home sweeps the next one", async (t) => {
+    const env = await setup(t);
+    // Under an ignored name (*.log), so the change set is the edit alone; 3,000 levels is past
+    // what a removal by path (or Node's recursive rm, whose stack it overflows) can take.
+    const nest: Op[] = [
+      { op: "nest", path: "deep.log", depth: 3000 },
+      { op: "write", path: "a.txt", base64: b64("changed\n") },
+    ];
+    const { run_id, outcome } = await run(env, nest);
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    assert.deepEqual((await env.warden.changes.read(run_id)).manifest.files.map((f) => f.path), ["a.txt"]);
+    await waitFor("the deep worktree removed", () => (fs.existsSync(join(env.root, "home", "worktrees", run_id)) ? undefined : true));
+    // A worktree left by a node that died is swept at the next start: one nested as deep.
+    const left = join(env.root, "home", "worktrees", randomUUID());
+    fs.mkdirSync(left);
+    const built = spawnSync(process.execPath, ["-e", 'const fs = require("node:fs"); process.chdir(process.argv[1]); for (let i = 0; i < 3000; i++) { fs.mkdirSync("d"); process.chdir("d"); }', left], { encoding: "utf8" });
+    assert.equal(built.status, 0, built.stderr);
+    await env.warden.close();
+    const again = await openWarden({ home: join(env.root, "home"), workspaces: { repo: env.repo }, defaultWorkspace: "repo", providers: { claude: { command: join(env.root, "agents", "editing-agent.mjs") } } });
+    await again.close();
+    assert.equal(fs.existsSync(left), false, "the start swept the deep worktree");
   });
 
   test("an agent that rewrites its worktree's .git to a repository of its own gets no command run by the node's git", async (t) => {

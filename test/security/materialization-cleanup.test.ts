@@ -17,7 +17,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { syncBuiltinESMExports } from "node:module";
 import { Materializer } from "../../src/providers/materializer.js";
-import { removeTree } from "../../src/providers/tree-remove.js";
+import { removeTree } from "../../src/storage/tree-remove.js";
 import { MemorySource, fullBundleFiles } from "../providers/helpers.js";
 import { tempDir } from "../support/temp.js";
 

@@ -8,12 +8,19 @@
  * the walk therefore goes by descriptor: each directory is opened O_NOFOLLOW and its entries are
  * reached through `/proc/self/fd/<fd>/<name>`, which names the directory that was opened, whatever
  * its path names by then. Elsewhere it walks by path.
+ *
+ * A walk holds one descriptor per level it is down, and an agent can nest directories deeper than
+ * the node may hold descriptors (a loop of `mkdir d; cd d`): every other file the node opens would
+ * then fail (EMFILE) while the walk lasts, and the removal itself too, leaving a home the next
+ * start cannot sweep. So a walk goes at most MAX_DEPTH levels down; a directory deeper than that
+ * is moved up into the top directory of the removal (a rename through the descriptors, which
+ * moves the entry itself, never what a link names) and walked from there.
  */
 import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import { join } from "node:path";
 import { errnoCode } from "../core/errors.js";
-import { DIR_NOFOLLOW, PROC_FD } from "../storage/descriptor-paths.js";
+import { DIR_NOFOLLOW, PROC_FD } from "./descriptor-paths.js";
 
 /** Linux's O_PATH (the same on every architecture Node runs on); Node does not export it. */
 const O_PATH = 0o10000000;
@@ -25,6 +32,9 @@ const O_PATH = 0o10000000;
  * wins, and the removal then fails (ENOTEMPTY) instead of looping for ever.
  */
 const WALKS = 8;
+
+/** Levels one walk goes down before it moves a deeper directory up (and descriptors it holds at most). */
+const MAX_DEPTH = 64;
 
 /** Removes `path` (file, link or directory tree). Missing is fine. */
 export async function removeTree(path: string): Promise<void> {
@@ -58,11 +68,47 @@ async function removeDirectory(path: string): Promise<void> {
     return;
   }
   try {
-    await emptyDirectory(dir);
+    // What was moved up into it is walked again, until a walk moves nothing (each walk removes
+    // MAX_DEPTH levels of every chain it met: the tree shrinks).
+    const top = { dir, moved: 0 };
+    do {
+      top.moved = 0;
+      await emptyDirectory(dir, 0, top);
+    } while (top.moved > 0);
   } finally {
     await dir.close();
   }
   await fsp.rmdir(path);
+}
+
+/** The top directory of a removal, where directories too deep to walk down to are moved. */
+interface Top {
+  readonly dir: fsp.FileHandle;
+  moved: number;
+}
+
+let moves = 0;
+
+/** Moves the directory at `entry` into the top directory under a name of its own. */
+async function moveUp(entry: string, top: Top): Promise<void> {
+  // Renaming a directory rewrites its `..`: it needs write permission on it (openDirectory gives it).
+  const dir = await openDirectory(entry);
+  if (dir === undefined) {
+    await fsp.unlink(entry);
+    return;
+  }
+  await dir.close();
+  for (;;) {
+    const name = `.warden-removing-${process.pid}-${++moves}`;
+    try {
+      await fsp.rename(entry, `${PROC_FD}/${top.dir.fd}/${name}`);
+      top.moved++;
+      return;
+    } catch (error) {
+      // The name is taken (the agent may have made one like it): another.
+      if (errnoCode(error) !== "EEXIST" && errnoCode(error) !== "ENOTEMPTY") throw error;
+    }
+  }
 }
 
 /**
@@ -104,15 +150,31 @@ async function openDirectory(path: string): Promise<fsp.FileHandle | undefined> 
   return dir;
 }
 
-async function emptyDirectory(dir: fsp.FileHandle): Promise<void> {
+async function emptyDirectory(dir: fsp.FileHandle, depth: number, top: Top): Promise<void> {
   const base = `${PROC_FD}/${dir.fd}`;
   for (const name of await fsp.readdir(base)) {
     const entry = `${base}/${name}`;
     const st = await lstatIfAny(entry);
     if (st === undefined) continue;
-    if (st.isDirectory()) await removeDirectory(entry);
-    else await fsp.unlink(entry);
+    if (!st.isDirectory()) await fsp.unlink(entry);
+    else if (depth + 1 >= MAX_DEPTH) await moveUp(entry, top);
+    else await removeSubdirectory(entry, depth + 1, top);
   }
+}
+
+/** removeDirectory for a directory below the top: what is too deep for this walk goes to the top. */
+async function removeSubdirectory(path: string, depth: number, top: Top): Promise<void> {
+  const dir = await openDirectory(path);
+  if (dir === undefined) {
+    await fsp.unlink(path);
+    return;
+  }
+  try {
+    await emptyDirectory(dir, depth, top);
+  } finally {
+    await dir.close();
+  }
+  await fsp.rmdir(path);
 }
 
 async function lstatIfAny(path: string): Promise<fs.Stats | undefined> {
