@@ -4,8 +4,9 @@
  * each new side's bytes as git stored them, store the blobs, then the manifest.
  */
 import { sha256Digest } from "../core/digest.js";
-import { ValidationError } from "../core/errors.js";
-import { git, readObjects } from "./git.js";
+import { isWardenError, ValidationError } from "../core/errors.js";
+import { DEFAULT_LIMITS } from "../core/limits.js";
+import { git, objectSizes, readObjects } from "./git.js";
 import type { Worktree } from "./worktrees.js";
 import type { ChangeStore } from "./store.js";
 import {
@@ -105,15 +106,18 @@ function status(letter: string): ChangeStatus {
   }
 }
 
-/** What a run changed in `wt` against `base`, stored in `store`; the manifest and its digest. */
-export async function computeChangeSet(wt: Worktree, base: string, store: ChangeStore): Promise<{ manifest: ChangeSetManifest; digest: Digest }> {
+/**
+ * What a run changed in `wt` against `base`, stored in `store`; the manifest and its digest. The
+ * contents it reads are held in memory: `maxBytes` bounds them (both sides), and the patch to twice
+ * that, checked from git's object sizes before any content is read.
+ */
+export async function computeChangeSet(wt: Worktree, base: string, store: ChangeStore, maxBytes = DEFAULT_LIMITS.changeSetBytes): Promise<{ manifest: ChangeSetManifest; digest: Digest }> {
   const target = { gitDir: wt.adminDir, workTree: wt.path };
   // The worktree's index is the node's alone (the agent never sees the repository's .git).
   await git({ ...target, args: ["add", "--all", "--", "."] });
-  const [raw, numstat, patch] = await Promise.all([
+  const [raw, numstat] = await Promise.all([
     git({ ...target, args: ["diff", ...DIFF_COMMON, "--raw", "--no-abbrev", base, "--"] }),
     git({ ...target, args: ["diff", ...DIFF_COMMON, "--numstat", base, "--"] }),
-    git({ ...target, args: ["diff", "--cached", "-M", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", base, "--"] }),
   ]);
   const entries = parseRaw(raw);
   if (entries.length > MAX_CHANGE_SET_FILES) {
@@ -124,6 +128,21 @@ export async function computeChangeSet(wt: Worktree, base: string, store: Change
     ...(ZERO_OID.test(e.oldOid) || e.oldMode === GITLINK_MODE ? [] : [e.oldOid]),
     ...(ZERO_OID.test(e.newOid) || e.newMode === GITLINK_MODE ? [] : [e.newOid]),
   ]);
+  const sizes = await objectSizes(wt.adminDir, blobOids);
+  const total = [...sizes.values()].reduce((sum, n) => sum + n, 0);
+  if (total > maxBytes) {
+    throw new ValidationError("change-set-too-large", `the run's changed files hold ${total} bytes (both sides), over ${maxBytes} (limits.changeSetBytes)`, { status: 413 });
+  }
+  const patch = await git({
+    ...target,
+    args: ["diff", "--cached", "-M", "--binary", "--full-index", "--no-color", "--no-ext-diff", "--no-textconv", "--src-prefix=a/", "--dst-prefix=b/", base, "--"],
+    maxOutputBytes: 2 * maxBytes,
+  }).catch((error: unknown) => {
+    if (isWardenError(error) && error.code === "git-output-too-large") {
+      throw new ValidationError("change-set-too-large", `the run's patch is over ${2 * maxBytes} bytes (twice limits.changeSetBytes)`, { status: 413 });
+    }
+    throw error;
+  });
   const objects = await readObjects(wt.adminDir, blobOids);
   const files: ChangedFile[] = [];
   const newBlobs: Buffer[] = [];

@@ -20,6 +20,8 @@ export interface GitCall extends GitTarget {
   readonly input?: Uint8Array | string;
   /** extra environment (GIT_INDEX_FILE) */
   readonly env?: Readonly<Record<string, string>>;
+  /** past this many bytes of stdout, git is killed and the call refused `git-output-too-large` */
+  readonly maxOutputBytes?: number;
 }
 
 /** What a run's git commands must not pick up from any configuration: helpers that run programs. */
@@ -74,7 +76,19 @@ export function git(call: GitCall): Promise<Buffer> {
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     let errBytes = 0;
-    child.stdout.on("data", (c: Buffer) => out.push(c));
+    let outBytes = 0;
+    let tooLarge = false;
+    child.stdout.on("data", (c: Buffer) => {
+      outBytes += c.length;
+      if (call.maxOutputBytes !== undefined && outBytes > call.maxOutputBytes) {
+        // Held in memory whole: an output past the bound is not read on.
+        if (!tooLarge) child.kill("SIGKILL");
+        tooLarge = true;
+        out.length = 0;
+        return;
+      }
+      out.push(c);
+    });
     child.stderr.on("data", (c: Buffer) => {
       if (errBytes < 8192) err.push(c);
       errBytes += c.length;
@@ -83,6 +97,7 @@ export function git(call: GitCall): Promise<Buffer> {
       reject(new GitError("git-unavailable", `git could not be started (${error.code ?? error.message}): install git on the node`, 503));
     });
     child.on("close", (code, signal) => {
+      if (tooLarge) return reject(new GitError("git-output-too-large", `git ${call.args[0] ?? ""} printed more than ${call.maxOutputBytes ?? 0} bytes`, 413));
       if (code === 0) return resolve(Buffer.concat(out));
       const said = Buffer.concat(err).toString("utf8").trim().split("\n").slice(0, 3).join("; ");
       reject(new GitError("git-failed", `git ${call.args[0] ?? ""} failed (${signal ?? `exit ${String(code)}`}): ${said}`));
@@ -90,6 +105,21 @@ export function git(call: GitCall): Promise<Buffer> {
     child.stdin.on("error", () => undefined);
     child.stdin.end(call.input ?? "");
   });
+}
+
+/** `git cat-file --batch-check` for many objects in one process: each object's size by its id, none read. */
+export async function objectSizes(gitDir: string, oids: readonly string[]): Promise<Map<string, number>> {
+  const sizes = new Map<string, number>();
+  const unique = [...new Set(oids)];
+  if (unique.length === 0) return sizes;
+  const out = await git({ gitDir, args: ["cat-file", "--batch-check"], input: unique.map((o) => `${o}\n`).join("") });
+  const lines = out.toString("latin1").split("\n");
+  unique.forEach((oid, i) => {
+    const [id, type, size] = (lines[i] ?? "").split(" ");
+    if (id !== oid || type === "missing" || size === undefined) throw new GitError("git-failed", `git cat-file: object ${oid} is ${type ?? "missing"}`);
+    sizes.set(oid, Number(size));
+  });
+  return sizes;
 }
 
 /** `git cat-file --batch` for many objects in one process: each object's bytes by its id. */

@@ -23,10 +23,16 @@ export class RunWorktrees {
   readonly dir: string;
   readonly store: ChangeStore;
 
-  /** `home`: the node's home; worktrees go to `<home>/worktrees`, change sets to `<home>/changes`. */
-  constructor(home: string) {
+  readonly #maxBytes: number | undefined;
+
+  /**
+   * `home`: the node's home; worktrees go to `<home>/worktrees`, change sets to `<home>/changes`;
+   * `maxBytes`: limits.changeSetBytes.
+   */
+  constructor(home: string, maxBytes?: number) {
     this.dir = join(home, "worktrees");
     this.store = new ChangeStore(join(home, "changes"));
+    this.#maxBytes = maxBytes;
   }
 
   /** The run's cwd as the sandbox profile names it (one profile digest across runs). */
@@ -58,7 +64,7 @@ export class RunWorktrees {
   /** The change set of a worktree as it stands, stored; the `run.changes` event that records it (or says why there is none). */
   async record(wt: Worktree, base: string): Promise<{ event: RunChangesEvent; manifest?: ChangeSetManifest; digest?: Digest }> {
     try {
-      const { manifest, digest } = await computeChangeSet(wt, base, this.store);
+      const { manifest, digest } = await computeChangeSet(wt, base, this.store, this.#maxBytes);
       return { event: runChangesEvent(manifest, digest), manifest, digest };
     } catch (error) {
       const code = isWardenError(error) ? error.code : "change-set-failed";

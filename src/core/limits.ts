@@ -50,6 +50,13 @@ export interface Limits {
   readonly runFreeBytes: number;
   /** free inodes (files) that file system must have for a new run to be claimed, as runFreeBytes */
   readonly runFreeFiles: number;
+  /**
+   * bytes of file contents a run's change set may read (git's objects of both sides, held in
+   * memory while it is made); its patch may be twice that. Past it the run is recorded with
+   * `run.changes` saying `change-set-too-large`: an agent's multi-gigabyte file must not cost
+   * the node its memory
+   */
+  readonly changeSetBytes: number;
 }
 
 export const DEFAULT_LIMITS: Limits = Object.freeze({
@@ -76,6 +83,7 @@ export const DEFAULT_LIMITS: Limits = Object.freeze({
   runOutputBytes: 64 * MiB,
   runFreeBytes: 64 * MiB,
   runFreeFiles: 4096,
+  changeSetBytes: 512 * MiB,
 });
 
 /** Merges overrides onto the defaults, refusing non-positive or non-integer values. */

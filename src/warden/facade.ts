@@ -1058,7 +1058,7 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     };
     const userHooks = options.runnerHooks ?? {};
     const outputDir = join(backend.home, "outputs");
-    const worktrees = new RunWorktrees(backend.home);
+    const worktrees = new RunWorktrees(backend.home, backend.limits.changeSetBytes);
     const tlog = log?.log;
     const runner = new Runner({
       worktrees,

@@ -18,6 +18,7 @@ export type Op =
   | { op: "chmod"; path: string; mode: number }
   | { op: "symlink"; target: string; path: string }
   | { op: "nest"; path: string; depth: number }
+  | { op: "bytes"; path: string; size: number }
   | { op: "gate" };
 
 const EDITING_AGENT = `#!/usr/bin/env node
@@ -41,6 +42,7 @@ for (const o of ops) {
   else if (o.op === "mv") { fs.mkdirSync(dirname(o.to), { recursive: true }); fs.renameSync(o.from, o.to); }
   else if (o.op === "chmod") fs.chmodSync(o.path, o.mode);
   else if (o.op === "symlink") fs.symlinkSync(o.target, o.path);
+  else if (o.op === "bytes") fs.writeFileSync(o.path, (await import("node:crypto")).randomBytes(o.size));
   else if (o.op === "nest") {
     // Directories nested by descending, deeper than a path can name.
     const top = process.cwd();

@@ -27,7 +27,7 @@ interface Env {
   launched: string[];
 }
 
-async function setup(t: { after(fn: () => unknown): void }, probe = false): Promise<Env> {
+async function setup(t: { after(fn: () => unknown): void }, probe = false, limits?: { changeSetBytes: number }): Promise<Env> {
   const root = tempDir("changes-runs");
   const repo = join(root, "repo");
   const base = makeRepo(repo);
@@ -40,6 +40,7 @@ async function setup(t: { after(fn: () => unknown): void }, probe = false): Prom
     providers: { claude: { command: agent } },
     agentEnv: { PATH: process.env.PATH, ...(probe ? { WARDEN_REPO_PROBE: repo } : {}) },
     runnerHooks: { afterLaunch: (_pid, runId) => void launched.push(runId) },
+    ...(limits === undefined ? {} : { limits }),
   });
   t.after(async () => {
     await warden.close();
@@ -76,7 +77,7 @@ function applyByHand(dir: string, ops: readonly Op[]): void {
       fs.renameSync(join(dir, o.from), join(dir, o.to));
     } else if (o.op === "chmod") fs.chmodSync(join(dir, o.path), o.mode);
     else if (o.op === "symlink") fs.symlinkSync(o.target, join(dir, o.path));
-    else if (o.op === "nest") throw new Error("applyByHand does not nest");
+    else if (o.op === "nest" || o.op === "bytes") throw new Error(`applyByHand does not ${o.op}`);
   }
 }
 
@@ -256,6 +257,19 @@ describe("change sets of runs in a git workspace", () => {
     const again = await openWarden({ home: join(env.root, "home"), workspaces: { repo: env.repo }, defaultWorkspace: "repo", providers: { claude: { command: join(env.root, "agents", "editing-agent.mjs") } } });
     await again.close();
     assert.equal(fs.existsSync(left), false, "the start swept the deep worktree");
+  });
+
+  test("a change set past limits.changeSetBytes is refused from git's object sizes, before any content is read; the run is recorded", async (t) => {
+    const env = await setup(t, false, { changeSetBytes: 1024 * 1024 });
+    const { run_id, outcome } = await run(env, [
+      { op: "bytes", path: "big.bin", size: 3 * 1024 * 1024 },
+      { op: "write", path: "a.txt", base64: b64("changed\n") },
+    ]);
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    const changes = eventsOf(await env.warden.readJournal(run_id)).find((e) => e.type === "run.changes") as { error?: { code: string; detail: string } } | undefined;
+    assert.equal(changes?.error?.code, "change-set-too-large", JSON.stringify(changes));
+    assert.match(changes.error.detail, /^the run's changed files hold 31457\d\d bytes \(both sides\), over 1048576 \(limits\.changeSetBytes\)$/);
+    await assert.rejects(env.warden.changes.read(run_id), (e: unknown) => (e as { code?: string }).code === "run-changes-not-found");
   });
 
   test("an agent that rewrites its worktree's .git to a repository of its own gets no command run by the node's git", async (t) => {
