@@ -7,7 +7,7 @@ import { sha256Digest } from "../core/digest.js";
 import { isWardenError, ValidationError } from "../core/errors.js";
 import { DEFAULT_LIMITS } from "../core/limits.js";
 import { git, objectSizes, readObjects } from "./git.js";
-import type { Worktree } from "./worktrees.js";
+import { runObjectsEnv, type Worktree } from "./worktrees.js";
 import type { ChangeStore } from "./store.js";
 import {
   changePathProblem,
@@ -112,7 +112,8 @@ function status(letter: string): ChangeStatus {
  * that, checked from git's object sizes before any content is read.
  */
 export async function computeChangeSet(wt: Worktree, base: string, store: ChangeStore, maxBytes = DEFAULT_LIMITS.changeSetBytes): Promise<{ manifest: ChangeSetManifest; digest: Digest }> {
-  const target = { gitDir: wt.adminDir, workTree: wt.path };
+  const env = runObjectsEnv(wt);
+  const target = { gitDir: wt.adminDir, workTree: wt.path, env };
   // The worktree's index is the node's alone (the agent never sees the repository's .git).
   await git({ ...target, args: ["add", "--all", "--", "."] });
   const [raw, numstat] = await Promise.all([
@@ -128,7 +129,7 @@ export async function computeChangeSet(wt: Worktree, base: string, store: Change
     ...(ZERO_OID.test(e.oldOid) || e.oldMode === GITLINK_MODE ? [] : [e.oldOid]),
     ...(ZERO_OID.test(e.newOid) || e.newMode === GITLINK_MODE ? [] : [e.newOid]),
   ]);
-  const sizes = await objectSizes(wt.adminDir, blobOids);
+  const sizes = await objectSizes(wt.adminDir, blobOids, env);
   const total = [...sizes.values()].reduce((sum, n) => sum + n, 0);
   if (total > maxBytes) {
     throw new ValidationError("change-set-too-large", `the run's changed files hold ${total} bytes (both sides), over ${maxBytes} (limits.changeSetBytes)`, { status: 413 });
@@ -143,7 +144,7 @@ export async function computeChangeSet(wt: Worktree, base: string, store: Change
     }
     throw error;
   });
-  const objects = await readObjects(wt.adminDir, blobOids);
+  const objects = await readObjects(wt.adminDir, blobOids, env);
   const files: ChangedFile[] = [];
   const newBlobs: Buffer[] = [];
   for (const e of entries) {

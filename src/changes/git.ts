@@ -108,11 +108,11 @@ export function git(call: GitCall): Promise<Buffer> {
 }
 
 /** `git cat-file --batch-check` for many objects in one process: each object's size by its id, none read. */
-export async function objectSizes(gitDir: string, oids: readonly string[]): Promise<Map<string, number>> {
+export async function objectSizes(gitDir: string, oids: readonly string[], env?: Readonly<Record<string, string>>): Promise<Map<string, number>> {
   const sizes = new Map<string, number>();
   const unique = [...new Set(oids)];
   if (unique.length === 0) return sizes;
-  const out = await git({ gitDir, args: ["cat-file", "--batch-check"], input: unique.map((o) => `${o}\n`).join("") });
+  const out = await git({ gitDir, args: ["cat-file", "--batch-check"], input: unique.map((o) => `${o}\n`).join(""), ...(env === undefined ? {} : { env }) });
   const lines = out.toString("latin1").split("\n");
   unique.forEach((oid, i) => {
     const [id, type, size] = (lines[i] ?? "").split(" ");
@@ -123,11 +123,11 @@ export async function objectSizes(gitDir: string, oids: readonly string[]): Prom
 }
 
 /** `git cat-file --batch` for many objects in one process: each object's bytes by its id. */
-export async function readObjects(gitDir: string, oids: readonly string[]): Promise<Map<string, Buffer>> {
+export async function readObjects(gitDir: string, oids: readonly string[], env?: Readonly<Record<string, string>>): Promise<Map<string, Buffer>> {
   const objects = new Map<string, Buffer>();
   const unique = [...new Set(oids)];
   if (unique.length === 0) return objects;
-  const out = await git({ gitDir, args: ["cat-file", "--batch"], input: unique.map((o) => `${o}\n`).join("") });
+  const out = await git({ gitDir, args: ["cat-file", "--batch"], input: unique.map((o) => `${o}\n`).join(""), ...(env === undefined ? {} : { env }) });
   let at = 0;
   for (const oid of unique) {
     const eol = out.indexOf(0x0a, at);

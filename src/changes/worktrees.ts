@@ -69,10 +69,24 @@ export interface Worktree {
   readonly path: string;
   readonly adminDir: string;
   readonly workspace: GitWorkspace;
+  /**
+   * Where the objects the node's git makes for the run's change set go (`git add` of the agent's
+   * files), in the administrative directory and removed with it: never the repository's own
+   * object store, which the agent's files would otherwise fill (a multi-gigabyte file stays
+   * there, unreachable, until a `git gc` prunes it weeks later).
+   */
+  readonly objectsDir: string;
 }
 
 export function worktreeOf(ws: GitWorkspace, worktreesDir: string, runId: string): Worktree {
-  return { path: join(worktreesDir, runId), adminDir: join(ws.commonDir, "worktrees", runId), workspace: ws };
+  const adminDir = join(ws.commonDir, "worktrees", runId);
+  return { path: join(worktreesDir, runId), adminDir, workspace: ws, objectsDir: join(adminDir, "warden-objects") };
+}
+
+/** The environment that makes git write a run's new objects to its own directory and read the repository's too. */
+export function runObjectsEnv(wt: Worktree): Record<string, string> {
+  fs.mkdirSync(wt.objectsDir, { recursive: true, mode: 0o700 });
+  return { GIT_OBJECT_DIRECTORY: wt.objectsDir, GIT_ALTERNATE_OBJECT_DIRECTORIES: join(wt.workspace.commonDir, "objects") };
 }
 
 /** `git worktree add --detach` at `<worktreesDir>/<run id>`; checks git named its metadata after the run. */

@@ -259,8 +259,10 @@ describe("change sets of runs in a git workspace", () => {
     assert.equal(fs.existsSync(left), false, "the start swept the deep worktree");
   });
 
-  test("a change set past limits.changeSetBytes is refused from git's object sizes, before any content is read; the run is recorded", async (t) => {
+  test("a change set past limits.changeSetBytes is refused from git's object sizes, before any content is read; the run is recorded; the repository's objects are untouched", async (t) => {
     const env = await setup(t, false, { changeSetBytes: 1024 * 1024 });
+    const objects = (): string => git(env.repo, "count-objects", "-v");
+    const before = objects();
     const { run_id, outcome } = await run(env, [
       { op: "bytes", path: "big.bin", size: 3 * 1024 * 1024 },
       { op: "write", path: "a.txt", base64: b64("changed\n") },
@@ -270,6 +272,9 @@ describe("change sets of runs in a git workspace", () => {
     assert.equal(changes?.error?.code, "change-set-too-large", JSON.stringify(changes));
     assert.match(changes.error.detail, /^the run's changed files hold 31457\d\d bytes \(both sides\), over 1048576 \(limits\.changeSetBytes\)$/);
     await assert.rejects(env.warden.changes.read(run_id), (e: unknown) => (e as { code?: string }).code === "run-changes-not-found");
+    // The agent's 3 MiB went into the run's own object directory, gone with its worktree: the
+    // repository's object store did not grow by a byte.
+    assert.equal(objects(), before);
   });
 
   test("an agent that rewrites its worktree's .git to a repository of its own gets no command run by the node's git", async (t) => {
