@@ -4,6 +4,8 @@ import { resolve } from "node:path";
 export interface CliIo {
   stdout(text: string): void;
   stderr(text: string): void;
+  /** stdout is a terminal: text an agent wrote is shown with its control characters made visible (terminal-text.ts) */
+  readonly terminal?: boolean;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly cwd: string;
 }
@@ -18,6 +20,7 @@ export function processIo(): CliIo {
   return {
     stdout: writerTo(process.stdout),
     stderr: writerTo(process.stderr),
+    terminal: process.stdout.isTTY === true,
     env: process.env,
     cwd: process.cwd(),
   };

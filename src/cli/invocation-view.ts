@@ -3,6 +3,7 @@ import type { InvocationView } from "../client/wire.js";
 import { explainUnresolved } from "../invocations/explain.js";
 import type { CliContext } from "./context.js";
 import { table } from "./format.js";
+import { shownText } from "./terminal-text.js";
 import { EXIT_FAILED, EXIT_OK, exitCodeOfStatus } from "./outcome.js";
 import type { RunFailure } from "./run-failure.js";
 
@@ -66,16 +67,18 @@ export function printInvocation(ctx: CliContext, view: InvocationView, note = ""
     rows.push(["deadline", `${view.parked.deadline} (then denied); answer with \`warden approve|deny ${view.scope} ${view.id}\``]);
   }
   if (view.receipt !== undefined) rows.push(["reconciled", `${view.receipt.review.outcome} by ${view.receipt.operator} at ${view.receipt.recorded_at}`]);
-  ctx.io.stdout(table(rows));
+  // What the agent wrote (its result's strings, answer, output) reaches the terminal made visible.
+  const shown = (text: string): string => shownText(text, ctx.io.terminal === true);
+  ctx.io.stdout(shown(table(rows)));
   const result = typeof view.result === "object" && view.result !== null ? (view.result as { output_tail?: unknown; answer?: unknown }) : {};
   if (typeof result.answer === "string") {
     // The agent's own final answer, whole: what the caller asked for (the raw stream: --json).
-    ctx.io.stdout(`answer:\n${result.answer.endsWith("\n") ? result.answer : `${result.answer}\n`}`);
+    ctx.io.stdout(`answer:\n${shown(result.answer.endsWith("\n") ? result.answer : `${result.answer}\n`)}`);
   } else if (typeof result.output_tail === "string" && result.output_tail.trim() !== "") {
-    ctx.io.stdout(`  output (last lines; --json for the whole result):\n${lastLines(result.output_tail)}`);
+    ctx.io.stdout(`  output (last lines; --json for the whole result):\n${shown(lastLines(result.output_tail))}`);
   }
   if (failure !== undefined && failure.stderr.trim() !== "" && view.run_id !== undefined) {
-    ctx.io.stdout(`  stderr (last lines; all of it: GET /v1/runs/${view.run_id}/output/stderr):\n${lastLines(failure.stderr, STDERR_LINES)}`);
+    ctx.io.stdout(`  stderr (last lines; all of it: GET /v1/runs/${view.run_id}/output/stderr):\n${shown(lastLines(failure.stderr, STDERR_LINES))}`);
   }
   if (view.status === "unresolved") ctx.io.stdout(`  needs an operator: \`warden inspect ${view.scope} ${view.id}\`, then \`warden reconcile\`\n`);
 }

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
+import { shownText } from "../terminal-text.js";
 
 type ChangesFlags = NodeFlags & OutputFlags & { stat?: boolean };
 
@@ -30,9 +31,10 @@ async function changes(ctx: CliContext, runId: string, flags: ChangesFlags): Pro
       const counts = f.binary ? "binary" : `+${f.lines_added ?? 0} -${f.lines_deleted ?? 0}`;
       return ` ${displayPath(f).padEnd(width)} | ${f.status.padEnd(8)} ${counts}`;
     });
+    // The paths are the agent's: on a terminal, any control character in them is made visible.
     ctx.io.stdout(
       `change set ${stat.change_set} (base ${stat.base})\n` +
-        (lines.length === 0 ? " no changes\n" : `${lines.join("\n")}\n ${stat.files_total} file(s) changed, ${stat.lines_added} insertion(s)(+), ${stat.lines_deleted} deletion(s)(-)\n`),
+        (lines.length === 0 ? " no changes\n" : `${shownText(lines.join("\n"), ctx.io.terminal === true)}\n ${stat.files_total} file(s) changed, ${stat.lines_added} insertion(s)(+), ${stat.lines_deleted} deletion(s)(-)\n`),
     );
     return EXIT_OK;
   }
@@ -47,7 +49,8 @@ async function changes(ctx: CliContext, runId: string, flags: ChangesFlags): Pro
   }
   const patch = await client.runChangeBlob(runId, manifest.patch.sha256);
   checkBlob(patch, manifest.patch.sha256, manifest.patch.size);
-  ctx.io.stdout(Buffer.from(patch).toString("utf8"));
+  // Byte for byte to a pipe (`| git apply`); on a terminal, what the agent's files hold cannot act on it.
+  ctx.io.stdout(shownText(Buffer.from(patch).toString("utf8"), ctx.io.terminal === true));
   return EXIT_OK;
 }
 

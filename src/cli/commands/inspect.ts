@@ -10,6 +10,7 @@ import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js"
 import { collect } from "../parse.js";
 import { explainTermination } from "../../invocations/explain.js";
 import { digestInputFile } from "../read-input.js";
+import { shownText } from "../terminal-text.js";
 
 type Evidence = Review["evidence"][number];
 
@@ -114,9 +115,11 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
   const { snapshot, report } = inspection;
   const journal = report.journal;
   const findings = journal.findings.map((f) => f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : ""));
+  // Effect ids and findings come from the journal, whose tool calls the agent named.
+  const shown = (text: string): string => shownText(text, ctx.io.terminal === true);
   ctx.io.stdout(
     `${report.status} ${snapshot.scope} ${snapshot.id}\n` +
-      table([
+      shown(table([
         ["snapshot hash", inspection.snapshot_hash],
         ["run", snapshot.audit.run_id],
         ["agent", snapshot.agent],
@@ -129,7 +132,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ...worktreeRows(inspection),
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
         ["needs review", needsReview(inspection)],
-      ]) +
+      ])) +
       (report.status === "unresolved"
         ? `to close it, write a review (e.g. the template below; \`--review-template --evidence FILE\` prints it alone, with the evidence's digests) ` +
           `and run \`warden reconcile ${snapshot.scope} ${snapshot.id} --review FILE\`:\n` +
