@@ -35,6 +35,8 @@ const WALKS = 8;
 
 /** Levels one walk goes down before it moves a deeper directory up (and descriptors it holds at most). */
 const MAX_DEPTH = 64;
+/** Walks of a top directory that moved something up, at most: a tree 6 million levels deep. */
+const MOVING_WALKS = 100_000;
 
 /** Removes `path` (file, link or directory tree). Missing is fine. */
 export async function removeTree(path: string): Promise<void> {
@@ -69,12 +71,14 @@ async function removeDirectory(path: string): Promise<void> {
   }
   try {
     // What was moved up into it is walked again, until a walk moves nothing (each walk removes
-    // MAX_DEPTH levels of every chain it met: the tree shrinks).
+    // MAX_DEPTH levels of every chain it met: the tree shrinks). A process still adding chains
+    // as deep could keep it going: past MOVING_WALKS the rmdir below fails (ENOTEMPTY) instead.
     const top = { dir, moved: 0 };
-    do {
+    for (let walk = 0; walk < MOVING_WALKS; walk++) {
       top.moved = 0;
       await emptyDirectory(dir, 0, top);
-    } while (top.moved > 0);
+      if (top.moved === 0) break;
+    }
   } finally {
     await dir.close();
   }
