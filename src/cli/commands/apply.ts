@@ -14,6 +14,7 @@ import { connect } from "../node.js";
 import { EXIT_FAILED, EXIT_OK, printJson, runCommand } from "../outcome.js";
 import { isUuid } from "../parse.js";
 import type { VerifyFlags } from "./journal.js";
+import { shownText } from "../terminal-text.js";
 
 interface ApplyFlags extends VerifyFlags {
   to?: string;
@@ -85,9 +86,10 @@ async function apply(ctx: CliContext, runArgument: string, flags: ApplyFlags): P
     printJson(ctx, { run_id: runId, change_set: changes.change_set, base: manifest.base, ...applied });
     return EXIT_OK;
   }
+  // The paths are the agent's: on a terminal, any control character in them is made visible.
   ctx.io.stdout(
     `applied change set ${changes.change_set} of run ${runId} (base ${manifest.base}) to ${root}: ${applied.written} written, ${applied.removed} removed\n` +
-      applied.files.map((f) => `  ${f.status.padEnd(8)} ${f.old_path === null ? f.path : `${f.old_path} -> ${f.path}`}\n`).join(""),
+      shownText(applied.files.map((f) => `  ${f.status.padEnd(8)} ${f.old_path === null ? f.path : `${f.old_path} -> ${f.path}`}\n`).join(""), ctx.io.terminal === true),
   );
   return EXIT_OK;
 }

@@ -14,6 +14,7 @@ import { runCommand } from "../outcome.js";
 import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
 import { fetchRunJournal, isRunIdArgument, summarizeReceipt, type ReconciliationSummary, type RemoteJournal } from "../remote-journal.js";
+import { shownText } from "../terminal-text.js";
 
 export interface VerifyFlags {
   key?: string;
@@ -95,18 +96,19 @@ async function verifyCommand(ctx: CliContext, file: string, flags: VerifyFlags):
     );
   } else if (report.first_error !== undefined) {
     const e = report.first_error;
-    ctx.io.stdout(`FAIL ${file}: line ${e.line} (seq ${e.seq ?? "?"}): ${e.code}: ${e.reason}\n`);
+    ctx.io.stdout(`FAIL ${file}: line ${e.line} (seq ${e.seq ?? "?"}): ${e.code}: ${shownText(e.reason, ctx.io.terminal === true)}\n`);
   } else if (!hasRunStarted(inspection)) {
     // Nothing here shows a run: an empty file, or signed lines none of which is a run.started at
     // seq 0. DESIGN counts that among what requires reconciliation, not as a verification error
     // (`ok` stays true in --json), but a script must not take it for a pass: no OK, exit 1.
     ctx.io.stdout(`NO RUN ${file}: ${report.entries} entries verified, no run.started at seq 0: nothing here shows what a run did\n`);
-    ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
+    ctx.io.stdout(`requires reconciliation: ${shownText(reasonsText(inspection), ctx.io.terminal === true)}\n`);
   } else {
     ctx.io.stdout(`OK ${file}: ${report.entries} entries verified, tail ${report.tail_hash}\n`);
     const isolation = isolationText(isolationOf(report));
     if (isolation !== undefined) ctx.io.stdout(`${isolation}\n`);
-    if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${reasonsText(inspection)}\n`);
+    // Effect ids name the agent's tool calls: on a terminal, made visible.
+    if (inspection.requires_reconciliation) ctx.io.stdout(`requires reconciliation: ${shownText(reasonsText(inspection), ctx.io.terminal === true)}\n`);
     if (reconciliation !== undefined) ctx.io.stdout(`${reconciliationText(reconciliation)}\n`);
   }
   if (!(report.ok && hasRunStarted(inspection))) return 1;
