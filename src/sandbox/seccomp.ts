@@ -54,8 +54,18 @@ interface Insn {
   readonly jf?: number;
 }
 
-/** The filter for this machine's architecture; undefined where warden does not know its call numbers. */
+const built = new Map<string, Buffer | undefined>();
+
+/**
+ * The filter for this machine's architecture; undefined where warden does not know its call
+ * numbers. Built once per architecture: every confined run and the probe ask for it.
+ */
 export function keyringFilter(machine: string = arch): Buffer | undefined {
+  if (!built.has(machine)) built.set(machine, buildFilter(machine));
+  return built.get(machine);
+}
+
+function buildFilter(machine: string): Buffer | undefined {
   const arches = CALLS[machine];
   if (arches === undefined) return undefined;
   // Layout: load arch; one test per architecture; allow; then per architecture a block that loads

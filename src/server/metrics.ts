@@ -79,14 +79,13 @@ export class MetricsRegistry {
         out.push(`${f.name} ${f.read()}`);
         continue;
       }
+      // A series without labels is written without braces.
+      const line = (key: string, value: number): string => (key === "" ? `${f.name} ${value}` : `${f.name}{${key}} ${value}`);
       if (f.readSeries !== undefined) {
-        for (const s of f.readSeries()) {
-          const key = labelKey(s.labels);
-          out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
-        }
+        for (const s of f.readSeries()) out.push(line(labelKey(s.labels), s.value));
         continue;
       }
-      for (const [key, s] of f.series) out.push(key === "" ? `${f.name} ${s.value}` : `${f.name}{${key}} ${s.value}`);
+      for (const [key, s] of f.series) out.push(line(key, s.value));
     }
     return out.join("\n") + "\n";
   }
@@ -225,22 +224,22 @@ export function createNodeMetrics(sources: GaugeSources): NodeMetrics {
   registry.observe("warden_stages_active", "Stages begun through this node process and not yet committed or aborted", "gauge", sources.activeStages);
   registry.observe("warden_runs_active", "Agent runs executing in this node process", "gauge", sources.activeRuns);
   registry.observe("warden_journal_appends_total", "Journal entries durably appended by this node process", "counter", sources.journalAppends);
-  const room = sources.homeRoom;
-  if (room !== undefined) {
-    // What to alert on before a full disk refuses runs (507 capacity-exhausted).
-    registry.observeSeries("warden_home_available_bytes", "Bytes the file system of the node's home has available (new runs are refused below limits.runFreeBytes)", "gauge", () => {
-      const r = room();
-      return r === undefined ? [] : [{ labels: {}, value: r.bytes }];
-    });
-    registry.observeSeries("warden_home_free_files", "Free inodes of the file system of the node's home (new runs are refused below limits.runFreeFiles)", "gauge", () => {
-      const r = room();
-      return r?.files === undefined ? [] : [{ labels: {}, value: r.files }];
-    });
-  }
+  if (sources.homeRoom !== undefined) homeMetrics(registry, sources.homeRoom);
   if (sources.log !== undefined) logMetrics(registry, sources.log);
   if (sources.spendToday !== undefined) spendMetrics(registry, sources.spendToday);
   if (sources.queueView !== undefined) queueMetrics(registry, sources.queueView);
   return metrics;
+}
+
+/** What the home's file system has left (read once a scrape): what to alert on before a full disk refuses runs (507 capacity-exhausted). */
+function homeMetrics(registry: MetricsRegistry, read: NonNullable<GaugeSources["homeRoom"]>): void {
+  let room: ReturnType<typeof read>;
+  registry.refreshEachScrape(async () => {
+    room = read();
+  });
+  const one = (value: number | undefined) => (value === undefined ? [] : [{ labels: {}, value }]);
+  registry.observeSeries("warden_home_available_bytes", "Bytes the file system of the node's home has available (new runs are refused below limits.runFreeBytes)", "gauge", () => one(room?.bytes));
+  registry.observeSeries("warden_home_free_files", "Free inodes of the file system of the node's home (new runs are refused below limits.runFreeFiles)", "gauge", () => one(room?.files));
 }
 
 /** The queue as the claims store counts it (DESIGN.md "Queued invocations"), read at each scrape. */

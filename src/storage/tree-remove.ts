@@ -62,23 +62,32 @@ async function removeOnce(path: string): Promise<void> {
 }
 
 /** Removes the directory `path` was when lstat-ed; `path` may be under `/proc/self/fd/<fd>/`. */
-async function removeDirectory(path: string): Promise<void> {
-  const dir = await openDirectory(path);
-  if (dir === undefined) {
-    // Swapped for a link or a file since the lstat: that entry itself goes, nothing it names.
-    await fsp.unlink(path);
-    return;
-  }
-  try {
+function removeDirectory(path: string): Promise<void> {
+  return emptiedThenRemoved(path, async (dir) => {
     // What was moved up into it is walked again, until a walk moves nothing (each walk removes
     // MAX_DEPTH levels of every chain it met: the tree shrinks). A process still adding chains
-    // as deep could keep it going: past MOVING_WALKS the rmdir below fails (ENOTEMPTY) instead.
+    // as deep could keep it going: past MOVING_WALKS the rmdir after fails (ENOTEMPTY) instead.
     const top = { dir, moved: 0 };
     for (let walk = 0; walk < MOVING_WALKS; walk++) {
       top.moved = 0;
       await emptyDirectory(dir, 0, top);
       if (top.moved === 0) break;
     }
+  });
+}
+
+/**
+ * Opens the directory at `path`, lets `empty` empty it through its descriptor, closes it and
+ * removes it; an entry swapped for a link or a file since it was listed goes itself, nothing it names.
+ */
+async function emptiedThenRemoved(path: string, empty: (dir: fsp.FileHandle) => Promise<void>): Promise<void> {
+  const dir = await openDirectory(path);
+  if (dir === undefined) {
+    await fsp.unlink(path);
+    return;
+  }
+  try {
+    await empty(dir);
   } finally {
     await dir.close();
   }
@@ -167,18 +176,8 @@ async function emptyDirectory(dir: fsp.FileHandle, depth: number, top: Top): Pro
 }
 
 /** removeDirectory for a directory below the top: what is too deep for this walk goes to the top. */
-async function removeSubdirectory(path: string, depth: number, top: Top): Promise<void> {
-  const dir = await openDirectory(path);
-  if (dir === undefined) {
-    await fsp.unlink(path);
-    return;
-  }
-  try {
-    await emptyDirectory(dir, depth, top);
-  } finally {
-    await dir.close();
-  }
-  await fsp.rmdir(path);
+function removeSubdirectory(path: string, depth: number, top: Top): Promise<void> {
+  return emptiedThenRemoved(path, (dir) => emptyDirectory(dir, depth, top));
 }
 
 async function lstatIfAny(path: string): Promise<fs.Stats | undefined> {
