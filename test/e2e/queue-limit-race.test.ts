@@ -66,7 +66,7 @@ describe("two warden serve --postgres processes racing for a limit's last slot",
           home,
           args: ["--postgres", url, "--provider", `claude=${agent}`, "--provider", `codex=${agent}`, ...workspaces, "--log-level", "warn"],
           env: { WARDEN_TOKEN: OPERATOR, WARDEN_FIXTURE_QUEUE_LOG: log, WARDEN_FIXTURE_NODE: name },
-          config: { defaultWorkspace: "w1", queue: { slots: SLOTS, limits: LIMITS, rates: { codex: CODEX_RATE } } },
+          config: { defaultWorkspace: "w1", queue: { slots: SLOTS, limits: LIMITS, rates: { codex: CODEX_RATE }, labels: { node: name } } },
         });
       }),
     );
@@ -81,10 +81,10 @@ describe("two warden serve --postgres processes racing for a limit's last slot",
 
   it("no workspace, provider or provider's rate ever has more agents than its limit, as the agents logged them", { timeout: LONG_TEST_MS }, async (t) => {
     const meta = new Map<string, JobMeta>();
-    const job = (provider: "claude" | "codex", workspace: string, note: string): { key: string; body: Record<string, unknown> } => {
+    const job = (provider: "claude" | "codex", workspace: string, note: string, node?: (typeof NODES)[number]): { key: string; body: Record<string, unknown> } => {
       const key = randomUUID();
       meta.set(key, { principal: "operator", workspace });
-      return { key, body: { provider, workspace, prompt: `job=${key} sleep=${SLEEP_MS} ${note}` } };
+      return { key, body: { provider, workspace, prompt: `job=${key} sleep=${SLEEP_MS} ${note}`, ...(node === undefined ? {} : { labels: { node } }) } };
     };
     // Sent to both nodes at the same moment: each submission kicks the node it reaches, so both
     // dequeue at once, each with slots to spare, and only the limits' locks stand between them.
@@ -104,12 +104,15 @@ describe("two warden serve --postgres processes racing for a limit's last slot",
     await submitAll([
       ...Array.from({ length: CODEX_RUNS }, (_, i) => job("codex", RATED[i % RATED.length]!, "rated work")),
       ...Array.from({ length: RUNS }, (_, i) => job("claude", WORKSPACES[i % WORKSPACES.length]!, `limited work gate=${gate}`)),
+      // The node whose run ends leases its slot at once, the other on its tick: one node can win
+      // every race. One last run for each node (its label) makes both run agents, whoever wins.
+      ...NODES.map((node, i) => job("claude", WORKSPACES[i]!, `pinned work gate=${gate}`, node)),
     ]);
     await waitFor(`claude's limit of ${LIMITS.provider} agents running at once (they hold until then)`, () =>
       readQueueLog(log).filter((l) => l.ev === "start" && l.provider === "claude").length >= LIMITS.provider || undefined,
     );
     fs.writeFileSync(gate, "");
-    await waitFor(`${RUNS} claude agents to log their end`, () => ends("claude") >= RUNS || undefined, LONG_TEST_MS, 100);
+    await waitFor(`${RUNS + NODES.length} claude agents to log their end`, () => ends("claude") >= RUNS + NODES.length || undefined, LONG_TEST_MS, 100);
     const lines = await waitFor(`${CODEX_RATE} codex agents to log their end`, () => (ends("codex") >= CODEX_RATE ? readQueueLog(log) : undefined), LONG_TEST_MS, 100);
     const report = analyzeQueueLog(lines, meta);
     assert.deepEqual(report.duplicates, [], "an invocation ran more than once");
