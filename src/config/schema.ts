@@ -11,6 +11,8 @@ export const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
 const PositiveInt = Type.Integer({ minimum: 1 });
+/** A memory bound a run can start in: an agent's runtime alone takes tens of MiB. */
+const MemoryBound = Type.Integer({ minimum: 64 * 1024 * 1024, description: "bytes, at least 64 MiB" });
 
 export const LimitsConfig = Type.Object(
   Object.fromEntries(Object.keys(DEFAULT_LIMITS).map((key) => [key, Type.Optional(PositiveInt)])),
@@ -144,10 +146,16 @@ export const ConfigFile = Type.Object(
                 cpuSeconds: Type.Optional(PositiveInt),
                 fileSizeBytes: Type.Optional(PositiveInt),
                 openFiles: Type.Optional(PositiveInt),
+                /** a run's memory (its memory control group), bytes */
+                memoryBytes: Type.Optional(MemoryBound),
+                /** all runs' memory together, bytes */
+                allRunsMemoryBytes: Type.Optional(MemoryBound),
               },
               { additionalProperties: false },
             ),
           ),
+          /** whether confined runs get control groups where the node can make them (default true) */
+          cgroups: Type.Optional(Type.Boolean()),
         },
         { additionalProperties: false },
       ),

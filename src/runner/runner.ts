@@ -883,6 +883,11 @@ export class Runner {
     try {
       confined = await this.#confinement.launch(launch.confinement, handle.run_id, journal, launch.command, args, cwd, gate?.socketPath, resume?.egressCounted ?? 0);
     } catch (error) {
+      // A sandbox the node refused to start (its control groups could not be made) ran nothing: the run failed.
+      if (isWardenError(error)) {
+        await handle.journal.append({ type: "effect.finished", effect_id: processEffect, outcome: "failed", detail: { not_launched: error.code } });
+        return await handle.finish(notLaunched(error), { failed: true });
+      }
       await handle.journal.append({ type: "effect.finished", effect_id: processEffect, outcome: "failed", detail: { not_launched: "sandbox-launch-failed" } });
       throw error;
     }
@@ -1114,6 +1119,11 @@ export class Runner {
     const out = await stdout.finish();
     const err = await stderr.finish();
     tools.closeOpen({ reason: exit.timed_out ? "timeout" : exit.signal !== null ? `signal ${exit.signal}` : "the agent exited without reporting it" });
+    const memoryKills = confined.memoryKills();
+    if (memoryKills > 0) {
+      // The kernel killed processes of the run at its memory bound: what the run did next is why.
+      tools.append({ type: "note", memory_bound: { bytes: launch.confinement.plan?.cgroup?.memoryBytes ?? null, processes_killed: memoryKills } });
+    }
     if (exit.output_held_open) {
       // A process of the agent outside its group, not found to be killed, held its output past
       // its exit: it may still be acting, and the rest of the event stream was not read.

@@ -14,6 +14,7 @@ import { ensurePrivateDirSync } from "../storage/secure-fs.js";
 import { EgressProxy, egressTarget, parseEgressEntry, type EgressJournal } from "./egress.js";
 import { keyringFilter } from "./seccomp.js";
 import { probeSandbox } from "./probe.js";
+import { joinedCommand, RunCgroups, type RunCgroup } from "./run-cgroups.js";
 import {
   DEFAULT_LIMITS,
   profileDigest,
@@ -36,7 +37,10 @@ export interface ConfinementOptions {
   readonly bwrap?: string;
   /** prlimit's path (default /usr/bin/prlimit when present; null: no resource limits) */
   readonly prlimit?: string | null;
+  /** over DEFAULT_LIMITS, key by key */
   readonly limits?: ResourceLimits;
+  /** whether confined runs get control groups where the node can make them (default true) */
+  readonly cgroups?: boolean;
   /** `host:port` every confined run may reach, beside its provider's model endpoint */
   readonly egress?: readonly string[];
   /** workspace id → `host:port` its runs may reach besides */
@@ -84,6 +88,8 @@ export interface RunConfinement {
   remove(): void;
   /** the seccomp program bubblewrap reads on the agent's fd 3 (`--seccomp 3`), when confined */
   readonly seccomp?: string;
+  /** how many of the run's processes the kernel killed for its memory bound (its memory group's count) */
+  memoryKills(): number;
 }
 
 /** Longest unix socket path Linux takes (sun_path is 108 bytes with its NUL). */
@@ -97,18 +103,33 @@ export class Confinement {
   readonly #limits: ResourceLimits;
   readonly #egress: readonly string[];
   readonly #workspaceEgress: Readonly<Record<string, readonly string[]>>;
+  /** the runs' control groups, or why there are none */
+  readonly #cgroups: RunCgroups | { readonly reason: string };
 
   constructor(options: ConfinementOptions) {
     this.#runsDir = options.runsDir;
     this.#homesDir = options.homesDir;
     this.#bwrap = options.bwrap ?? "/usr/bin/bwrap";
     this.#prlimit = options.prlimit === null ? undefined : (options.prlimit ?? (fs.existsSync("/usr/bin/prlimit") ? "/usr/bin/prlimit" : undefined));
-    this.#limits = options.limits ?? DEFAULT_LIMITS;
+    this.#limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.#egress = checkEgress(options.egress ?? [], "sandbox.egress");
     this.#workspaceEgress = Object.fromEntries(Object.entries(options.workspaceEgress ?? {}).map(([id, list]) => [id, checkEgress(list, `sandbox.workspaceEgress.${id}`)]));
     ensurePrivateDirSync(this.#runsDir, { create: true, recursive: true });
     // No run is active when a runner starts: what is here was left by a process that died.
     for (const name of fs.readdirSync(this.#runsDir)) fs.rmSync(join(this.#runsDir, name), { recursive: true, force: true });
+    const { memoryBytes, allRunsMemoryBytes, processes } = this.#limits;
+    this.#cgroups =
+      options.cgroups === false
+        ? { reason: "sandbox.cgroups is false" }
+        : memoryBytes === undefined || allRunsMemoryBytes === undefined || processes === undefined
+          ? { reason: "no memory or task bound is set" }
+          : RunCgroups.open(this.#runsDir, { memoryBytes, allRunsMemoryBytes: Math.max(allRunsMemoryBytes, memoryBytes), tasks: processes });
+    if (this.#cgroups instanceof RunCgroups) this.#cgroups.sweep();
+  }
+
+  /** Why confined runs get no control groups here, or undefined when they do. */
+  cgroupsMissing(): string | undefined {
+    return this.#cgroups instanceof RunCgroups ? undefined : this.#cgroups.reason;
   }
 
   /** Whether confined runs can start here (asked once per bubblewrap path). */
@@ -147,6 +168,7 @@ export class Confinement {
       ...(this.#prlimit === undefined ? {} : { prlimit: this.#prlimit }),
       ...(request.decisions === true ? { decisions: true } : {}),
       ...(keyringFilter() === undefined ? {} : { seccomp: true }),
+      ...(this.#cgroups instanceof RunCgroups ? { cgroup: this.#cgroups.limits } : {}),
     };
     const profile = sandboxProfile(plan);
     const digest = profileDigest(profile);
@@ -186,7 +208,7 @@ export class Confinement {
       if (socketDir !== undefined) fs.rmSync(socketDir, { recursive: true, force: true });
     };
     if (planned.plan === undefined) {
-      return { command, args, env: {}, drain: async () => undefined, signalOf: () => undefined, remove };
+      return { command, args, env: {}, drain: async () => undefined, signalOf: () => undefined, remove, memoryKills: () => 0 };
     }
     let socket = join(runDir, "egress.sock");
     if (Buffer.byteLength(socket) > MAX_SOCKET_PATH) {
@@ -210,7 +232,20 @@ export class Confinement {
       seccomp = join(runDir, "seccomp.bpf");
       fs.writeFileSync(seccomp, filter, { mode: 0o600 });
     }
-    const confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args, decisionSocket);
+    let confined = sandboxCommand(this.#bwrap, planned.plan, runId, socket, status, fs.realpathSync(cwd), fs.realpathSync(command), args, decisionSocket);
+    let cgroup: RunCgroup | undefined;
+    if (planned.plan.cgroup !== undefined) {
+      // Planned with groups, the run has them or does not start: its profile says it is bounded.
+      if (!(this.#cgroups instanceof RunCgroups)) throw new WardenError("sandbox-cgroup-failed", `the run's control groups could not be made: ${this.#cgroups.reason}`, 503);
+      try {
+        cgroup = this.#cgroups.create(runId);
+      } catch (error) {
+        await proxy.close();
+        remove();
+        throw error;
+      }
+      confined = joinedCommand(cgroup, confined.command, confined.args);
+    }
     return {
       command: confined.command,
       args: confined.args,
@@ -218,7 +253,11 @@ export class Confinement {
       env: proxyEnvironment(),
       drain: () => proxy.close(),
       signalOf: (exitCode) => signalFrom(status, exitCode),
-      remove,
+      memoryKills: () => cgroup?.oomKills() ?? 0,
+      remove: () => {
+        cgroup?.remove();
+        remove();
+      },
     };
   }
 }

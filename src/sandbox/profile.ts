@@ -6,10 +6,12 @@
  * every run of them (DESIGN.md "Confinement").
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import { dirname, join, sep } from "node:path";
 import { canonicalDigest, type JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
 import { BRIDGE_SOURCE } from "./bridge.js";
+import type { CgroupLimits } from "./run-cgroups.js";
 import { DENIED_ERRNO, DENIED_SYSCALLS } from "./seccomp.js";
 
 /** The descriptor on which bubblewrap reads a run's seccomp program (the agent's spawn passes it). */
@@ -22,10 +24,20 @@ export const RUN_TMP_DIR = "tmp";
 /** The run home's directory the sandbox mounts at /dev/shm. */
 export const RUN_SHM_DIR = "shm";
 
-/** prlimit-style limits of every process of a run (unset: not limited). */
+/**
+ * prlimit-style limits of every process of a run (unset: not limited), and the bounds of its
+ * control groups (run-cgroups.ts) where the node has them.
+ */
 export interface ResourceLimits {
-  /** RLIMIT_NPROC: processes of the user (does not bind a node running as root: the kernel exempts it) */
+  /**
+   * RLIMIT_NPROC: processes of the user (does not bind a node running as root: the kernel exempts
+   * it); and the run's pids group's bound on its tasks (processes and threads), which binds root
+   */
   readonly processes?: number;
+  /** the run's memory group's bound, page cache and shared memory included */
+  readonly memoryBytes?: number;
+  /** the memory of all the node's runs together */
+  readonly allRunsMemoryBytes?: number;
   /** RLIMIT_AS in bytes (off by default: V8 reserves far more address space than it uses) */
   readonly addressSpaceBytes?: number;
   /** RLIMIT_CPU in seconds, per process */
@@ -36,8 +48,14 @@ export interface ResourceLimits {
   readonly openFiles?: number;
 }
 
+const MiB = 1024 * 1024;
+
 export const DEFAULT_LIMITS: ResourceLimits = Object.freeze({
   processes: 4096,
+  // Half the machine's memory a run, three quarters all runs: the node and the rest of the
+  // machine keep a quarter whatever the runs do.
+  memoryBytes: Math.floor(os.totalmem() / 2 / MiB) * MiB,
+  allRunsMemoryBytes: Math.floor((os.totalmem() * 3) / 4 / MiB) * MiB,
   cpuSeconds: 4 * 3600,
   fileSizeBytes: 8 * 1024 ** 3,
   openFiles: 16384,
@@ -97,6 +115,8 @@ export interface SandboxPlan {
   readonly decisions?: boolean;
   /** the keyring calls are refused (seccomp.ts): bubblewrap reads the program on fd 3 */
   readonly seccomp?: boolean;
+  /** the run gets control groups (run-cgroups.ts) bounding its memory and tasks */
+  readonly cgroup?: CgroupLimits;
 }
 
 /** Files and directories of /etc an agent never reads: password hashes, host keys, TLS keys. */
@@ -185,6 +205,9 @@ export function sandboxProfile(plan: SandboxPlan): IsolationProfile {
     egress: { allow: [...plan.egress].sort(), via: `http://127.0.0.1:${BRIDGE_PORT}` },
     limits: limitsJson(plan.prlimit === undefined ? {} : plan.limits),
     ...(plan.seccomp === true ? { seccomp: { deny: [...DENIED_SYSCALLS], errno: DENIED_ERRNO } } : {}),
+    ...(plan.cgroup === undefined
+      ? {}
+      : { cgroup: { memory_bytes: plan.cgroup.memoryBytes, all_runs_memory_bytes: plan.cgroup.allRunsMemoryBytes, tasks: plan.cgroup.tasks } }),
   };
 }
 

@@ -207,7 +207,7 @@ function hasRunStarted(inspection: RunInspection): boolean {
 }
 
 interface RecordedIsolation {
-  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown; readonly seccomp?: { readonly deny?: unknown; readonly errno?: unknown } };
+  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown; readonly seccomp?: { readonly deny?: unknown; readonly errno?: unknown }; readonly cgroup?: { readonly memory_bytes?: unknown; readonly all_runs_memory_bytes?: unknown; readonly tasks?: unknown } };
   readonly digest: string;
 }
 
@@ -231,5 +231,13 @@ function isolationText(isolation: RecordedIsolation | undefined): string | undef
     : [];
   const env = Array.isArray(p.env) ? (p.env as string[]).join(" ") : "?";
   const refused = Array.isArray(p.seccomp?.deny) ? `; system calls refused ${(p.seccomp.deny as string[]).join(", ")} (${String(p.seccomp.errno)})` : "";
-  return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}${refused}; environment ${env}`;
+  const bounded =
+    p.cgroup === undefined
+      ? "; memory and tasks not bounded (no control groups)"
+      : `; memory at most ${mib(p.cgroup.memory_bytes)} (all runs ${mib(p.cgroup.all_runs_memory_bytes)}), tasks at most ${String(p.cgroup.tasks)} (control groups)`;
+  return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}${bounded}${refused}; environment ${env}`;
+}
+
+function mib(bytes: unknown): string {
+  return typeof bytes === "number" ? `${(bytes / 1024 / 1024).toFixed(0)} MiB` : "?";
 }
