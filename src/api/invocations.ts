@@ -230,6 +230,8 @@ export const JournalReport = Type.Object({
   effects: Count,
   /** the agent's pid and host, as the node noted them once it started */
   agent_process: Type.Optional(Type.Object({ pid: Count, host: Type.String() })),
+  /** the kernel killed processes of the run at its memory bound (its control group's) */
+  memory_bound: Type.Optional(Type.Object({ bytes: Type.Union([Count, Type.Null()]), processes_killed: Count })),
 });
 
 /**

@@ -841,6 +841,7 @@ function journalReportOf(report: RunCheck | undefined): JournalReport {
     open_effects: inspection.open_effects,
     effects: inspection.effects,
     ...(inspection.agent_process === undefined ? {} : { agent_process: inspection.agent_process }),
+    ...(inspection.memory_bound === undefined ? {} : { memory_bound: inspection.memory_bound }),
   };
 }
 

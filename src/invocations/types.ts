@@ -5,7 +5,7 @@
 import type { JsonValue } from "../core/canonical.js";
 import type { Digest } from "../core/digest.js";
 import type { EffectKind, RunChangesEvent, RunParkedEvent, TerminationReason } from "../journal/types.js";
-import type { AgentProcess, ReconciliationFinding } from "../journal/inspect.js";
+import type { AgentProcess, MemoryBound, ReconciliationFinding } from "../journal/inspect.js";
 import type { VerifyError } from "../journal/verify.js";
 import type { JournalSeal } from "./claim-store.js";
 
@@ -188,6 +188,8 @@ export interface JournalReport {
   readonly effects: number;
   /** the agent's pid and host, as noted once it started */
   readonly agent_process?: AgentProcess;
+  /** the kernel killed processes of the run at its memory bound */
+  readonly memory_bound?: MemoryBound;
 }
 
 export interface InspectionReport {

@@ -36,6 +36,26 @@ export interface RunInspection {
    * is gone before an operator states `effects_stopped`.
    */
   agent_process?: AgentProcess;
+  /** the kernel killed processes of the run at its memory bound (the runner's `memory_bound` note) */
+  memory_bound?: MemoryBound;
+}
+
+export interface MemoryBound {
+  /** the run's bound, bytes (null: not known to the node that noted it) */
+  readonly bytes: number | null;
+  readonly processes_killed: number;
+}
+
+/** The runner's note that the kernel killed processes of the run at its memory bound. */
+function memoryBoundOf(report: VerifyReport): MemoryBound | undefined {
+  for (const entry of report.valid) {
+    const event = entry.event;
+    const bound = event.type === "note" ? event.memory_bound : undefined;
+    if (typeof bound !== "object" || bound === null || Array.isArray(bound)) continue;
+    const { bytes, processes_killed } = bound as { bytes?: unknown; processes_killed?: unknown };
+    if (Number.isSafeInteger(processes_killed) && (bytes === null || Number.isSafeInteger(bytes))) return { bytes: bytes as number | null, processes_killed: processes_killed as number };
+  }
+  return undefined;
 }
 
 export interface AgentProcess {
@@ -93,6 +113,7 @@ export function inspectRun(report: VerifyReport): RunInspection {
 
   const requires = reasons.length > 0;
   const agentProcess = agentProcessOf(report);
+  const memoryBound = memoryBoundOf(report);
   return {
     clean: report.ok && !requires,
     requires_reconciliation: requires,
@@ -102,5 +123,6 @@ export function inspectRun(report: VerifyReport): RunInspection {
     open_effects: open,
     effects,
     ...(agentProcess !== undefined ? { agent_process: agentProcess } : {}),
+    ...(memoryBound !== undefined ? { memory_bound: memoryBound } : {}),
   };
 }

@@ -89,7 +89,8 @@ describe("security: a run's memory and tasks are bounded by its control groups",
 
   it("a memfd past the run's bound is stopped by the kernel inside the run, and the journal says so; the node serves on", async () => {
     const before = launched.length;
-    const outcome = await bounded.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ memfd: 3 * MEMORY }), workspace: "main" });
+    const id = randomUUID();
+    const outcome = await bounded.invoke("test", id, { provider: "kimi", prompt: JSON.stringify({ memfd: 3 * MEMORY }), workspace: "main" });
     const runId = launched[before];
     assert.ok(runId !== undefined, "the run was not launched");
     const tail = (outcome as unknown as { result?: { output_tail?: string } }).result?.output_tail ?? "";
@@ -99,6 +100,8 @@ describe("security: a run's memory and tasks are bounded by its control groups",
     assert.deepEqual(started.isolation.profile.cgroup, { memory_bytes: MEMORY, all_runs_memory_bytes: 2 * MEMORY, tasks: TASKS });
     const note = entries.find((e) => e.type === "note" && e.memory_bound !== undefined) as { memory_bound: { bytes: number; processes_killed: number } } | undefined;
     assert.ok(note !== undefined && note.memory_bound.bytes === MEMORY && note.memory_bound.processes_killed >= 1, `no memory_bound note in the journal: ${JSON.stringify(entries.filter((e) => e.type === "note"))}`);
+    // What an operator inspecting the run reads.
+    assert.deepEqual((await bounded.inspect("test", id)).report.journal.memory_bound, note.memory_bound);
     // The run's groups are gone with it, and with the node's last run its parents too.
     const dirs = groups.runDirs(runId);
     assert.equal(fs.existsSync(dirs.memory), false, `${dirs.memory} outlived its run`);

@@ -9,6 +9,7 @@ import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
 import { collect } from "../parse.js";
 import { explainTermination } from "../../invocations/explain.js";
+import type { MemoryBound } from "../../journal/inspect.js";
 import { digestInputFile } from "../read-input.js";
 import { shownText } from "../terminal-text.js";
 
@@ -84,6 +85,13 @@ function agentStoppedRows({ report }: Inspection): [string, string][] {
   return [["agent stopped", "no node recorded stopping it: check that the pid above is gone on its host"]];
 }
 
+/** Why the agent died, when the kernel killed it at the run's memory bound. */
+function memoryBoundRows(bound: MemoryBound | undefined): [string, string][] {
+  if (bound === undefined) return [];
+  const bytes = bound.bytes === null ? "" : ` (${(bound.bytes / 1024 / 1024).toFixed(0)} MiB)`;
+  return [["memory bound", `the kernel killed ${bound.processes_killed} process${bound.processes_killed === 1 ? "" : "es"} of the run at its memory bound${bytes}`]];
+}
+
 /** An unresolved run's worktree, stored as a change set as it stands: its digest is evidence a review can cite. */
 function worktreeRows({ report }: Inspection): [string, string][] {
   const changes = report.changes as { base?: string; change_set?: string; files_total?: number; error?: { code: string } } | undefined;
@@ -128,6 +136,7 @@ async function inspect(ctx: CliContext, scope: string, id: string, flags: Inspec
         ["termination", explainTermination(journal.termination)],
         ["effects", `${journal.effects} (${journal.open_effects.length} open${journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})`],
         ["agent process", journal.agent_process === undefined ? "not noted" : `pid ${journal.agent_process.pid} on ${journal.agent_process.host}`],
+        ...memoryBoundRows(journal.memory_bound),
         ...agentStoppedRows(inspection),
         ...worktreeRows(inspection),
         ["findings", findings.length > 0 ? findings.join("; ") : "none"],
