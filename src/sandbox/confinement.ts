@@ -133,7 +133,7 @@ export class Confinement {
   }
 
   /** Whether confined runs can start here (asked once per bubblewrap path). */
-  available(): { ok: boolean; reason?: string } {
+  available(): { ok: boolean; reason?: string; disableUserns?: boolean } {
     return probeSandbox(this.#bwrap);
   }
 
@@ -168,6 +168,7 @@ export class Confinement {
       ...(this.#prlimit === undefined ? {} : { prlimit: this.#prlimit }),
       ...(request.decisions === true ? { decisions: true } : {}),
       ...(keyringFilter() === undefined ? {} : { seccomp: true }),
+      ...(probe.disableUserns === true ? { disableUserns: true } : {}),
       ...(this.#cgroups instanceof RunCgroups ? { cgroup: this.#cgroups.limits } : {}),
     };
     const profile = sandboxProfile(plan);

@@ -117,6 +117,8 @@ export interface SandboxPlan {
   readonly seccomp?: boolean;
   /** the run gets control groups (run-cgroups.ts) bounding its memory and tasks */
   readonly cgroup?: CgroupLimits;
+  /** the agent may not make user namespaces of its own (bubblewrap's `--disable-userns`) */
+  readonly disableUserns?: boolean;
 }
 
 /** Files and directories of /etc an agent never reads: password hashes, host keys, TLS keys. */
@@ -200,6 +202,7 @@ export function sandboxProfile(plan: SandboxPlan): IsolationProfile {
     namespaces: ["cgroup", "ipc", "mount", "net", "pid", "user", "uts"],
     capabilities: [],
     no_new_privileges: true,
+    ...(plan.disableUserns === true ? { no_nested_user_namespaces: true } : {}),
     mounts: mountsOf(plan).map((m) => ({ ...m }) as JsonValue),
     env: [...plan.envNames].sort(),
     egress: { allow: [...plan.egress].sort(), via: `http://127.0.0.1:${BRIDGE_PORT}` },
@@ -257,7 +260,7 @@ export function sandboxCommand(
   args: readonly string[],
   decisionSocket?: string,
 ): { command: string; args: string[] } {
-  const b: string[] = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "warden-sandbox"];
+  const b: string[] = ["--unshare-all", "--unshare-user", ...(plan.disableUserns === true ? ["--disable-userns"] : []), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "warden-sandbox"];
   if (plan.seccomp === true) b.push("--seccomp", String(SECCOMP_FD));
   for (const m of mountsOf(plan)) {
     const path = forRun(m.path, runId);

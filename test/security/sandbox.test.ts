@@ -18,6 +18,7 @@ import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { openWarden, type Warden } from "../../src/warden/facade.js";
 import { cliCommand } from "../support/node.js";
+import { probeSandbox } from "../../src/sandbox/probe.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
 const CLAUDE = fileURLToPath(new URL("../fixtures/agents/claude.mjs", import.meta.url));
@@ -238,6 +239,18 @@ describe("security: a hostile agent in the sandbox", () => {
     assert.deepEqual((JSON.parse(started) as { entry: { event: { isolation: { profile: { seccomp?: unknown } } } } }).entry.event.isolation.profile.seccomp, { deny: ["add_key", "keyctl", "request_key"], errno: "ENOSYS" });
   });
 
+  it("cannot make user namespaces of its own (where most of the kernel's attack surface opens to an unprivileged process)", { skip: probeSandbox("/usr/bin/bwrap").disableUserns === true ? false : "this bubblewrap has no --disable-userns (0.8 and later)" }, async () => {
+    const outcome = await warden.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ userns: true }), workspace: "main" });
+    assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
+    const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
+    const got = attempt(tail, "userns");
+    assert.ok(!got.startsWith("not attempted"), `this test needs python3 at /usr/bin/python3 (Debian package python3): ${tail}`);
+    // The unconfined run below makes one: the refusal is the sandbox's doing.
+    assert.match(got, /^(ENOSPC|EPERM|EUSERS)$/, `the agent made a user namespace: ${tail}`);
+    const started = Buffer.from(await warden.readJournal((outcome as unknown as { audit: { run_id: string } }).audit.run_id)).toString("utf8").split("\n")[0]!;
+    assert.equal((JSON.parse(started) as { entry: { event: { isolation: { profile: { no_nested_user_namespaces?: unknown } } } } }).entry.event.isolation.profile.no_nested_user_namespaces, true);
+  });
+
   it("a run configured unconfined says so in its journal, and journal verify warns", async () => {
     const plain = await openWarden({
       home: path.join(root, "home-none"),
@@ -247,11 +260,12 @@ describe("security: a hostile agent in the sandbox", () => {
     });
     let runId: string;
     try {
-      const outcome = await plain.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ keyring: true }), workspace: "main" });
+      const outcome = await plain.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ keyring: true, userns: true }), workspace: "main" });
       assert.equal(outcome.status, "recorded", JSON.stringify(outcome));
       // Unconfined, the keyring calls answer: the confined run's ENOSYS is the sandbox's doing.
       const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
       assert.match(attempt(tail, "keyring keyctl"), /^\d+$/, tail);
+      assert.equal(attempt(tail, "userns"), "ok", tail);
       runId = (outcome as unknown as { audit: { run_id: string } }).audit.run_id;
       fs.writeFileSync(path.join(root, "none.jsonl"), await plain.readJournal(runId));
     } finally {
