@@ -8,6 +8,7 @@ import { useEffect, useState } from "preact/hooks";
 import canonicalizeImpl from "canonicalize";
 import { client } from "./api.js";
 import { hex } from "./verify.js";
+import { visibleText } from "../core/visible-text.js";
 import { ErrorBox, Loading } from "./ui.js";
 
 const canonicalize = canonicalizeImpl as unknown as (input: unknown) => string | undefined;
@@ -97,7 +98,7 @@ function FileRow(props: { file: FileView }) {
   return (
     <tr data-testid="changed-file" data-status={f.status}>
       <td class={`change-${f.status}`}>{f.status}</td>
-      <td class="mono">{f.old_path === null ? f.path : `${f.old_path} → ${f.path}`}</td>
+      <td class="mono">{visibleText(f.old_path === null ? f.path : `${f.old_path} → ${f.path}`)}</td>
       <td class="mono small">
         {f.binary ? "binary" : f.lines_added === null ? "—" : (
           <>
@@ -105,7 +106,7 @@ function FileRow(props: { file: FileView }) {
           </>
         )}
       </td>
-      <td class="mono small">{[mode, f.symlink_target === null ? "" : `symlink → ${f.symlink_target}`].filter((s) => s !== "").join("; ") || ""}</td>
+      <td class="mono small">{[mode, f.symlink_target === null ? "" : `symlink → ${visibleText(f.symlink_target)}`].filter((s) => s !== "").join("; ") || ""}</td>
     </tr>
   );
 }
@@ -174,15 +175,15 @@ export function Changes(props: { runId: string; event: RunChangesView | undefine
               ) : (
                 state.data.patch.sections.map((section) => (
                   <details open class="patch-file" data-testid="patch-file">
-                    <summary class="mono small">{section.header[0]?.replace(/^diff --git /, "")}</summary>
-                    {section.header.length > 1 && <pre class="diff diff-header">{section.header.slice(1).join("\n")}</pre>}
+                    <summary class="mono small">{visibleText(section.header[0]?.replace(/^diff --git /, "") ?? "")}</summary>
+                    {section.header.length > 1 && <pre class="diff diff-header">{visibleText(section.header.slice(1).join("\n"))}</pre>}
                     {section.hunks.map((hunk) => (
                       <pre class="diff" data-testid="hunk" tabIndex={0}>
-                        <span class="diff-hunk">{hunk.head}</span>
+                        <span class="diff-hunk">{visibleText(hunk.head)}</span>
                         {"\n"}
                         {hunk.lines.map((line) => (
                           <span class={lineClass(line)}>
-                            {line}
+                            {visibleText(line)}
                             {"\n"}
                           </span>
                         ))}

@@ -87,4 +87,25 @@ describe("the Run page shows what the run changed (real Chromium, real node, git
     assert.match(hunks, /^\+# new$/m);
     assert.deepEqual(await seriousViolations(page), []);
   });
+
+  it("shows the bidirectional overrides and escapes an agent put in its file names and lines as visible stand-ins", async () => {
+    // "evil\u202Etxt.sh" would read "evilhs.txt"; the line would hide what follows its carriage return.
+    const id = randomUUID();
+    const ops: Op[] = [{ op: "write", path: "evil\u202etxt.sh", base64: b64("echo safe\r\u001b[2Krm -rf ~ \u2066hidden\u2069\n") }];
+    const started = await call("POST", "/v1/invocations", { provider: "claude", prompt: prompt(ops), workspace: "repo" }, { "idempotency-key": id });
+    assert.equal(started.status, 202, JSON.stringify(started.body));
+    await waitFor("the run to be recorded", async () => {
+      const status = (await call("GET", `/v1/invocations/api:operator/${id}`)).body.status;
+      assert.ok(status === "in_progress" || status === "recorded", `the run ended ${String(status)}`);
+      return status === "recorded" ? true : undefined;
+    });
+    await page.goto(`${node.url}/ui/invocations/api%3Aoperator/${id}`);
+    await page.getByTestId("changes-badge").waitFor({ timeout: UI_WAIT_MS });
+    const row = (await page.getByTestId("changed-file").allTextContents()).join("\n");
+    assert.match(row, /evil\\u\{202e\}txt\.sh/, row);
+    const hunks = (await page.getByTestId("hunk").allTextContents()).join("\n");
+    assert.ok(hunks.includes("echo safe\u240d\u241b[2Krm -rf ~ \\u{2066}hidden\\u{2069}"), hunks);
+    const shown = await page.locator("main").innerText();
+    for (const char of ["\u202e", "\u2066", "\u2069", "\u001b", "\r"]) assert.ok(!shown.includes(char), `the page shows U+${char.codePointAt(0)!.toString(16)} as it is`);
+  });
 });

@@ -11,6 +11,7 @@ import { ErrorBox, Loading, Status, useAsync } from "../ui.js";
 import { hex } from "../verify.js";
 import { ReceiptView } from "../receipt.js";
 import { explainTermination } from "../../invocations/explain.js";
+import { visibleText } from "../../core/visible-text.js";
 
 type Evidence = Review["evidence"][number];
 
@@ -105,7 +106,7 @@ export function Reconcile(props: { scope: string; id: string }) {
             ))}
           </dd>
           <dt>Findings</dt>
-          <dd>{journal.findings.map((f) => f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")).join("; ") || "none"}</dd>
+          <dd>{visibleText(journal.findings.map((f) => f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")).join("; ")) || "none"}</dd>
           <dt>Snapshot hash</dt>
           <dd class="mono small">{snapshot_hash}</dd>
         </dl>

@@ -13,6 +13,7 @@ import { ErrorBox, Loading, Status, Time, useAsync } from "../ui.js";
 import { ReceiptView } from "../receipt.js";
 import { Changes, type RunChangesView } from "../changes.js";
 import { explainTermination, explainUnresolved } from "../../invocations/explain.js";
+import { visibleText } from "../../core/visible-text.js";
 
 interface JournalEntry {
   readonly seq: number;
@@ -132,7 +133,7 @@ function Timeline(props: { entries: readonly JournalEntry[]; live: boolean; reco
           <li data-seq={entry.seq} class={`ev ev-${entry.event.type.replace(".", "-")}${entry.event.type === "effect.finished" ? ` outcome-${String(entry.event.outcome)}` : ""}`}>
             <span class="seq">#{entry.seq}</span>
             <span class="ev-type">{entry.event.type}</span>
-            <span class="ev-detail">{describe(entry, started)}</span>
+            <span class="ev-detail">{visibleText(describe(entry, started))}</span>
             <Time iso={entry.ts} />
           </li>
         ))}
@@ -378,7 +379,7 @@ function Outcome(props: { view: InvocationView; termination: string | undefined 
       {view.result !== undefined && (
         <details>
           <summary>Result (JSON)</summary>
-          <pre class="output">{JSON.stringify(view.result, null, 2)}</pre>
+          <pre class="output">{visibleText(JSON.stringify(view.result, null, 2))}</pre>
         </details>
       )}
     </div>
@@ -421,7 +422,7 @@ function AgentOutput(props: { runId: string; live: boolean; ended: number; resul
         return (
           <>
             <p class="muted">The result keeps the end of stdout ({message}):</p>
-            <pre class="output" data-testid={stream}>{kept}</pre>
+            <pre class="output" data-testid={stream}>{visibleText(kept)}</pre>
           </>
         );
       }
@@ -434,7 +435,7 @@ function AgentOutput(props: { runId: string; live: boolean; ended: number; resul
     if (tail.size === 0) return <p class="muted" data-testid={stream}>Nothing written{props.live ? " yet" : ""}.</p>;
     return (
       <pre class="output" data-testid={stream} tabIndex={0} aria-label={`last lines of ${stream}`}>
-        {tail.text}
+        {visibleText(tail.text)}
       </pre>
     );
   };
@@ -482,7 +483,7 @@ function Approval(props: { view: InvocationView; operator: boolean; onAnswered: 
     <div class="card" role="region" aria-labelledby="approval-title">
       <h2 id="approval-title">Awaiting approval</h2>
       <p>
-        The run stopped before a <code>{parked.tool}</code> call its policy asks about ({parked.policies.join(", ")}). Nothing runs until an operator answers; at{" "}
+        The run stopped before a <code>{visibleText(parked.tool)}</code> call its policy asks about ({parked.policies.join(", ")}). Nothing runs until an operator answers; at{" "}
         <Time iso={parked.deadline} /> no answer is a denial.
       </p>
       {props.operator ? (
