@@ -127,11 +127,6 @@ export class Confinement {
     if (this.#cgroups instanceof RunCgroups) this.#cgroups.sweep();
   }
 
-  /** Why confined runs get no control groups here, or undefined when they do. */
-  cgroupsMissing(): string | undefined {
-    return this.#cgroups instanceof RunCgroups ? undefined : this.#cgroups.reason;
-  }
-
   /** Whether confined runs can start here (asked once per bubblewrap path). */
   available(): { ok: boolean; reason?: string; disableUserns?: boolean } {
     return probeSandbox(this.#bwrap);
@@ -237,8 +232,8 @@ export class Confinement {
     let cgroup: RunCgroup | undefined;
     if (planned.plan.cgroup !== undefined) {
       // Planned with groups, the run has them or does not start: its profile says it is bounded.
-      if (!(this.#cgroups instanceof RunCgroups)) throw new WardenError("sandbox-cgroup-failed", `the run's control groups could not be made: ${this.#cgroups.reason}`, 503);
       try {
+        if (!(this.#cgroups instanceof RunCgroups)) throw new WardenError("sandbox-cgroup-failed", `the run's control groups could not be made: ${this.#cgroups.reason}`, 503);
         cgroup = this.#cgroups.create(runId);
       } catch (error) {
         await proxy.close();
