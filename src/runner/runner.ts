@@ -211,6 +211,12 @@ export type StartOutcome =
 
 const PROCESS_EFFECT = "process";
 
+/** What the end of a run keeps: a parked run its home and worktree, a failed change set its worktree. */
+interface RunEnding {
+  parked: boolean;
+  changeSetFailed: boolean;
+}
+
 export class Runner {
   readonly #invocations: Invocations;
   readonly #materializer: Materializer | undefined;
@@ -724,7 +730,7 @@ export class Runner {
 
   async #run(handle: InvocationHandle, request: InvokeRequest, workspacePath: string, launch: RunLaunch, resume?: Resume): Promise<ExistingOutcome> {
     let materialization: Materialization | undefined;
-    const parked = { parked: false };
+    const ended: RunEnding = { parked: false, changeSetFailed: false };
     let home: RunHome | undefined;
     let gate: DecisionGate | undefined;
     let gateSocket: { path: string; remove(): void } | undefined;
@@ -794,7 +800,7 @@ export class Runner {
         // The agent was never launched: a clean, recorded failure that says why.
         return (outcome = await handle.finish(notLaunched(error), { failed: true }));
       }
-      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, gate, worktree, resume, parked));
+      return (outcome = await this.#launch(handle, request, cwd, launch, home, materialization, gate, worktree, resume, ended));
     } catch (error) {
       await handle.release({ reason: "crashed" }).catch(() => undefined);
       throw error;
@@ -806,11 +812,13 @@ export class Runner {
       // Removed whatever the outcome, an unresolved run's too: the agent wrote it, so it is no
       // evidence (the journal and the captured output are), and it may hold what the run read.
       // A parked run's stays: its CLI session goes on from it.
-      if (home !== undefined && !parked.parked) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
-      if (resume !== undefined && !parked.parked) await this.#parkedSessions?.remove(handle.run_id).catch(() => undefined);
+      if (home !== undefined && !ended.parked) await this.#runHomes.remove(handle.run_id).catch(() => undefined);
+      if (resume !== undefined && !ended.parked) await this.#parkedSessions?.remove(handle.run_id).catch(() => undefined);
       if (materialization !== undefined) await this.#materializer?.cleanup(materialization.session).catch(() => undefined);
       // An unresolved run keeps its worktree: the operator's review looks at it (removed once reconciled).
-      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded" && !parked.parked) await this.#worktrees?.remove(worktree).catch(() => undefined);
+      // So does a recorded run whose change set could not be made: the worktree is then the only
+      // copy of the agent's work (removed by result retention).
+      if (worktree !== undefined && outcome !== undefined && outcome.status === "recorded" && !ended.parked && !ended.changeSetFailed) await this.#worktrees?.remove(worktree).catch(() => undefined);
     }
   }
 
@@ -848,7 +856,7 @@ export class Runner {
     gate: DecisionGate | undefined,
     worktree: Worktree | undefined,
     resume: Resume | undefined,
-    parked: { parked: boolean },
+    ended: RunEnding,
   ): Promise<ExistingOutcome> {
     const profile = this.#profiles[request.provider];
     const run = expandRunLaunch(profile, launch.permission, launch.confinement.isolation === "sandbox");
@@ -928,11 +936,16 @@ export class Runner {
         if (this.#parkedSessions !== undefined) await this.#parkedSessions.put(handle.run_id, await this.#runHomes.transcript(handle.run_id, event.session));
         await handle.journal.append(event);
         await handle.park();
-        parked.parked = true;
+        ended.parked = true;
         this.#schedule(handle.scope, handle.id, handle.run_id, event.deadline);
         return (await this.#invocations.lookup(handle.scope, handle.id)) as ExistingOutcome;
       }
-      const changed = worktree === undefined ? followed : { ...followed, journaled: (await this.#recordChanges(handle, worktree, launch)) && followed.journaled };
+      let changed = followed;
+      if (worktree !== undefined) {
+        const recorded = await this.#recordChanges(handle, worktree, launch);
+        ended.changeSetFailed = recorded.failed;
+        changed = { ...followed, journaled: recorded.journaled && followed.journaled };
+      }
       return await this.#conclude(handle, profile, launch.spend, changed, launch.trace);
     } finally {
       confined.remove();
@@ -941,15 +954,17 @@ export class Runner {
 
   /**
    * What the agent changed in its worktree, stored and journaled before the run's seal (its
-   * process tree is gone: nothing writes there any more). False when the journal could not take it.
+   * process tree is gone: nothing writes there any more). `journaled` false when the journal could
+   * not take it; `failed` when the change set could not be made (the event says why).
    */
-  async #recordChanges(handle: InvocationHandle, worktree: Worktree, launch: RunLaunch): Promise<boolean> {
+  async #recordChanges(handle: InvocationHandle, worktree: Worktree, launch: RunLaunch): Promise<{ journaled: boolean; failed: boolean }> {
     const base = (launch.worktree as PlannedWorktree).base;
     const { event } = await (this.#worktrees as RunWorktrees).record(worktree, base);
-    return handle.journal.append(event).then(
+    const journaled = await handle.journal.append(event).then(
       () => true,
       () => false,
     );
+    return { journaled, failed: "error" in event };
   }
 
   /** Spawns the agent and journals what it does until it is gone. */

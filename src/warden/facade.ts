@@ -1107,10 +1107,16 @@ export async function openWarden(options: WardenOptions): Promise<Warden> {
     });
     // After the reaping: no agent writes in a worktree any more; an unresolved run's stays for its review.
     await changes.sweep();
-    const retention = new Retention(invocations, outputDir, backend.limits.resultRetentionMs, {
-      store: backend.claims.queue(),
-      retentionMs: (options.queue?.retentionS ?? backend.limits.resultRetentionMs / 1000) * 1000,
-    });
+    const retention = new Retention(
+      invocations,
+      outputDir,
+      backend.limits.resultRetentionMs,
+      {
+        store: backend.claims.queue(),
+        retentionMs: (options.queue?.retentionS ?? backend.limits.resultRetentionMs / 1000) * 1000,
+      },
+      changes,
+    );
     retention.start(options.retentionIntervalMs);
     // The queue's slow check of every recorded run (see scrub.ts).
     const scrub = new Scrub(invocations);

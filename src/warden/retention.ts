@@ -24,6 +24,8 @@ export interface RetentionPass {
   /** queue rows removed (started, ended) and emptied (cancelled, expired, refused) */
   readonly queueRemoved: number;
   readonly queueEmptied: number;
+  /** worktrees removed: kept for a recorded run whose change set failed, until its result was pruned */
+  readonly worktreesRemoved: number;
 }
 
 /** The queue's part of a pass: its store and its own period. */
@@ -37,14 +39,16 @@ export class Retention {
   readonly #outputDir: string;
   readonly #retentionMs: number;
   readonly #queue: QueueRetention | undefined;
+  readonly #worktrees: { sweep(): Promise<readonly string[]> } | undefined;
   #timer: NodeJS.Timeout | undefined;
   #pass: Promise<RetentionPass | undefined> | undefined;
 
-  constructor(invocations: Pick<Invocations, "prune">, outputDir: string, retentionMs: number, queue?: QueueRetention) {
+  constructor(invocations: Pick<Invocations, "prune">, outputDir: string, retentionMs: number, queue?: QueueRetention, worktrees?: { sweep(): Promise<readonly string[]> }) {
     this.#invocations = invocations;
     this.#outputDir = outputDir;
     this.#retentionMs = retentionMs;
     this.#queue = queue;
+    this.#worktrees = worktrees;
   }
 
   /** Runs a pass now (in the background) and every `intervalMs`. */
@@ -85,6 +89,8 @@ export class Retention {
       outputsRemoved++;
     }
     const queue = this.#queue === undefined ? { removed: 0, emptied: 0 } : await this.#queue.store.prune(now - this.#queue.retentionMs, now);
-    return { pruned, outputsRemoved, queueRemoved: queue.removed, queueEmptied: queue.emptied };
+    // After the prune: a worktree kept for a result that is now gone is no one's any more.
+    const worktreesRemoved = this.#worktrees === undefined ? 0 : (await this.#worktrees.sweep()).length;
+    return { pruned, outputsRemoved, queueRemoved: queue.removed, queueEmptied: queue.emptied, worktreesRemoved };
   }
 }

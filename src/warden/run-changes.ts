@@ -85,7 +85,9 @@ export class RunChanges {
     const recorded = (await this.#events(runId)).find((e): e is RunChangesEvent => e.type === "run.changes");
     if (recorded === undefined) throw notFound(runId, "its journal has no run.changes (a plain-directory workspace, or a run not ended)");
     if (!("change_set" in recorded) || !isDigest(recorded.change_set)) {
-      throw notFound(runId, `its change set could not be made (${"error" in recorded ? recorded.error.code : "unknown"})`);
+      const kept = await this.#s.worktrees.find(runId, this.#s.workspacePaths()).catch(() => undefined);
+      const where = kept === undefined ? "" : `; its worktree is kept at ${kept.path} until its result is pruned`;
+      throw notFound(runId, `its change set could not be made (${"error" in recorded ? recorded.error.code : "unknown"})${where}`);
     }
     const manifest = await this.#s.worktrees.store.manifest(recorded.change_set);
     return { run_id: runId, change_set: recorded.change_set, manifest };
@@ -128,16 +130,32 @@ export class RunChanges {
     if (wt !== undefined) await this.#s.worktrees.remove(wt);
   }
 
-  /** At start: every worktree but those of runs still unresolved (or running, or parked) goes. */
+  /**
+   * At start, and after each retention pass: every worktree goes but those of runs still
+   * unresolved (or running, or parked), and of recorded runs whose change set could not be made
+   * while their result is kept (the worktree is then the only copy of the agent's work).
+   */
   sweep(): Promise<string[]> {
     return this.#s.worktrees.sweep(this.#s.workspacePaths(), async (runId) => {
-      const started = await this.#events(runId)
-        .then((evs) => evs.find((e): e is RunStartedEvent => e.type === "run.started"))
-        .catch(() => undefined);
+      // What cannot be read now (the store unavailable) is kept: the next sweep decides.
+      let events: JournalEvent[];
+      try {
+        events = await this.#events(runId);
+      } catch (error) {
+        return !(error instanceof NotFoundError);
+      }
+      const started = events.find((e): e is RunStartedEvent => e.type === "run.started");
+      // A journal that names no invocation: a stray.
       if (started === undefined) return false;
-      const outcome = await this.#s.lookup(started.invocation.scope, started.invocation.id).catch(() => undefined);
-      // Unsure: keep it. Only a settled run's worktree is no one's evidence any more.
+      let outcome: ExistingOutcome | undefined;
+      try {
+        outcome = await this.#s.lookup(started.invocation.scope, started.invocation.id);
+      } catch {
+        return true;
+      }
+      // No claim (retention pruned it): a settled run's worktree is no one's evidence any more.
       if (outcome === undefined) return false;
+      if (outcome.status === "recorded") return !outcome.expired && events.some((e) => e.type === "run.changes" && "error" in e);
       return outcome.status === "unresolved" || outcome.status === "in_progress" || outcome.status === "awaiting_approval";
     });
   }

@@ -259,7 +259,7 @@ describe("change sets of runs in a git workspace", () => {
     assert.equal(fs.existsSync(left), false, "the start swept the deep worktree");
   });
 
-  test("a change set past limits.changeSetBytes is refused from git's object sizes, before any content is read; the run is recorded; the repository's objects are untouched", async (t) => {
+  test("a change set past limits.changeSetBytes is refused from git's object sizes, before any content is read; the run is recorded, its worktree kept until its result is pruned; the repository's objects are untouched", async (t) => {
     const env = await setup(t, false, { changeSetBytes: 1024 * 1024 });
     const objects = (): string => git(env.repo, "count-objects", "-v");
     const before = objects();
@@ -271,10 +271,26 @@ describe("change sets of runs in a git workspace", () => {
     const changes = eventsOf(await env.warden.readJournal(run_id)).find((e) => e.type === "run.changes") as { error?: { code: string; detail: string } } | undefined;
     assert.equal(changes?.error?.code, "change-set-too-large", JSON.stringify(changes));
     assert.match(changes.error.detail, /^the run's changed files hold 31457\d\d bytes \(both sides\), over 1048576 \(limits\.changeSetBytes\)$/);
-    await assert.rejects(env.warden.changes.read(run_id), (e: unknown) => (e as { code?: string }).code === "run-changes-not-found");
-    // The agent's 3 MiB went into the run's own object directory, gone with its worktree: the
-    // repository's object store did not grow by a byte.
+    // The worktree is the only copy of the agent's work now: kept, and the answer says where.
+    const kept = join(env.root, "home", "worktrees", run_id);
+    assert.equal(fs.statSync(join(kept, "big.bin")).size, 3 * 1024 * 1024);
+    await assert.rejects(env.warden.changes.read(run_id), (e: unknown) => (e as { code?: string }).code === "run-changes-not-found" && (e as Error).message.includes(`its worktree is kept at ${kept} until its result is pruned`));
+    // The agent's 3 MiB went into the run's own object directory: the repository's object store
+    // did not grow by a byte.
     assert.equal(objects(), before);
+    // A restart keeps it; the retention pass that prunes the run's result removes it.
+    await env.warden.close();
+    const options = { home: join(env.root, "home"), workspaces: { repo: env.repo }, defaultWorkspace: "repo", providers: { claude: { command: join(env.root, "agents", "editing-agent.mjs") } } };
+    const again = await openWarden({ ...options, limits: { changeSetBytes: 1024 * 1024 } });
+    await again.close();
+    assert.ok(fs.existsSync(kept), "the start swept the worktree of a run whose result is kept");
+    const pruning = await openWarden({ ...options, limits: { changeSetBytes: 1024 * 1024, resultRetentionMs: 1 }, retentionIntervalMs: 50 });
+    try {
+      await waitFor("retention to remove the worktree of the run whose result it pruned", () => (fs.existsSync(kept) ? undefined : true));
+      assert.equal(objects(), before);
+    } finally {
+      await pruning.close();
+    }
   });
 
   test("an agent that rewrites its worktree's .git to a repository of its own gets no command run by the node's git", async (t) => {
