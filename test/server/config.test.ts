@@ -66,6 +66,7 @@ describe("serve configuration", () => {
       workspaces: { main: ws },
       providers: { claude: "/opt/claude", codex: { command: "codex-beta", events: "codex-jsonl" } },
       limits: { chunkBytes: 65536, activeStages: 4 },
+      sandbox: { cgroups: false, limits: { memoryBytes: 128 * 1024 * 1024, processes: 256 } },
       logLevel: "warn",
       maxWaitS: 5,
       shutdownGraceS: 2,
@@ -75,6 +76,7 @@ describe("serve configuration", () => {
     assert.equal(config.warden.limits?.chunkBytes, 65536);
     assert.equal(config.warden.limits?.activeStages, 4);
     assert.equal(config.warden.limits?.fileBytes, DEFAULT_LIMITS.fileBytes);
+    assert.deepEqual(config.warden.sandbox, { cgroups: false, limits: { memoryBytes: 128 * 1024 * 1024, processes: 256 } });
     assert.deepEqual(config.warden.workspaces, { main: ws, extra: ws });
     assert.deepEqual(config.warden.providers, { claude: { command: path.join(root, "bin/claude") }, codex: { command: "codex-beta", events: "codex-jsonl" } });
     assert.equal(config.server.logLevel, "warn");
@@ -88,6 +90,9 @@ describe("serve configuration", () => {
     ["an unknown limit", { limits: { chunks: 1 } }, "config-file-invalid"],
     ["a zero limit", { limits: { chunkBytes: 0 } }, "config-file-invalid"],
     ["a bad listen address", { listen: "localhost" }, "config-listen-invalid"],
+    // A run could not start in it: an agent's runtime alone takes tens of MiB.
+    ["a run memory bound under 64 MiB", { sandbox: { limits: { memoryBytes: 32 * 1024 * 1024 } } }, "config-file-invalid"],
+    ["sandbox.cgroups not a boolean", { sandbox: { cgroups: "off" } }, "config-file-invalid"],
     ["a relative workspace", { workspaces: { main: "rel/dir" } }, "config-workspace-invalid"],
     ["an agentEnv name that is no variable name", { agentEnv: ["1BAD"] }, "config-file-invalid"],
     // JSON.parse would keep the second: the node would run with what a reader of the top did not see.
