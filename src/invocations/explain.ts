@@ -3,6 +3,7 @@
  * the console's run and review pages, so that both say the same thing. Pure: no Node module, so
  * the console's bundle can carry it.
  */
+import type { MemoryBound } from "../journal/inspect.js";
 import type { TerminationReason } from "../journal/types.js";
 import type { UnresolvedReason } from "./types.js";
 
@@ -32,4 +33,10 @@ export function explainUnresolved(reasons: readonly string[]): string {
 export function explainTermination(termination: string | undefined): string {
   if (termination === undefined) return "none: the journal never recorded the run's end";
   return termination in TERMINATION ? `${termination}: ${TERMINATION[termination as TerminationReason]}` : termination;
+}
+
+/** Why the agent died, when the kernel killed processes of the run at its memory bound. */
+export function explainMemoryBound(bound: MemoryBound): string {
+  const bytes = bound.bytes === null ? "" : ` (${(bound.bytes / 1024 / 1024).toFixed(0)} MiB)`;
+  return `the kernel killed ${bound.processes_killed} process${bound.processes_killed === 1 ? "" : "es"} of the run at its memory bound${bytes}`;
 }

@@ -8,7 +8,7 @@ import { table } from "../format.js";
 import { connect, nodeOptions, type NodeFlags } from "../node.js";
 import { EXIT_OK, printJson, runCommand, type OutputFlags } from "../outcome.js";
 import { collect } from "../parse.js";
-import { explainTermination } from "../../invocations/explain.js";
+import { explainMemoryBound, explainTermination } from "../../invocations/explain.js";
 import type { MemoryBound } from "../../journal/inspect.js";
 import { digestInputFile } from "../read-input.js";
 import { shownText } from "../terminal-text.js";
@@ -87,9 +87,7 @@ function agentStoppedRows({ report }: Inspection): [string, string][] {
 
 /** Why the agent died, when the kernel killed it at the run's memory bound. */
 function memoryBoundRows(bound: MemoryBound | undefined): [string, string][] {
-  if (bound === undefined) return [];
-  const bytes = bound.bytes === null ? "" : ` (${(bound.bytes / 1024 / 1024).toFixed(0)} MiB)`;
-  return [["memory bound", `the kernel killed ${bound.processes_killed} process${bound.processes_killed === 1 ? "" : "es"} of the run at its memory bound${bytes}`]];
+  return bound === undefined ? [] : [["memory bound", explainMemoryBound(bound)]];
 }
 
 /** An unresolved run's worktree, stored as a change set as it stands: its digest is evidence a review can cite. */

@@ -10,7 +10,7 @@ import { href, Link } from "../router.js";
 import { ErrorBox, Loading, Status, useAsync } from "../ui.js";
 import { hex } from "../verify.js";
 import { ReceiptView } from "../receipt.js";
-import { explainTermination } from "../../invocations/explain.js";
+import { explainMemoryBound, explainTermination } from "../../invocations/explain.js";
 import { visibleText } from "../../core/visible-text.js";
 
 type Evidence = Review["evidence"][number];
@@ -94,7 +94,7 @@ export function Reconcile(props: { scope: string; id: string }) {
           <dd>{explainTermination(journal.termination)}</dd>
           <dt>Effects</dt>
           <dd>
-            {journal.effects} ({journal.open_effects.length} open{journal.open_effects.length > 0 ? `: ${journal.open_effects.join(", ")}` : ""})
+            {journal.effects} ({journal.open_effects.length} open{journal.open_effects.length > 0 ? `: ${visibleText(journal.open_effects.join(", "))}` : ""})
           </dd>
           <dt>Agent process</dt>
           <dd>
@@ -105,6 +105,12 @@ export function Reconcile(props: { scope: string; id: string }) {
               </div>
             ))}
           </dd>
+          {journal.memory_bound !== undefined && (
+            <>
+              <dt>Memory bound</dt>
+              <dd>{explainMemoryBound(journal.memory_bound)}</dd>
+            </>
+          )}
           <dt>Findings</dt>
           <dd>{visibleText(journal.findings.map((f) => f.reason + (f.effect_id !== undefined ? ` (effect ${f.effect_id})` : "")).join("; ")) || "none"}</dd>
           <dt>Snapshot hash</dt>
