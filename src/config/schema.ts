@@ -150,6 +150,8 @@ export const ConfigFile = Type.Object(
                 memoryBytes: Type.Optional(MemoryBound),
                 /** all runs' memory together, bytes */
                 allRunsMemoryBytes: Type.Optional(MemoryBound),
+                /** all runs' CPU weight against the node's own processes (cgroup v2's scale: 100 weighs as much) */
+                allRunsCpuWeight: Type.Optional(Type.Integer({ minimum: 1, maximum: 10000 })),
               },
               { additionalProperties: false },
             ),

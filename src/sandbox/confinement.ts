@@ -117,13 +117,13 @@ export class Confinement {
     ensurePrivateDirSync(this.#runsDir, { create: true, recursive: true });
     // No run is active when a runner starts: what is here was left by a process that died.
     for (const name of fs.readdirSync(this.#runsDir)) fs.rmSync(join(this.#runsDir, name), { recursive: true, force: true });
-    const { memoryBytes, allRunsMemoryBytes, processes } = this.#limits;
+    const { memoryBytes, allRunsMemoryBytes, processes, allRunsCpuWeight } = this.#limits;
     this.#cgroups =
       options.cgroups === false
         ? { reason: "sandbox.cgroups is false" }
         : memoryBytes === undefined || allRunsMemoryBytes === undefined || processes === undefined
           ? { reason: "no memory or task bound is set" }
-          : RunCgroups.open(this.#runsDir, { memoryBytes, allRunsMemoryBytes: Math.max(allRunsMemoryBytes, memoryBytes), tasks: processes });
+          : RunCgroups.open(this.#runsDir, { memoryBytes, allRunsMemoryBytes: Math.max(allRunsMemoryBytes, memoryBytes), tasks: processes, allRunsCpuWeight: allRunsCpuWeight ?? 100 });
     if (this.#cgroups instanceof RunCgroups) this.#cgroups.sweep();
   }
 
@@ -164,7 +164,7 @@ export class Confinement {
       ...(request.decisions === true ? { decisions: true } : {}),
       ...(keyringFilter() === undefined ? {} : { seccomp: true }),
       ...(probe.disableUserns === true ? { disableUserns: true } : {}),
-      ...(this.#cgroups instanceof RunCgroups ? { cgroup: this.#cgroups.limits } : {}),
+      ...(this.#cgroups instanceof RunCgroups ? { cgroup: { ...this.#cgroups.limits, cpu: this.#cgroups.cpu } } : {}),
     };
     const profile = sandboxProfile(plan);
     const digest = profileDigest(profile);

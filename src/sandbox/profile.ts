@@ -38,6 +38,8 @@ export interface ResourceLimits {
   readonly memoryBytes?: number;
   /** the memory of all the node's runs together */
   readonly allRunsMemoryBytes?: number;
+  /** the CPU weight of all the node's runs together against the node's own processes (cgroup v2's scale, 1–10000; 100 weighs as much) */
+  readonly allRunsCpuWeight?: number;
   /** RLIMIT_AS in bytes (off by default: V8 reserves far more address space than it uses) */
   readonly addressSpaceBytes?: number;
   /** RLIMIT_CPU in seconds, per process */
@@ -56,6 +58,8 @@ export const DEFAULT_LIMITS: ResourceLimits = Object.freeze({
   // machine keep a quarter whatever the runs do.
   memoryBytes: Math.floor(os.totalmem() / 2 / MiB) * MiB,
   allRunsMemoryBytes: Math.floor((os.totalmem() * 3) / 4 / MiB) * MiB,
+  // Under contention the node (its answers, its leases' heartbeats) gets four times what all runs get.
+  allRunsCpuWeight: 25,
   cpuSeconds: 4 * 3600,
   fileSizeBytes: 8 * 1024 ** 3,
   openFiles: 16384,
@@ -115,8 +119,8 @@ export interface SandboxPlan {
   readonly decisions?: boolean;
   /** the keyring calls are refused (seccomp.ts): bubblewrap reads the program on fd 3 */
   readonly seccomp?: boolean;
-  /** the run gets control groups (run-cgroups.ts) bounding its memory and tasks */
-  readonly cgroup?: CgroupLimits;
+  /** the run gets control groups (run-cgroups.ts) bounding its memory and tasks, and (`cpu`) weighing its CPU */
+  readonly cgroup?: CgroupLimits & { readonly cpu: boolean };
   /** the agent may not make user namespaces of its own (bubblewrap's `--disable-userns`) */
   readonly disableUserns?: boolean;
 }
@@ -210,7 +214,14 @@ export function sandboxProfile(plan: SandboxPlan): IsolationProfile {
     ...(plan.seccomp === true ? { seccomp: { deny: [...DENIED_SYSCALLS], errno: DENIED_ERRNO } } : {}),
     ...(plan.cgroup === undefined
       ? {}
-      : { cgroup: { memory_bytes: plan.cgroup.memoryBytes, all_runs_memory_bytes: plan.cgroup.allRunsMemoryBytes, tasks: plan.cgroup.tasks } }),
+      : {
+          cgroup: {
+            memory_bytes: plan.cgroup.memoryBytes,
+            all_runs_memory_bytes: plan.cgroup.allRunsMemoryBytes,
+            tasks: plan.cgroup.tasks,
+            ...(plan.cgroup.cpu ? { all_runs_cpu_weight: plan.cgroup.allRunsCpuWeight } : {}),
+          },
+        }),
   };
 }
 

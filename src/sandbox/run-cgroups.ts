@@ -6,7 +6,11 @@
  * may take the node instead) and, on a node running as root, the machine's process ids
  * (`RLIMIT_NPROC` does not bind root). A memory cgroup charges every page the run touches, file
  * pages and shared memory included, to the run, and its OOM kills stay inside it; a pids cgroup
- * counts every task. This module uses cgroup v1's `memory` and `pids` hierarchies, the node's own
+ * counts every task. And an agent's build on every core must not starve the node itself (its
+ * HTTP answers, its leases' heartbeats): where the `cpu` hierarchy is mounted too, all runs
+ * together weigh `allRunsCpuWeight` (cgroup v2's scale: 100 is a default group) against the
+ * node's own processes when the CPU is contended, and take all of it when it is not.
+ * This module uses cgroup v1's `memory`, `pids` (and `cpu`) hierarchies, the node's own
  * groups in them as the parents: `<node's group>/warden-<key>` holds every run of one node home
  * (its memory bounded by `allRunsMemoryBytes`, so runs together cannot starve the node) and
  * `warden-<key>/run-<run id>` one run. The run's first process (a shell) writes itself into both
@@ -29,6 +33,8 @@ export interface CgroupLimits {
   readonly allRunsMemoryBytes: number;
   /** tasks (processes and threads) of the run */
   readonly tasks: number;
+  /** the CPU weight of all runs together, 1–10000 (cgroup v2's scale: 100 is a default group, so 25 is a quarter of the node's) */
+  readonly allRunsCpuWeight: number;
 }
 
 /** One run's groups, from its launch until the agent is gone. */
@@ -45,6 +51,8 @@ interface Hierarchies {
   /** the node's own group in the memory hierarchy (a directory of cgroupfs) */
   readonly memory: string;
   readonly pids: string;
+  /** absent where no cgroup v1 cpu hierarchy is mounted: runs then have no CPU weight of their own */
+  readonly cpu?: string;
 }
 
 /** `id:controllers:path` lines of /proc/self/cgroup → controller → the node's group path in it. */
@@ -106,13 +114,24 @@ function detect(): Hierarchies | { reason: string } {
   const pids = hierarchyDir("pids", groups, mounts);
   if (typeof pids !== "string") return pids;
   for (const dir of [memory, pids]) {
-    try {
-      fs.accessSync(dir, fs.constants.W_OK);
-    } catch {
-      return { reason: `the node may not create groups in ${dir}` };
-    }
+    if (!writable(dir)) return { reason: `the node may not create groups in ${dir}` };
   }
-  return { memory, pids };
+  const cpu = hierarchyDir("cpu", groups, mounts);
+  return typeof cpu === "string" && writable(cpu) ? { memory, pids, cpu } : { memory, pids };
+}
+
+function writable(dir: string): boolean {
+  try {
+    fs.accessSync(dir, fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** cgroup v1's cpu.shares for a cgroup v2 weight: 1024 is v1's default as 100 is v2's. */
+export function cpuShares(weight: number): number {
+  return Math.max(2, Math.round((weight * 1024) / 100));
 }
 
 let detected: Hierarchies | { reason: string } | undefined;
@@ -215,8 +234,17 @@ export class RunCgroups {
     return this.#limits;
   }
 
+  /** Whether runs get a CPU weight (the cpu hierarchy is there). */
+  get cpu(): boolean {
+    return this.#hierarchies.cpu !== undefined;
+  }
+
+  #under(name: string, of: Hierarchies): Hierarchies {
+    return { memory: join(of.memory, name), pids: join(of.pids, name), ...(of.cpu === undefined ? {} : { cpu: join(of.cpu, name) }) };
+  }
+
   #parents(): Hierarchies {
-    return { memory: join(this.#hierarchies.memory, this.#name), pids: join(this.#hierarchies.pids, this.#name) };
+    return this.#under(this.#name, this.#hierarchies);
   }
 
   /** Removes what a node that died left: no run of this node is active when it starts. */
@@ -234,9 +262,8 @@ export class RunCgroups {
   }
 
   /** Where run `runId`'s groups are (while it runs). */
-  runDirs(runId: string): { readonly memory: string; readonly pids: string } {
-    const parents = this.#parents();
-    return { memory: join(parents.memory, `run-${runId}`), pids: join(parents.pids, `run-${runId}`) };
+  runDirs(runId: string): Hierarchies {
+    return this.#under(`run-${runId}`, this.#parents());
   }
 
   /** The run's groups, bounded, before anything of the run starts. */
@@ -246,12 +273,11 @@ export class RunCgroups {
     this.#active++;
     let made = false;
     try {
-      fs.mkdirSync(parents.memory, { recursive: true });
-      fs.mkdirSync(parents.pids, { recursive: true });
+      for (const parent of Object.values(parents)) fs.mkdirSync(parent, { recursive: true });
       boundMemory(parents.memory, this.#limits.allRunsMemoryBytes);
-      fs.mkdirSync(dirs.memory);
-      fs.mkdirSync(dirs.pids);
+      if (parents.cpu !== undefined) fs.writeFileSync(join(parents.cpu, "cpu.shares"), String(cpuShares(this.#limits.allRunsCpuWeight)));
       made = true;
+      for (const dir of Object.values(dirs)) fs.mkdirSync(dir);
       boundMemory(dirs.memory, this.#limits.memoryBytes);
       fs.writeFileSync(join(dirs.pids, "pids.max"), String(this.#limits.tasks));
     } catch (error) {
@@ -260,15 +286,14 @@ export class RunCgroups {
       throw new WardenError("sandbox-cgroup-failed", `the run's control groups could not be made: ${(error as Error).message}`, 503, { cause: error });
     }
     return {
-      procsFiles: [join(dirs.memory, "cgroup.procs"), join(dirs.pids, "cgroup.procs")],
+      procsFiles: Object.values(dirs).map((dir) => join(dir, "cgroup.procs")),
       oomKills: () => readInt(join(dirs.memory, "memory.oom_control"), "oom_kill"),
       remove: () => this.#removeRun(dirs),
     };
   }
 
   #removeRun(dirs: Hierarchies): void {
-    emptyAndRemove(dirs.memory);
-    emptyAndRemove(dirs.pids);
+    for (const dir of Object.values(dirs)) emptyAndRemove(dir);
     this.#ended();
   }
 

@@ -18,15 +18,30 @@ import { fileURLToPath } from "node:url";
 import { openWarden, type Warden } from "../../src/warden/facade.js";
 import { RunCgroups } from "../../src/sandbox/run-cgroups.js";
 import { isAlive } from "../support/processes.js";
+import { waitFor } from "../support/wait.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
 const MiB = 1024 * 1024;
 const MEMORY = 192 * MiB;
 const TASKS = 64;
-const LIMITS = { memoryBytes: MEMORY, allRunsMemoryBytes: 2 * MEMORY, tasks: TASKS };
+const LIMITS = { memoryBytes: MEMORY, allRunsMemoryBytes: 2 * MEMORY, tasks: TASKS, allRunsCpuWeight: 25 };
 
 const probe = RunCgroups.open(os.tmpdir(), LIMITS);
 const skip = "reason" in probe ? `this machine gives the node no control groups: ${probe.reason}` : false;
+const cpuSkip = skip !== false ? skip : (probe as RunCgroups).cpu ? false : "no cgroup v1 cpu hierarchy is mounted";
+
+/** A spinner pinned to CPU 0 for up to 60 s, printing `<wall s> <its CPU s>` every 10 ms. */
+const SAMPLER = `
+import os, time
+os.sched_setaffinity(0, {0})
+end = time.time() + 60
+last = 0
+while time.time() < end:
+    now = time.time()
+    if now - last >= 0.01:
+        print(now, time.process_time(), flush=True)
+        last = now
+`;
 
 function procsOf(dir: string): number[] {
   return fs
@@ -97,7 +112,7 @@ describe("security: a run's memory and tasks are bounded by its control groups",
     assert.ok(!(attempt(tail, "memfd") ?? "").startsWith("wrote"), `the agent wrote ${3 * MEMORY} bytes into memory past a ${MEMORY}-byte bound:\n${tail}`);
     const entries = entriesOf(await bounded.readJournal(runId));
     const started = entries[0] as { isolation: { profile: { cgroup?: unknown } } };
-    assert.deepEqual(started.isolation.profile.cgroup, { memory_bytes: MEMORY, all_runs_memory_bytes: 2 * MEMORY, tasks: TASKS });
+    assert.deepEqual(started.isolation.profile.cgroup, { memory_bytes: MEMORY, all_runs_memory_bytes: 2 * MEMORY, tasks: TASKS, ...(groups.cpu ? { all_runs_cpu_weight: 25 } : {}) });
     const note = entries.find((e) => e.type === "note" && e.memory_bound !== undefined) as { memory_bound: { bytes: number; processes_killed: number } } | undefined;
     assert.ok(note !== undefined && note.memory_bound.bytes === MEMORY && note.memory_bound.processes_killed >= 1, `no memory_bound note in the journal: ${JSON.stringify(entries.filter((e) => e.type === "note"))}`);
     // What an operator inspecting the run reads.
@@ -166,6 +181,35 @@ describe("security: a run's memory and tasks are bounded by its control groups",
       await node.close();
       (RunCgroups.open(path.join(home, "runs"), LIMITS) as RunCgroups).sweep();
     }
+  });
+
+  it("an agent spinning on a core the node's own process also wants gets a quarter of what that process gets (all runs weigh 25 against its 100)", { skip: cpuSkip }, async () => {
+    const share = async (node: Warden): Promise<number> => {
+      // The node's side: a process in the node's own group spinning on CPU 0, printing its CPU time as it goes.
+      const sampler = spawn("/usr/bin/python3", ["-c", SAMPLER], { stdio: ["ignore", "pipe", "inherit"] });
+      try {
+        let samples = "";
+        sampler.stdout.setEncoding("utf8").on("data", (d: string) => (samples += d));
+        await waitFor("the node-side spinner's first sample", () => (samples.includes("\n") ? true : undefined));
+        const outcome = await node.invoke("test", randomUUID(), { provider: "kimi", prompt: JSON.stringify({ spin: { cpu: 0, ms: 1500 } }), workspace: "main" });
+        const tail = (outcome as unknown as { result: { output_tail: string } }).result.output_tail;
+        const got = attempt(tail, "spin");
+        assert.ok(got !== undefined && !got.startsWith("not attempted"), `the agent could not spin (${got}): this test needs python3 at /usr/bin/python3`);
+        const [start, end, agentCpu] = got.split(" ").map(Number) as [number, number, number];
+        // The sampler's CPU over the agent's window, from the samples nearest its ends.
+        const rows = samples.trim().split("\n").map((l) => l.split(" ").map(Number) as [number, number]);
+        const at = (t: number): number => rows.reduce((best, row) => (Math.abs(row[0] - t) < Math.abs(best[0] - t) ? row : best))[1];
+        assert.ok(rows.at(-1)![0] >= end, "the node-side spinner stopped before the agent did");
+        return agentCpu / (at(end) - at(start));
+      } finally {
+        sampler.kill("SIGKILL");
+      }
+    };
+    const weighed = await share(bounded);
+    assert.ok(weighed < 0.5, `the run's spinner got ${weighed.toFixed(2)} of what the node's got on one core (weights 25 : 100 give 0.25)`);
+    // Without the groups they weigh the same: the weight above is what held the agent back.
+    const even = await share(plain);
+    assert.ok(even > 0.6, `without control groups the run's spinner got ${even.toFixed(2)} of what the node's got (the same weight gives 1)`);
   });
 
   it("what a dead node left in its groups is killed and removed when it starts again", async () => {

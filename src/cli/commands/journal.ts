@@ -207,7 +207,7 @@ function hasRunStarted(inspection: RunInspection): boolean {
 }
 
 interface RecordedIsolation {
-  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown; readonly seccomp?: { readonly deny?: unknown; readonly errno?: unknown }; readonly no_nested_user_namespaces?: unknown; readonly cgroup?: { readonly memory_bytes?: unknown; readonly all_runs_memory_bytes?: unknown; readonly tasks?: unknown } };
+  readonly profile: { readonly kind?: unknown; readonly egress?: { readonly allow?: unknown }; readonly limits?: unknown; readonly env?: unknown; readonly mounts?: unknown; readonly seccomp?: { readonly deny?: unknown; readonly errno?: unknown }; readonly no_nested_user_namespaces?: unknown; readonly cgroup?: { readonly memory_bytes?: unknown; readonly all_runs_memory_bytes?: unknown; readonly tasks?: unknown; readonly all_runs_cpu_weight?: unknown } };
   readonly digest: string;
 }
 
@@ -234,7 +234,7 @@ function isolationText(isolation: RecordedIsolation | undefined): string | undef
   const bounded =
     p.cgroup === undefined
       ? "; memory and tasks not bounded (no control groups)"
-      : `; memory at most ${mib(p.cgroup.memory_bytes)} (all runs ${mib(p.cgroup.all_runs_memory_bytes)}), tasks at most ${String(p.cgroup.tasks)} (control groups)`;
+      : `; memory at most ${mib(p.cgroup.memory_bytes)} (all runs ${mib(p.cgroup.all_runs_memory_bytes)}), tasks at most ${String(p.cgroup.tasks)}${p.cgroup.all_runs_cpu_weight === undefined ? "" : `, all runs' CPU weight ${String(p.cgroup.all_runs_cpu_weight)}`} (control groups)`;
   const userns = p.no_nested_user_namespaces === true ? "; no user namespaces of its own" : "";
   return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}${bounded}${refused}${userns}; environment ${env}`;
 }
