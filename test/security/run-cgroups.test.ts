@@ -185,8 +185,11 @@ describe("security: a run's memory and tasks are bounded by its control groups",
 
   it("an agent spinning on a core the node's own process also wants gets a quarter of what that process gets (all runs weigh 25 against its 100)", { skip: cpuSkip }, async () => {
     const share = async (node: Warden): Promise<number> => {
-      // The node's side: a process in the node's own group spinning on CPU 0, printing its CPU time as it goes.
-      const sampler = spawn("/usr/bin/python3", ["-c", SAMPLER], { stdio: ["ignore", "pipe", "inherit"] });
+      // The node's side: a process in the node's own group spinning on CPU 0, printing its CPU time
+      // as it goes. In a session of its own, as the agent is (bwrap --new-session): with the
+      // kernel's autogroups on, a session is weighed as one, and this one must not share its
+      // weight with the test runner's other busy processes.
+      const sampler = spawn("/usr/bin/python3", ["-c", SAMPLER], { stdio: ["ignore", "pipe", "inherit"], detached: true });
       try {
         let samples = "";
         sampler.stdout.setEncoding("utf8").on("data", (d: string) => (samples += d));
