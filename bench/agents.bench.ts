@@ -17,11 +17,14 @@
  * sandbox (one in this process, as the proxy is in the node's, one in a process of its own, as
  * the bridge is), which is what two Node hops cost on this machine before warden adds anything.
  *
+ * WARDEN_BENCH_CGROUPS=0 runs the node with `sandbox.cgroups: false`: what a confined run's
+ * control groups add is the confined figure's difference between the two.
+ *
  * Needs `npm run build` first (bin/warden.cjs runs dist/).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync } from "node:fs";
 import * as net from "node:net";
 import { join } from "node:path";
 import { ScriptedModelServer } from "../src/scripted-model/index.js";
@@ -30,6 +33,7 @@ import { DEFAULT_PROVIDER_PROFILES, expandLaunchArgs, expandRunLaunch } from "..
 import { cleanEnv, repo, startNode } from "../test/support/node.js";
 import { AS_LAUNCHED_ENV, benchDir, fmt, median } from "./baseline.js";
 import { Confinement } from "../src/sandbox/confinement.js";
+import { RUN_SHM_DIR, RUN_TMP_DIR } from "../src/sandbox/profile.js";
 
 const TOKEN = "bench-agents-operator-token-0123456789abcdef";
 const KEY_VAR = "SCRIPTED_MODEL_KEY";
@@ -74,6 +78,7 @@ export default async function (): Promise<void> {
       workspaces: { main: workspace, open },
       defaultWorkspace: "main",
       workspaceIsolation: { open: "none" },
+      ...(process.env.WARDEN_BENCH_CGROUPS === "0" ? { sandbox: { cgroups: false } } : {}),
       providers: Object.fromEntries(PROVIDERS.map((p) => [p, { command: commands[p], model: endpoint(p) }])),
       logLevel: "warn",
     },
@@ -192,23 +197,27 @@ export async function egressThroughput(root: string, workspace: string): Promise
     if (r.bytes !== STREAM_BYTES) throw new Error(`read ${r.bytes} bytes of ${STREAM_BYTES}`);
     return r;
   };
-  const run = (command: string, args: readonly string[], env: Record<string, string>): Promise<string> => {
-    const child = spawn(command, args, { cwd: workspace, env, stdio: ["ignore", "pipe", "pipe"] });
+  const run = (command: string, args: readonly string[], env: Record<string, string>, fd3?: string): Promise<string> => {
+    // A confined run's seccomp program goes to bubblewrap on fd 3, as the runner hands it (agent-process.ts).
+    const program = fd3 === undefined ? undefined : openSync(fd3, "r");
+    const child = spawn(command, args, { cwd: workspace, env, stdio: program === undefined ? ["ignore", "pipe", "pipe"] : ["ignore", "pipe", "pipe", program] });
+    if (program !== undefined) closeSync(program);
     let out = "";
     let err = "";
-    child.stdout.setEncoding("utf8").on("data", (s: string) => (out += s));
-    child.stderr.setEncoding("utf8").on("data", (s: string) => (err += s));
+    child.stdout!.setEncoding("utf8").on("data", (s: string) => (out += s));
+    child.stderr!.setEncoding("utf8").on("data", (s: string) => (err += s));
     return new Promise((resolve, reject) => child.once("close", (code) => (code === 0 ? resolve(out) : reject(new Error(`exit ${code}: ${err}`)))));
   };
   // The node's journal is not in this measure: the proxy's entries go to memory.
   const journal = { append: async (): Promise<boolean> => true };
   const viaProxy = async (): Promise<{ bytes: number; streamMs: number; totalMs: number }> => {
     const runId = randomUUID();
-    // The run home is the runner's to write (providers/run-home.ts); the sandbox binds it.
-    mkdirSync(join(homes, runId), { recursive: true, mode: 0o700 });
+    // The run home is the runner's to write (providers/run-home.ts); the sandbox binds it, and its
+    // tmp and shm directories at /tmp and /dev/shm.
+    for (const dir of [RUN_TMP_DIR, RUN_SHM_DIR]) mkdirSync(join(homes, runId, dir), { recursive: true, mode: 0o700 });
     const launched = await confinement.launch(planned, runId, journal, process.execPath, ["-e", CLIENT, url], workspace);
     try {
-      return read(await run(launched.command, launched.args, { PATH: process.env.PATH ?? "/usr/bin:/bin", ...launched.env }));
+      return read(await run(launched.command, launched.args, { PATH: process.env.PATH ?? "/usr/bin:/bin", ...launched.env }, launched.seccomp));
     } finally {
       await launched.drain();
       launched.remove();
