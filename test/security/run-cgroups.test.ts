@@ -9,7 +9,7 @@
  */
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -19,6 +19,7 @@ import { openWarden, type Warden } from "../../src/warden/facade.js";
 import { RunCgroups } from "../../src/sandbox/run-cgroups.js";
 import { isAlive } from "../support/processes.js";
 import { waitFor } from "../support/wait.js";
+import { cliCommand } from "../support/node.js";
 
 const HOSTILE = fileURLToPath(new URL("../fixtures/agents/hostile.mjs", import.meta.url));
 const MiB = 1024 * 1024;
@@ -125,8 +126,14 @@ describe("security: a run's memory and tasks are bounded by its control groups",
     assert.deepEqual(started.isolation.profile.cgroup, { memory_bytes: MEMORY, all_runs_memory_bytes: 2 * MEMORY, tasks: TASKS, ...(groups.cpu ? { all_runs_cpu_weight: 25 } : {}) });
     const note = entries.find((e) => e.type === "note" && e.memory_bound !== undefined) as { memory_bound: { bytes: number; processes_killed: number } } | undefined;
     assert.ok(note !== undefined && note.memory_bound.bytes === MEMORY && note.memory_bound.processes_killed >= 1, `no memory_bound note in the journal: ${JSON.stringify(entries.filter((e) => e.type === "note"))}`);
-    // What an operator inspecting the run reads.
+    // What an operator inspecting the run reads, and what `journal verify` says bounded it.
     assert.deepEqual((await bounded.inspect("test", id)).report.journal.memory_bound, note.memory_bound);
+    const file = path.join(root, "memfd.jsonl");
+    fs.writeFileSync(file, await bounded.readJournal(runId));
+    const verified = spawnSync(process.execPath, [...cliCommand, "journal", "verify", file, "--home", path.join(root, "home")], { encoding: "utf8", env: { ...process.env, WARDEN_HOME: "" } });
+    assert.equal(verified.status, 0, verified.stderr);
+    const cpu = groups.cpu ? ", all runs' CPU weight 25" : "";
+    assert.ok(verified.stdout.includes(`; memory at most 192.0 MiB (all runs 384.0 MiB), tasks at most ${TASKS}${cpu} (control groups)`), verified.stdout);
     // The run's groups are gone with it, and with the node's last run its parents too.
     const dirs = groups.runDirs(runId);
     assert.equal(fs.existsSync(dirs.memory), false, `${dirs.memory} outlived its run`);

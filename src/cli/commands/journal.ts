@@ -10,6 +10,7 @@ import type { ReconciliationReceipt } from "../../client/wire.js";
 import type { VerifiedCheckpoint } from "../../tlog/policy.js";
 import type { RunProofDocument } from "../../tlog/verify.js";
 import { resolveHome, type CliContext } from "../context.js";
+import { formatBytes } from "../format.js";
 import { runCommand } from "../outcome.js";
 import { connect, nonEmpty } from "../node.js";
 import { readInputFile } from "../read-input.js";
@@ -234,11 +235,11 @@ function isolationText(isolation: RecordedIsolation | undefined): string | undef
   const bounded =
     p.cgroup === undefined
       ? "; memory and tasks not bounded (no control groups)"
-      : `; memory at most ${mib(p.cgroup.memory_bytes)} (all runs ${mib(p.cgroup.all_runs_memory_bytes)}), tasks at most ${String(p.cgroup.tasks)}${p.cgroup.all_runs_cpu_weight === undefined ? "" : `, all runs' CPU weight ${String(p.cgroup.all_runs_cpu_weight)}`} (control groups)`;
+      : `; memory at most ${byteCount(p.cgroup.memory_bytes)} (all runs ${byteCount(p.cgroup.all_runs_memory_bytes)}), tasks at most ${String(p.cgroup.tasks)}${p.cgroup.all_runs_cpu_weight === undefined ? "" : `, all runs' CPU weight ${String(p.cgroup.all_runs_cpu_weight)}`} (control groups)`;
   const userns = p.no_nested_user_namespaces === true ? "; no user namespaces of its own" : "";
   return `isolation: ${String(p.kind)} profile ${isolation.digest}; egress to ${allow}; writable ${mounts.join(", ") || "nothing"}; limits ${JSON.stringify(p.limits ?? {})}${bounded}${refused}${userns}; environment ${env}`;
 }
 
-function mib(bytes: unknown): string {
-  return typeof bytes === "number" ? `${(bytes / 1024 / 1024).toFixed(0)} MiB` : "?";
+function byteCount(bytes: unknown): string {
+  return typeof bytes === "number" ? formatBytes(bytes) : "?";
 }
